@@ -1,0 +1,120 @@
+"""Append throughput for one workspace, 1/4/16 concurrent writers, SQLite and DynamoDB
+(moto), each as a ratio to a plain insert of the same row without the ledger.
+
+Target (issue "Ledger core"): an append costs at most 1.5x a plain insert on SQLite.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.harness import Result, report
+from claros.canonical import canonical
+from claros.store.sqlite import SqliteStore
+
+WRITERS = (1, 4, 16)
+
+
+def sample_row(i: int) -> dict[str, Any]:
+    return {
+        "check_id": f"chk_{i:016x}",
+        "workspace": "bench",
+        "ts": 1_796_000_000_000 + i,
+        "app": "shop",
+        "tool": "refund_create",
+        "arguments": {"order": f"SO-{i}", "amount": "120.50", "currency": "EUR",
+                      "reason": "damaged on arrival " * 8},
+        "agent": {"name": "claude-code", "model": "claude", "session": "s-1",
+                  "call_id": f"c-{i}", "via": {"guard": "claros-guard", "version": "0.1.0"}},
+        "on_behalf_of": "dana@example.com",
+        "obo_source": "agent_key",
+        "result": "allow",
+        "allowed": True,
+        "reason": "no rule applied",
+    }  # fmt: skip
+
+
+def run_threads(writers: int, total: int, work: Callable[[int], None]) -> float:
+    per = total // writers
+    barrier = threading.Barrier(writers + 1)
+
+    def body(w: int) -> None:
+        barrier.wait()
+        for i in range(per):
+            work(w * per + i)
+
+    threads = [threading.Thread(target=body, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+def sqlite_pair(writers: int, total: int, root: Path) -> tuple[Result, Result]:
+    store = SqliteStore(root / f"append-{writers}.db")
+    local = threading.local()
+
+    def plain_conn() -> sqlite3.Connection:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            # The same settings the store uses: WAL, synchronous=NORMAL, one txn a row.
+            conn = sqlite3.connect(root / f"plain-{writers}.db", isolation_level=None,
+                                   check_same_thread=False, timeout=60)  # fmt: skip
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS records (workspace TEXT, kind TEXT, ref_id TEXT,"
+                " seq INTEGER, body TEXT, PRIMARY KEY (workspace, kind, ref_id))"
+            )
+            local.conn = conn
+        return conn
+
+    def plain(i: int) -> None:
+        conn = plain_conn()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
+            ("bench", "check", f"chk_{i:016x}", i, canonical(sample_row(i))),
+        )
+        conn.execute("COMMIT")
+
+    def append(i: int) -> None:
+        store.append("bench", "check", f"chk_{i:016x}", sample_row(i))
+
+    plain_s = run_threads(writers, total, plain)
+    append_s = run_threads(writers, total, append)
+    head = store.head("bench")
+    assert head is not None and head.seq == total // writers * writers
+    store.close()
+    return (
+        Result(f"sqlite plain insert, {writers} writers", plain_s, total),
+        Result(f"sqlite ledger append, {writers} writers", append_s, total),
+    )
+
+
+def main(total: int = 3200) -> list[dict[str, Any]]:
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for writers in WRITERS:
+            plain, append = sqlite_pair(writers, total, Path(tmp))
+            out.append(report(f"SQLite append, {writers} writers", [append], plain))
+    try:
+        from bench.append_dynamo import main as dynamo_main
+    except ImportError as exc:  # moto is a dev dependency
+        print(f"\n(DynamoDB skipped: {exc})")
+    else:
+        out += dynamo_main(WRITERS, total // 4)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The project's benchmark harness: time a task and its baseline in one run, print ratios.
+
+These machines are noisy, so a figure alone means little; a ratio to a baseline measured
+seconds apart on the same machine means more. Each measurement is the best of ``repeat``
+runs. Peak memory is measured in a fresh child process (``ru_maxrss``), so one task's
+garbage does not count against the next.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Result", "best_of", "in_child", "report"]
+
+
+@dataclass
+class Result:
+    name: str
+    seconds: float
+    items: int
+    peak_mb: float | None = None
+
+    @property
+    def per_second(self) -> float:
+        return self.items / self.seconds if self.seconds else float("inf")
+
+
+def best_of(name: str, items: int, fn: Callable[[], Any], repeat: int = 3) -> Result:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return Result(name, best, items)
+
+
+def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    start = time.perf_counter()
+    items = fn(*args)
+    seconds = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    conn.send((seconds, items, peak_kb / 1024))
+    conn.close()
+
+
+def in_child(name: str, fn: Callable[..., int], *args: Any) -> Result:
+    """Run ``fn(*args)`` (which returns how many items it did) in a fresh process."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, fn, args))
+    proc.start()
+    seconds, items, peak = parent.recv()
+    proc.join()
+    return Result(name, seconds, items, peak)
+
+
+def report(title: str, results: list[Result], baseline: Result) -> dict[str, Any]:
+    print(f"\n## {title}")
+    print(f"{'':38} {'items/s':>12} {'seconds':>9} {'peak MB':>8} {'x baseline':>10}")
+    rows = []
+    for r in [baseline, *results]:
+        ratio = r.seconds / baseline.seconds * (baseline.items / r.items) if r.items else 0
+        peak = f"{r.peak_mb:8.1f}" if r.peak_mb is not None else f"{'':8}"
+        mark = " (baseline)" if r is baseline else ""
+        print(f"{r.name:38} {r.per_second:12,.0f} {r.seconds:9.3f} {peak} {ratio:10.2f}{mark}")
+        rows.append({"name": r.name, "per_second": r.per_second, "seconds": r.seconds,
+                     "peak_mb": r.peak_mb, "ratio": ratio})  # fmt: skip
+    return {"title": title, "rows": rows}
+
+
+def dump(results: list[dict[str, Any]]) -> str:
+    return json.dumps(results, indent=2)

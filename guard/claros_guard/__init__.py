@@ -1,0 +1,1 @@
+"""Claros client side: the MCP guard, Claude Code hooks and `claros verify`."""

@@ -1,0 +1,1 @@
+"""Claros server side: ledger, rules, storage, API."""

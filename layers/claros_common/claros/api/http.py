@@ -1,0 +1,185 @@
+"""The HTTP edge: a thread-safe resolver, body parsing with limits, auth per route.
+
+Powertools keeps the current event on a class attribute (``BaseRouter.current_event``),
+which is fine in Lambda (one request at a time) but would mix requests up in the local
+server's threads. ``ClarosResolver`` keeps it per thread instead; the local server also
+builds one resolver per thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+from pydantic import BaseModel, ValidationError
+
+from claros import jsonutil
+from claros.auth import Principal, authenticate, require
+from claros.config import Settings
+from claros.errors import BadRequestError, PayloadTooLargeError
+from claros.wiring import Services
+
+__all__ = [
+    "PERMISSIONS",
+    "ClarosResolver",
+    "Handler",
+    "json_response",
+    "parse_body",
+    "query_int",
+    "routed",
+]
+
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[..., Any]
+
+# (method, path) -> the key kinds the route accepts. Filled as routes are declared; the
+# permission test walks it so no route escapes the route x kind matrix.
+PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {}
+
+
+class ClarosResolver(APIGatewayHttpResolver):
+    def __init__(self, services: Services) -> None:
+        super().__init__(serializer=jsonutil.dumps)
+        self.services = services
+        self._local = threading.local()
+
+    @property  # type: ignore[override]
+    def current_event(self) -> APIGatewayProxyEventV2:
+        return cast(APIGatewayProxyEventV2, self._local.__dict__.get("event"))
+
+    @current_event.setter
+    def current_event(self, value: APIGatewayProxyEventV2) -> None:
+        self._local.event = value
+
+    @property
+    def lambda_context(self) -> Any:
+        return self._local.__dict__.get("lambda_context")
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._local.lambda_context = value
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        self._local.event = APIGatewayProxyEventV2(dict(event))
+        self._local.lambda_context = context
+        return super().resolve(event, context)
+
+
+def json_response(
+    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response[str]:
+    return Response(status, "application/json", jsonutil.dumps(body), headers=headers)
+
+
+def routed(
+    app: ClarosResolver, method: str, path: str, kinds: frozenset[str] | set[str]
+) -> Callable[[Handler], Handler]:
+    """Declare a route and the key kinds it accepts; the handler gets the Principal first.
+
+    ``path`` is written the API Gateway way (``/v1/check/{check_id}/outcome``)."""
+    kinds = frozenset(kinds)
+    previous = PERMISSIONS.setdefault((method, path), kinds)
+    if previous != kinds:
+        raise RuntimeError(f"{method} {path} declared twice with different kinds")
+    rule = path.replace("{", "<").replace("}", ">")
+
+    def decorate(fn: Handler) -> Handler:
+        @functools.wraps(fn)
+        def handler(**params: str) -> Any:
+            event = app.current_event
+            principal = authenticate(app.services.store, event.headers.get("authorization"))
+            require(principal, kinds)
+            return fn(principal, **params)
+
+        app.route(rule, method)(handler)
+        return fn
+
+    return decorate
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a parsed JSON value, without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def raw_body(event: APIGatewayProxyEventV2, settings: Settings) -> bytes:
+    body = event.get("body") or ""
+    data = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
+    if len(data) > settings.max_body_bytes:
+        raise PayloadTooLargeError(
+            f"body is {len(data)} bytes; the limit is {settings.max_body_bytes}"
+        )
+    return data
+
+
+def parse_json(event: APIGatewayProxyEventV2, settings: Settings) -> Any:
+    data = raw_body(event, settings)
+    if not data.strip():
+        raise BadRequestError("the body is empty; send a JSON object")
+    try:
+        value = jsonutil.loads(data)
+    except RecursionError as exc:
+        raise BadRequestError(f"JSON nested deeper than {settings.max_depth} levels") from exc
+    except ValueError as exc:
+        raise BadRequestError(f"malformed JSON: {exc}") from exc
+    if _depth(value, settings.max_depth) > settings.max_depth:
+        raise BadRequestError(f"JSON nested deeper than {settings.max_depth} levels")
+    return value
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "problem": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def parse_body(app: ClarosResolver, model: type[M]) -> M:
+    value = parse_json(app.current_event, app.services.settings)
+    if not isinstance(value, dict):
+        raise BadRequestError(f"the body must be a JSON object, not {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        details = validation_details(exc)
+        first = details[0]
+        raise BadRequestError(
+            f"invalid request: {first['field']}: {first['problem']}", details=details
+        ) from exc
+
+
+def query_int(
+    app: ClarosResolver, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    raw = (app.current_event.query_string_parameters or {}).get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise BadRequestError(
+            f"query parameter {name} must be a whole number, not {raw!r}"
+        ) from exc
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and {maximum}" if maximum is not None else ""
+        raise BadRequestError(f"query parameter {name} must be between {minimum}{upper}")
+    return value
+
+
+def principal_of(app: ClarosResolver) -> Principal:
+    return authenticate(app.services.store, app.current_event.headers.get("authorization"))

@@ -1,0 +1,95 @@
+"""``make run``: a demo workspace on the local server, its keys, and what to try.
+
+The keys are made once and kept in ``<data>/demo-keys.json`` (mode 0600), since Claros
+itself stores only their hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from claros.auth import create_key
+from claros.config import Settings
+from claros.local import LocalServer
+from claros.wiring import build_services
+
+__all__ = ["main"]
+
+WORKSPACE = "demo"
+ADMIN = "admin@example.com"
+PERSON = "dana@example.com"
+
+
+def _keys(settings: Settings) -> dict[str, str]:
+    path = Path(settings.data_dir) / "demo-keys.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    services = build_services(settings)
+    try:
+        store = services.store
+        keys = {
+            "admin": create_key(store, WORKSPACE, "admin", person=ADMIN),
+            "agent": create_key(store, WORKSPACE, "agent", person=PERSON),
+            "service": create_key(store, WORKSPACE, "service"),
+        }
+        keys["audit"] = create_key(store, WORKSPACE, "audit", made_by=ADMIN)
+    finally:
+        services.close()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(keys, fh, indent=2)
+    return keys
+
+
+def main() -> int:
+    port = int(os.environ.get("CLAROS_PORT", "8787"))
+    settings = Settings.from_env()
+    Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+    keys = _keys(settings)
+    services = build_services(settings)
+    try:
+        server = LocalServer(services, "127.0.0.1", port)
+    except OSError as exc:
+        print(f"cannot listen on 127.0.0.1:{port} ({exc}); set CLAROS_PORT", file=sys.stderr)
+        return 2
+    url = server.url
+    print(
+        f"""
+Claros is running at {url}   (data in {settings.data_dir}, workspace "{WORKSPACE}")
+
+Keys (kept in {settings.data_dir}/demo-keys.json):
+  admin   ({ADMIN})  {keys["admin"]}
+  agent   ({PERSON})  {keys["agent"]}
+  service (tied to nobody)     {keys["service"]}
+  audit   (made by {ADMIN})  {keys["audit"]}
+
+Try:
+  export CLAROS_URL={url} CLAROS_KEY={keys["agent"]}
+  curl -s -H "Authorization: Bearer $CLAROS_KEY" $CLAROS_URL/v1/check \\
+       -d '{{"app":"shop","tool":"refund_create","arguments":{{"amount":"$120.00"}},
+            "agent":{{"name":"curl","session":"s1","call_id":"c1"}}}}'
+  curl -s -H "Authorization: Bearer $CLAROS_KEY" "$CLAROS_URL/v1/ledger/entries?since=0"
+  curl -s -X POST -H "Authorization: Bearer {keys["admin"]}" $CLAROS_URL/v1/ledger/checkpoints
+  curl -s -H "Authorization: Bearer {keys["admin"]}" $CLAROS_URL/api/evidence/verify
+
+Ctrl-C stops it.
+""",
+        flush=True,
+    )
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        services.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Evidence: verification on the server, exports, streams, reports."""

@@ -1,0 +1,38 @@
+"""JSON in and out: numbers with a fraction parse as Decimal (money is never float)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["dumps", "loads"]
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON; NaN and Infinity (which Python would accept) are refused."""
+    return json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        # Integral decimals stay exact as ints; others go out as the double they denote,
+        # which is also what canonical JSON writes.
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    return json.dumps(
+        value,
+        default=_default,
+        ensure_ascii=False,
+        separators=(",", ":") if indent is None else None,
+        indent=indent,
+    )

@@ -1,0 +1,83 @@
+"""``python -m claros.ledger``: operations on the server's own ledger.
+
+    verify [--workspace W] [--data DIR]   re-check chain, records and checkpoint signatures
+
+Exit 0 when everything holds, 1 on any failure (each printed with seq, kind and what is
+wrong), 2 on usage or I/O errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from claros.config import Settings
+from claros.evidence.verify import verify_workspace
+from claros.store.base import GLOBAL, Store, StoreError
+from claros.wiring import open_store
+
+__all__ = ["main"]
+
+
+def _workspaces(store: Store, only: str | None) -> list[str]:
+    if only:
+        return [only]
+    names: list[str] = []
+    after: str | None = None
+    while True:
+        page = store.query_docs(GLOBAL, "workspace", after=after, limit=100)
+        names += [doc.key for doc in page]
+        if len(page) < 100:
+            return names
+        after = page[-1].key
+
+
+def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    store = open_store(settings)
+    try:
+        failed = False
+        names = _workspaces(store, args.workspace)
+        if not names:
+            print("no workspaces yet: nothing to verify")
+        for name in names:
+            if store.head(name) is None and args.workspace:
+                print(f"claros.ledger: workspace {name!r} has no ledger", file=sys.stderr)
+                return 2
+            report = verify_workspace(store, name)
+            status = "OK" if report.ok else "FAIL"
+            print(
+                f"{status}: workspace {name}: {report.entries} entries "
+                f"(seq {report.first_seq or 0}..{report.last_seq or 0}), "
+                f"{report.records_compared} records compared, "
+                f"{report.checkpoints_verified} checkpoints verified, "
+                f"{report.unsigned_tail} entries after the last checkpoint"
+            )
+            for failure in report.failures:
+                print(f"  {failure}")
+            failed = failed or not report.ok
+        return 1 if failed else 0
+    finally:
+        store.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m claros.ledger",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    verify = sub.add_parser("verify", help="re-check chain, records and checkpoints")
+    verify.add_argument("--workspace", help="only this workspace (default: every one)")
+    verify.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    verify.set_defaults(run=_verify)
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    if args.data:
+        settings = settings.model_copy(update={"data_dir": args.data})
+    try:
+        return int(args.run(args, settings))
+    except (StoreError, OSError) as exc:
+        print(f"claros.ledger: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,247 @@
+"""The local server: every function's routes over HTTP/1.1 on one machine.
+
+Each request becomes the API Gateway v2 event the Lambda would get, and goes through the
+same resolver, so local and AWS share one code path. Threads serve connections
+concurrently (keep-alive honoured); each thread builds its own resolver. A heartbeat
+thread signs a checkpoint whenever a tail stays unsigned too long.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from claros import jsonutil
+from claros.api.app import FUNCTIONS, build_resolver
+from claros.api.http import ClarosResolver
+from claros.checkpoints import due_checkpoints
+from claros.wiring import Services
+
+__all__ = ["LocalServer", "serve"]
+
+log = logging.getLogger("claros.local")
+
+_TEXT_TYPES = ("application/json", "application/x-ndjson", "text/")
+
+
+class _LambdaContext:
+    """The few attributes Powertools reads from a Lambda context."""
+
+    function_name = "claros-local"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:claros-local"
+    memory_limit_in_mb = 1024
+    aws_request_id = ""
+    log_group_name = "local"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+    server: _Server
+    server_version = "claros"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.info("%s %s", self.address_string(), format % args)
+
+    def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in ("content-length", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        body = jsonutil.dumps({"error": "bad_request", "message": message}).encode()
+        self.close_connection = True
+        self._reply(status, {"Content-Type": "application/json"}, body)
+
+    def _handle(self) -> None:
+        limit = self.server.services.settings.max_body_bytes
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            self._error(411, "send the body with a Content-Length, not chunked")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self._error(400, "Content-Length is not a number")
+            return
+        if length < 0:
+            self._error(400, "Content-Length is negative")
+            return
+        if length > limit:
+            # Do not read it; the connection is closed after the answer.
+            body = jsonutil.dumps(
+                {"error": "payload_too_large", "message": f"body is {length} bytes; "
+                 f"the limit is {limit}"}
+            ).encode()  # fmt: skip
+            self.close_connection = True
+            self._reply(413, {"Content-Type": "application/json"}, body)
+            return
+        raw = self.rfile.read(length) if length else b""
+        event = self._event(raw)
+        result = self.server.resolver().resolve(event, _LambdaContext())
+        self._write_result(result)
+
+    def _event(self, raw: bytes) -> dict[str, Any]:
+        url = urlsplit(self.path)
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
+        content_type = headers.get("content-type", "")
+        is_text = not raw or content_type.startswith(_TEXT_TYPES)
+        if is_text:
+            try:
+                body: str = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                is_text = False
+        if not is_text:
+            body = base64.b64encode(raw).decode()
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        now = time.time()
+        return {
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": url.path,
+            "rawQueryString": url.query,
+            "headers": headers,
+            "queryStringParameters": query or None,
+            "cookies": [c.strip() for c in headers.get("cookie", "").split(";") if c.strip()]
+            or None,
+            "requestContext": {
+                "accountId": "local",
+                "apiId": "local",
+                "domainName": headers.get("host", "localhost"),
+                "http": {
+                    "method": self.command,
+                    "path": url.path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": self.client_address[0],
+                    "userAgent": headers.get("user-agent", ""),
+                },
+                "requestId": uuid.uuid4().hex,
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+                "timeEpoch": int(now * 1000),
+            },
+            "body": body or None,
+            "isBase64Encoded": not is_text,
+        }
+
+    def _write_result(self, result: dict[str, Any]) -> None:
+        headers = {k: str(v) for k, v in (result.get("headers") or {}).items()}
+        for name, values in (result.get("multiValueHeaders") or {}).items():
+            headers[name] = ", ".join(values)
+        body_text = result.get("body") or ""
+        body = base64.b64decode(body_text) if result.get("isBase64Encoded") else body_text.encode()
+        status = int(result.get("statusCode", 200))
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in ("content-length", "connection"):
+                self.send_header(name, value)
+        for cookie in result.get("cookies") or []:
+            self.send_header("Set-Cookie", cookie)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], services: Services) -> None:
+        super().__init__(address, _Handler)
+        self.services = services
+        self._local = threading.local()
+
+    def resolver(self) -> ClarosResolver:
+        app: ClarosResolver | None = getattr(self._local, "app", None)
+        if app is None:
+            app = build_resolver(self.services, FUNCTIONS)
+            self._local.app = app
+        return app
+
+
+class LocalServer:
+    """A running local server (used by ``claros serve``, ``make run`` and the tests)."""
+
+    def __init__(self, services: Services, host: str = "127.0.0.1", port: int = 8787) -> None:
+        self.services = services
+        self.httpd = _Server((host, port), services)
+        self.host, self.port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _heartbeat(self) -> None:
+        settings = self.services.settings
+        interval = max(1.0, min(30.0, settings.checkpoint_max_age_s / 4))
+        while not self._stop.wait(interval):
+            try:
+                due_checkpoints(
+                    self.services.store,
+                    self.services.signer,
+                    every=settings.checkpoint_every,
+                    max_age_s=settings.checkpoint_max_age_s,
+                )
+            except Exception:  # keep beating; the next round retries
+                log.exception("heartbeat checkpoint failed")
+
+    def start(self) -> LocalServer:
+        for target in (self.httpd.serve_forever, self._heartbeat):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def serve_forever(self) -> None:
+        beat = threading.Thread(target=self._heartbeat, daemon=True)
+        beat.start()
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def serve(services: Services, host: str, port: int) -> None:
+    server = LocalServer(services, host, port)
+    log.info("Claros listening on %s (data in %s)", server.url, services.settings.data_dir)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        services.close()

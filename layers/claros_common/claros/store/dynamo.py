@@ -1,0 +1,748 @@
+"""DynamoDB store: the AWS implementation of ``claros.store.Store``.
+
+Three tables (their definitions live in ``template.yaml``; the tests build them from it):
+
+* **ledger**: PK ``workspace`` (S), SK ``seq`` (N); ``kind``, ``ref_id``, ``ts`` (N),
+  ``payload_sha256``, ``prev_hash``, ``hash``. Append-only (IAM deny + resource policy).
+* **records**: PK ``workspace`` (S), SK ``rid`` (S) = ``"{kind}#{ref_id}"``; ``seq`` (N) and
+  ``body`` (B): the record's canonical JSON, zlib-compressed.
+* **state**: PK ``pk`` (S), SK ``sk`` (S), holding
+
+  ====================================  ==================  ==============================
+  pk                                    sk                  attributes
+  ====================================  ==================  ==============================
+  ``{workspace}#doc#{collection}``      doc key             ``rev`` (N), ``body`` (S JSON)
+  ``{workspace}#head``                  ``head``            ``seq`` (N), ``hash``, ``entry``
+  ``{workspace}#checkpoint``            ``{seq:020d}``      the checkpoint's fields
+  ``{workspace}#pubkey``                key id              the public key's fields
+  ====================================  ==================  ==============================
+
+``append`` is one ``TransactWriteItems``: the entry (``attribute_not_exists(seq)``), the
+record (``attribute_not_exists(rid)``), the chain head (conditional on the seq it was read
+at) and the caller's ``DocWrite``s (each with its revision condition). When the head moved
+in between, the transaction is cancelled and retried with jittered exponential backoff;
+after ``max_attempts`` the caller gets ``ChainBusyError``. A failed doc or record condition
+is a ``ConflictError`` and is not retried.
+
+All reads are strongly consistent, as SQLite's are.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from claros import jsonutil
+from claros.canonical import canonical
+from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
+from claros.store.base import (
+    MAX_RECORD_BYTES,
+    ChainBusyError,
+    ConflictError,
+    Doc,
+    DocWrite,
+    PruneError,
+    PruneResult,
+    RecordTooLargeError,
+    StoreError,
+)
+
+if TYPE_CHECKING:  # boto3 is a server-side dependency; the client is injected
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+__all__ = ["MAX_RECORD_ITEM_BYTES", "MAX_TRANSACT_ACTIONS", "DynamoStore"]
+
+# A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
+MAX_RECORD_ITEM_BYTES = 350_000
+# TransactWriteItems takes at most 100 actions; an append uses 3 of them.
+MAX_TRANSACT_ACTIONS = 100
+_APPEND_ACTIONS = 3
+# BatchGetItem takes 100 keys, BatchWriteItem 25 requests.
+_BATCH_GET = 100
+_BATCH_WRITE = 25
+
+# Cancellation codes (and error codes) that mean "try again": the item was busy or the
+# table throttled us. ConditionalCheckFailed on the head/entry also means a retry.
+_RETRY_REASONS = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)
+_RETRY_ERRORS = frozenset(
+    {
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+    }
+)
+
+Item = dict[str, Any]  # a low-level DynamoDB item: {"attr": {"S": "..."}}
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _entry(item: Item) -> Entry:
+    return Entry(
+        item["workspace"]["S"],
+        int(item["seq"]["N"]),
+        item["kind"]["S"],
+        item["ref_id"]["S"],
+        int(item["ts"]["N"]),
+        item["payload_sha256"]["S"],
+        item["prev_hash"]["S"],
+        item["hash"]["S"],
+    )
+
+
+def _checkpoint(item: Item) -> Checkpoint:
+    return Checkpoint(
+        item["workspace"]["S"],
+        int(item["seq"]["N"]),
+        item["hash"]["S"],
+        int(item["ts"]["N"]),
+        item["key_id"]["S"],
+        item["signature"]["S"],
+    )
+
+
+def _record_body(item: Item) -> dict[str, Any]:
+    return jsonutil.loads(zlib.decompress(item["body"]["B"]))  # type: ignore[no-any-return]
+
+
+def _doc_key(workspace: str, collection: str, key: str) -> Item:
+    return {"pk": _s(f"{workspace}#doc#{collection}"), "sk": _s(key)}
+
+
+def _expected(expect_rev: int) -> str:
+    return "absent" if expect_rev == 0 else f"revision {expect_rev}"
+
+
+def _doc_conflict(write: DocWrite, current: Item | None) -> ConflictError:
+    rev = int(current["rev"]["N"]) if current and "rev" in current else 0
+    state = f"at revision {rev}" if rev else "absent"
+    expected = _expected(write.expect_rev or 0)
+    return ConflictError(
+        f"{write.collection}/{write.key} is {state}, expected {expected}",
+        collection=write.collection,
+        key=write.key,
+    )
+
+
+def _limit(limit: int | None) -> int | None:
+    """SQLite's LIMIT: None or a negative number means no limit."""
+    return None if limit is None or limit < 0 else limit
+
+
+class DynamoStore:
+    """A Store on three DynamoDB tables, through an injected boto3 DynamoDB client."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        ledger_table: str,
+        records_table: str,
+        state_table: str,
+        *,
+        max_attempts: int = 12,
+        base_delay_s: float = 0.01,
+        max_delay_s: float = 0.5,
+        page_size: int = 100,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if not 1 <= page_size <= _BATCH_GET:
+            raise ValueError(f"page_size must be between 1 and {_BATCH_GET}")
+        self.client = client
+        self.ledger_table = ledger_table
+        self.records_table = records_table
+        self.state_table = state_table
+        self.max_attempts = max_attempts
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self.page_size = page_size
+        self._sleep = sleep
+
+    def close(self) -> None:
+        """Nothing to release: the client belongs to the caller."""
+
+    def _backoff(self, attempt: int) -> None:
+        """Full jitter: sleep a random time up to base * 2**attempt (capped)."""
+        cap = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        self._sleep(random.uniform(cap / 4, cap))
+
+    # --- the ledger -------------------------------------------------------------------
+    def append(
+        self,
+        workspace: str,
+        kind: str,
+        ref_id: str,
+        record: Mapping[str, Any],
+        *,
+        writes: Sequence[DocWrite] = (),
+        ts: int | None = None,
+    ) -> Entry:
+        body = canonical(record)
+        if len(body) > MAX_RECORD_BYTES:
+            raise RecordTooLargeError(
+                f"record is {len(body)} bytes; the limit is {MAX_RECORD_BYTES}"
+            )
+        if len(writes) > MAX_TRANSACT_ACTIONS - _APPEND_ACTIONS:
+            raise StoreError(
+                f"an append takes at most {MAX_TRANSACT_ACTIONS - _APPEND_ACTIONS} doc writes "
+                f"(DynamoDB transactions hold {MAX_TRANSACT_ACTIONS} actions); got {len(writes)}"
+            )
+        doc_actions = self._doc_actions(writes)
+        rid = f"{kind}#{ref_id}"
+        # Built lazily below: Entry.build refuses values canonical JSON cannot hold, and
+        # must do so before anything is written, as in SQLite.
+        packed: bytes | None = None
+        for attempt in range(self.max_attempts):
+            head = self._head_item(workspace)
+            head_seq = int(head["seq"]["N"]) if head else 0
+            prev = head["hash"]["S"] if head else ZERO_HASH
+            entry = Entry.build(
+                workspace,
+                head_seq + 1,
+                kind,
+                ref_id,
+                ts if ts is not None else _now_ms(),
+                record,
+                prev,
+            )
+            if packed is None:
+                packed = zlib.compress(body.encode("utf-8"))
+                size = len(packed) + len(workspace.encode()) + len(rid.encode()) + 64
+                if size > MAX_RECORD_ITEM_BYTES:
+                    raise RecordTooLargeError(
+                        f"record compresses to {size} bytes; DynamoDB keeps at most "
+                        f"{MAX_RECORD_ITEM_BYTES} per record"
+                    )
+            actions = [
+                self._ledger_put(entry),
+                self._record_put(entry, rid, packed),
+                self._head_put(entry, head_seq),
+                *doc_actions,
+            ]
+            try:
+                self.client.transact_write_items(
+                    TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+                )
+            except ClientError as exc:
+                self._append_failed(exc, entry, writes)
+            else:
+                return entry
+            if attempt + 1 < self.max_attempts:
+                self._backoff(attempt)
+        raise ChainBusyError(
+            f"the chain head of {workspace!r} kept moving; gave up after "
+            f"{self.max_attempts} attempts"
+        )
+
+    def _append_failed(self, exc: ClientError, entry: Entry, writes: Sequence[DocWrite]) -> None:
+        """Raise the domain error for a failed append, or return to retry it."""
+        code = _code(exc)
+        if code in _RETRY_ERRORS:
+            return
+        if code == "ValidationException":
+            raise StoreError(f"DynamoDB refused the append: {exc}") from exc
+        if code != "TransactionCanceledException":
+            raise exc
+        reasons: list[Any] = list(exc.response.get("CancellationReasons", []))
+        codes = [str(r.get("Code", "None")) for r in reasons]
+        # Index 0: the entry, 1: the record, 2: the head, 3...: the doc writes.
+        if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+            raise ConflictError(
+                f"a {entry.kind} record {entry.ref_id!r} exists already",
+                collection=entry.kind,
+                key=entry.ref_id,
+            ) from exc
+        for i, write in enumerate(writes):
+            pos = _APPEND_ACTIONS + i
+            if pos < len(codes) and codes[pos] == "ConditionalCheckFailed":
+                raise _doc_conflict(write, reasons[pos].get("Item")) from exc
+        retry = {"ConditionalCheckFailed", *_RETRY_REASONS}
+        if any(c in retry for c in codes[:_APPEND_ACTIONS]) or any(
+            c in _RETRY_REASONS for c in codes
+        ):
+            return
+        raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc
+
+    def _head_item(self, workspace: str) -> Item | None:
+        got = self.client.get_item(
+            TableName=self.state_table,
+            Key={"pk": _s(f"{workspace}#head"), "sk": _s("head")},
+            ConsistentRead=True,
+        )
+        return got.get("Item")
+
+    def _ledger_put(self, entry: Entry) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.ledger_table,
+                "Item": {
+                    "workspace": _s(entry.workspace),
+                    "seq": _n(entry.seq),
+                    "kind": _s(entry.kind),
+                    "ref_id": _s(entry.ref_id),
+                    "ts": _n(entry.ts),
+                    "payload_sha256": _s(entry.payload_sha256),
+                    "prev_hash": _s(entry.prev_hash),
+                    "hash": _s(entry.hash),
+                },
+                "ConditionExpression": "attribute_not_exists(#seq)",
+                "ExpressionAttributeNames": {"#seq": "seq"},
+            }
+        }
+
+    def _record_put(self, entry: Entry, rid: str, packed: bytes) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.records_table,
+                "Item": {
+                    "workspace": _s(entry.workspace),
+                    "rid": _s(rid),
+                    "seq": _n(entry.seq),
+                    "body": {"B": packed},
+                },
+                "ConditionExpression": "attribute_not_exists(rid)",
+            }
+        }
+
+    def _head_put(self, entry: Entry, head_seq: int) -> dict[str, Any]:
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                "pk": _s(f"{entry.workspace}#head"),
+                "sk": _s("head"),
+                "seq": _n(entry.seq),
+                "hash": _s(entry.hash),
+                "entry": _s(jsonutil.dumps(entry.to_json())),
+            },
+        }
+        if head_seq == 0:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "#seq = :seq"
+            put["ExpressionAttributeNames"] = {"#seq": "seq"}
+            put["ExpressionAttributeValues"] = {":seq": _n(head_seq)}
+        return {"Put": put}
+
+    def head(self, workspace: str) -> Entry | None:
+        item = self._head_item(workspace)
+        return Entry.from_json(jsonutil.loads(item["entry"]["S"])) if item else None
+
+    def _query(self, request: dict[str, Any], limit: int | None) -> Iterator[Item]:
+        """Items of one Query, page by page, at most ``limit`` of them."""
+        remaining = _limit(limit)
+        start: Item | None = None
+        while remaining is None or remaining > 0:
+            page_limit = self.page_size if remaining is None else min(remaining, self.page_size)
+            args = dict(request, Limit=page_limit, ConsistentRead=True)
+            if start is not None:
+                args["ExclusiveStartKey"] = start
+            got = self.client.query(**args)
+            items: list[Item] = got.get("Items", [])
+            yield from items
+            if remaining is not None:
+                remaining -= len(items)
+            start = got.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def _ledger_query(self, workspace: str, since: int, limit: int | None) -> Iterator[Item]:
+        return self._query(
+            {
+                "TableName": self.ledger_table,
+                "KeyConditionExpression": "workspace = :w AND #seq > :since",
+                "ExpressionAttributeNames": {"#seq": "seq"},
+                "ExpressionAttributeValues": {":w": _s(workspace), ":since": _n(since)},
+            },
+            limit,
+        )
+
+    def entries(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[Entry]:
+        for item in self._ledger_query(workspace, since, limit):
+            yield _entry(item)
+
+    def entries_with_records(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[Entry, dict[str, Any] | None]]:
+        page: list[Entry] = []
+        for item in self._ledger_query(workspace, since, limit):
+            page.append(_entry(item))
+            if len(page) == self.page_size:
+                yield from self._with_records(workspace, page)
+                page = []
+        if page:
+            yield from self._with_records(workspace, page)
+
+    def _with_records(
+        self, workspace: str, page: list[Entry]
+    ) -> Iterator[tuple[Entry, dict[str, Any] | None]]:
+        found = self._batch_get_records(workspace, {f"{e.kind}#{e.ref_id}" for e in page})
+        for e in page:
+            item = found.get(f"{e.kind}#{e.ref_id}")
+            # As in SQLite's join: the record that entry wrote, not a later namesake.
+            if item is not None and int(item["seq"]["N"]) == e.seq:
+                yield e, _record_body(item)
+            else:
+                yield e, None
+
+    def _batch_get_records(
+        self, workspace: str, rids: set[str], projection: str | None = None
+    ) -> dict[str, Item]:
+        out: dict[str, Item] = {}
+        pending = sorted(rids)
+        for i in range(0, len(pending), _BATCH_GET):
+            request: dict[str, Any] = {
+                "Keys": [
+                    {"workspace": _s(workspace), "rid": _s(r)} for r in pending[i : i + _BATCH_GET]
+                ],
+                "ConsistentRead": True,
+            }
+            if projection:
+                request["ProjectionExpression"] = projection
+            unprocessed: dict[str, Any] = {self.records_table: request}
+            for attempt in range(self.max_attempts):
+                got = self.client.batch_get_item(RequestItems=unprocessed)
+                for item in got.get("Responses", {}).get(self.records_table, []):
+                    out[item["rid"]["S"]] = item
+                unprocessed = dict(got.get("UnprocessedKeys") or {})
+                if not unprocessed:
+                    break
+                self._backoff(attempt)
+            else:
+                raise StoreError("DynamoDB kept record reads unprocessed; try again later")
+        return out
+
+    def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.records_table,
+            Key={"workspace": _s(workspace), "rid": _s(f"{kind}#{ref_id}")},
+            ConsistentRead=True,
+        )
+        item = got.get("Item")
+        return _record_body(item) if item else None
+
+    def prune(self, workspace: str, through_seq: int) -> PruneResult:
+        cp = self.client.get_item(
+            TableName=self.state_table,
+            Key={"pk": _s(f"{workspace}#checkpoint"), "sk": _s(f"{through_seq:020d}")},
+            ConsistentRead=True,
+        )
+        if "Item" not in cp:
+            raise PruneError(f"no signed checkpoint at seq {through_seq}")
+        entries_deleted = records_deleted = 0
+        query = self._query(
+            {
+                "TableName": self.ledger_table,
+                "KeyConditionExpression": "workspace = :w AND #seq <= :through",
+                "ProjectionExpression": "workspace, #seq, kind, ref_id",
+                "ExpressionAttributeNames": {"#seq": "seq"},
+                "ExpressionAttributeValues": {":w": _s(workspace), ":through": _n(through_seq)},
+            },
+            None,
+        )
+        page: list[Item] = []
+        for item in query:
+            page.append(item)
+            if len(page) == self.page_size:
+                records_deleted += self._prune_page(workspace, page, through_seq)
+                entries_deleted += len(page)
+                page = []
+        if page:
+            records_deleted += self._prune_page(workspace, page, through_seq)
+            entries_deleted += len(page)
+        return PruneResult(entries_deleted, records_deleted, through_seq)
+
+    def _prune_page(self, workspace: str, page: list[Item], through_seq: int) -> int:
+        """Delete one page of entries, their records first (a re-run finishes the job)."""
+        rids = {f"{i['kind']['S']}#{i['ref_id']['S']}" for i in page}
+        rids = {r for r in rids if r.split("#", 1)[0] not in NEVER_PRUNED}
+        found = self._batch_get_records(workspace, rids, projection="workspace, rid, seq")
+        doomed = [
+            {"workspace": item["workspace"], "rid": item["rid"]}
+            for item in found.values()
+            if int(item["seq"]["N"]) <= through_seq
+        ]
+        self._batch_delete(self.records_table, doomed)
+        self._batch_delete(
+            self.ledger_table, [{"workspace": i["workspace"], "seq": i["seq"]} for i in page]
+        )
+        return len(doomed)
+
+    def _batch_delete(self, table: str, keys: list[Item]) -> None:
+        for i in range(0, len(keys), _BATCH_WRITE):
+            unprocessed: dict[str, Any] = {
+                table: [{"DeleteRequest": {"Key": k}} for k in keys[i : i + _BATCH_WRITE]]
+            }
+            for attempt in range(self.max_attempts):
+                got = self.client.batch_write_item(RequestItems=unprocessed)
+                unprocessed = dict(got.get("UnprocessedItems") or {})
+                if not unprocessed:
+                    break
+                self._backoff(attempt)
+            else:
+                raise StoreError("DynamoDB kept deletes unprocessed; run the prune again")
+
+    # --- checkpoints and public keys --------------------------------------------------
+    def add_checkpoint(self, checkpoint: Checkpoint) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.state_table,
+                Item={
+                    "pk": _s(f"{checkpoint.workspace}#checkpoint"),
+                    "sk": _s(f"{checkpoint.seq:020d}"),
+                    "workspace": _s(checkpoint.workspace),
+                    "seq": _n(checkpoint.seq),
+                    "hash": _s(checkpoint.hash),
+                    "ts": _n(checkpoint.ts),
+                    "key_id": _s(checkpoint.key_id),
+                    "signature": _s(checkpoint.signature),
+                },
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def checkpoints(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> list[Checkpoint]:
+        items = self._query(
+            {
+                "TableName": self.state_table,
+                "KeyConditionExpression": "pk = :pk AND sk > :since",
+                "ExpressionAttributeValues": {
+                    ":pk": _s(f"{workspace}#checkpoint"),
+                    ":since": _s(f"{max(since, 0):020d}"),
+                },
+            },
+            limit,
+        )
+        return [_checkpoint(item) for item in items if int(item["seq"]["N"]) > since]
+
+    def latest_checkpoint(self, workspace: str) -> Checkpoint | None:
+        got = self.client.query(
+            TableName=self.state_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": _s(f"{workspace}#checkpoint")},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = got.get("Items", [])
+        return _checkpoint(items[0]) if items else None
+
+    def add_public_key(self, key: PublicKey) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.state_table,
+                Item={
+                    "pk": _s(f"{key.workspace}#pubkey"),
+                    "sk": _s(key.key_id),
+                    "workspace": _s(key.workspace),
+                    "key_id": _s(key.key_id),
+                    "public_key": _s(key.public_key),
+                    "created_at": _n(key.created_at),
+                    "algorithm": _s(key.algorithm),
+                },
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def public_keys(self, workspace: str) -> list[PublicKey]:
+        items = self._query(
+            {
+                "TableName": self.state_table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": _s(f"{workspace}#pubkey")},
+            },
+            None,
+        )
+        keys = [
+            PublicKey(
+                i["workspace"]["S"],
+                i["key_id"]["S"],
+                i["public_key"]["S"],
+                int(i["created_at"]["N"]),
+                i["algorithm"]["S"],
+            )
+            for i in items
+        ]
+        return sorted(keys, key=lambda k: (k.created_at, k.key_id))
+
+    # --- docs -------------------------------------------------------------------------
+    def get_doc(self, workspace: str, collection: str, key: str) -> Doc | None:
+        try:
+            got = self.client.get_item(
+                TableName=self.state_table,
+                Key=_doc_key(workspace, collection, key),
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._refused(exc, f"{collection}/{key}") from exc
+        item = got.get("Item")
+        if not item:
+            return None
+        return Doc(collection, key, jsonutil.loads(item["body"]["S"]), int(item["rev"]["N"]))
+
+    def query_docs(
+        self,
+        workspace: str,
+        collection: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Doc]:
+        if limit == 0:
+            return []
+        values: dict[str, Any] = {":pk": _s(f"{workspace}#doc#{collection}")}
+        condition = "pk = :pk"
+        start: str | None = None
+        if prefix:
+            condition += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = _s(prefix)
+        if after is not None:
+            if not prefix:
+                condition += " AND sk < :after" if descending else " AND sk > :after"
+                values[":after"] = _s(after)
+            elif after.startswith(prefix):
+                start = after  # a position inside the prefix's range; need not exist
+            elif (after < prefix) != descending:
+                pass  # every key with the prefix is on the wanted side of ``after``
+            else:
+                return []  # every key with the prefix is on the wrong side
+        request: dict[str, Any] = {
+            "TableName": self.state_table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": not descending,
+        }
+        if start is not None:
+            request["ExclusiveStartKey"] = _doc_key(workspace, collection, start)
+        return [
+            Doc(collection, i["sk"]["S"], jsonutil.loads(i["body"]["S"]), int(i["rev"]["N"]))
+            for i in self._query(request, limit)
+        ]
+
+    def write_docs(self, writes: Sequence[DocWrite]) -> None:
+        if not writes:
+            return
+        if len(writes) > MAX_TRANSACT_ACTIONS:
+            raise StoreError(
+                f"at most {MAX_TRANSACT_ACTIONS} doc writes go in one transaction; "
+                f"got {len(writes)}"
+            )
+        actions = self._doc_actions(writes)
+        for attempt in range(self.max_attempts):
+            try:
+                self.client.transact_write_items(
+                    TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+                )
+            except ClientError as exc:
+                self._docs_failed(exc, writes)
+            else:
+                return
+            if attempt + 1 < self.max_attempts:
+                self._backoff(attempt)
+        raise ConflictError("the docs stayed busy with other writes; nothing was written")
+
+    def _docs_failed(self, exc: ClientError, writes: Sequence[DocWrite]) -> None:
+        code = _code(exc)
+        if code in _RETRY_ERRORS:
+            return
+        if code != "TransactionCanceledException":
+            raise self._refused(exc, "the doc writes") from exc
+        reasons: list[Any] = list(exc.response.get("CancellationReasons", []))
+        for write, reason in zip(writes, reasons, strict=False):
+            if reason.get("Code") == "ConditionalCheckFailed":
+                raise _doc_conflict(write, reason.get("Item")) from exc
+        codes = [str(r.get("Code", "None")) for r in reasons]
+        if any(c in _RETRY_REASONS for c in codes):
+            return
+        raise StoreError(f"DynamoDB cancelled the doc writes: {', '.join(codes)}") from exc
+
+    @staticmethod
+    def _refused(exc: ClientError, what: str) -> Exception:
+        if _code(exc) == "ValidationException":
+            return StoreError(f"DynamoDB refused {what}: {exc}")
+        return exc
+
+    def _doc_actions(self, writes: Sequence[DocWrite]) -> list[dict[str, Any]]:
+        """One transaction action per doc write, each with its revision condition."""
+        seen: set[tuple[str, str, str]] = set()
+        actions: list[dict[str, Any]] = []
+        for w in writes:
+            target = (w.workspace, w.collection, w.key)
+            if target in seen:
+                raise StoreError(
+                    f"{w.collection}/{w.key} is written twice in one transaction; "
+                    "DynamoDB allows one action per item"
+                )
+            seen.add(target)
+            action: dict[str, Any] = {
+                "TableName": self.state_table,
+                "Key": _doc_key(w.workspace, w.collection, w.key),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+            names: dict[str, str] = {}
+            values: dict[str, Any] = {}
+            if w.expect_rev == 0:
+                action["ConditionExpression"] = "attribute_not_exists(pk)"
+            elif w.expect_rev is not None:
+                action["ConditionExpression"] = "#rev = :expect"
+                names["#rev"] = "rev"
+                values[":expect"] = _n(w.expect_rev)
+            if w.value is None:
+                op = "Delete"
+            else:
+                op = "Update"
+                action["UpdateExpression"] = (
+                    "SET #body = :body, #rev = if_not_exists(#rev, :zero) + :one"
+                )
+                names.update({"#body": "body", "#rev": "rev"})
+                values.update(
+                    {":body": _s(jsonutil.dumps(dict(w.value))), ":zero": _n(0), ":one": _n(1)}
+                )
+            if names:
+                action["ExpressionAttributeNames"] = names
+            if values:
+                action["ExpressionAttributeValues"] = values
+            actions.append({op: action})
+        return actions

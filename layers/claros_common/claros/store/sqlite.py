@@ -1,0 +1,398 @@
+"""SQLite store: the embedded default. One file in the data directory, WAL mode.
+
+The ledger and its records refuse UPDATE, and DELETE except below a signed checkpoint
+(triggers), so even a bug in Claros, or someone with the sqlite3 shell who does not also
+drop the triggers, cannot quietly rewrite history.
+
+Threads: one connection per thread; an append takes the write lock first
+(``BEGIN IMMEDIATE``) so two writers never read the same chain head.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from claros import jsonutil
+from claros.canonical import canonical_bytes
+from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
+from claros.store.base import (
+    MAX_RECORD_BYTES,
+    ConflictError,
+    Doc,
+    DocWrite,
+    PruneError,
+    PruneResult,
+    RecordTooLargeError,
+)
+
+__all__ = ["SqliteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ledger (
+    workspace TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ref_id TEXT NOT NULL,
+    ts INTEGER NOT NULL, payload_sha256 TEXT NOT NULL, prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (workspace, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    workspace TEXT NOT NULL, kind TEXT NOT NULL, ref_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (workspace, kind, ref_id)
+);
+CREATE TABLE IF NOT EXISTS heads (
+    workspace TEXT PRIMARY KEY, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+    ref_id TEXT NOT NULL, ts INTEGER NOT NULL, payload_sha256 TEXT NOT NULL,
+    prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    workspace TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, ts INTEGER NOT NULL,
+    key_id TEXT NOT NULL, signature TEXT NOT NULL,
+    PRIMARY KEY (workspace, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS public_keys (
+    workspace TEXT NOT NULL, key_id TEXT NOT NULL, public_key TEXT NOT NULL,
+    created_at INTEGER NOT NULL, algorithm TEXT NOT NULL,
+    PRIMARY KEY (workspace, key_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS docs (
+    workspace TEXT NOT NULL, collection TEXT NOT NULL, key TEXT NOT NULL,
+    rev INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (workspace, collection, key)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
+BEGIN SELECT RAISE(ABORT, 'the ledger refuses updates'); END;
+CREATE TRIGGER IF NOT EXISTS ledger_delete_below_checkpoint BEFORE DELETE ON ledger
+WHEN NOT EXISTS (SELECT 1 FROM checkpoints c
+                 WHERE c.workspace = OLD.workspace AND c.seq >= OLD.seq)
+BEGIN SELECT RAISE(ABORT, 'the ledger refuses deletes above the last signed checkpoint'); END;
+CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'ledger records refuse updates'); END;
+CREATE TRIGGER IF NOT EXISTS records_delete_below_checkpoint BEFORE DELETE ON records
+WHEN OLD.kind IN ('rule_version', 'rule_version_close', 'mapping_version')
+  OR NOT EXISTS (SELECT 1 FROM checkpoints c
+                 WHERE c.workspace = OLD.workspace AND c.seq >= OLD.seq)
+BEGIN SELECT RAISE(ABORT, 'ledger records are deleted only by a prune below a checkpoint'); END;
+CREATE TRIGGER IF NOT EXISTS checkpoints_no_update BEFORE UPDATE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints refuse updates'); END;
+CREATE TRIGGER IF NOT EXISTS checkpoints_no_delete BEFORE DELETE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints refuse deletes'); END;
+"""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    return Entry(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+
+
+class SqliteStore:
+    """A Store on one SQLite file (or ``:memory:``-like temp paths in tests)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        conn = self._conn()
+        conn.executescript(_SCHEMA)
+
+    # --- connections ------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=60
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode is durable against application crashes; a power cut can
+            # lose the last transactions but never corrupts or reorders the chain.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # --- the ledger -------------------------------------------------------------------
+    def append(
+        self,
+        workspace: str,
+        kind: str,
+        ref_id: str,
+        record: Mapping[str, Any],
+        *,
+        writes: Sequence[DocWrite] = (),
+        ts: int | None = None,
+    ) -> Entry:
+        raw = canonical_bytes(record)  # CanonicalError on values JSON cannot carry
+        if len(raw) > MAX_RECORD_BYTES:
+            raise RecordTooLargeError(
+                f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
+            )
+        body, payload = raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            head = conn.execute(
+                "SELECT seq, hash FROM heads WHERE workspace = ?", (workspace,)
+            ).fetchone()
+            seq, prev = (head[0] + 1, head[1]) if head else (1, ZERO_HASH)
+            entry = Entry.build(
+                workspace,
+                seq,
+                kind,
+                ref_id,
+                ts if ts is not None else _now_ms(),
+                record,
+                prev,
+                payload=payload,
+            )
+            conn.execute(
+                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (workspace, seq, kind, ref_id, entry.ts, entry.payload_sha256, prev, entry.hash),
+            )
+            try:
+                conn.execute(
+                    "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
+                    (workspace, kind, ref_id, seq, body),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(
+                    f"a {kind} record {ref_id!r} exists already", collection=kind, key=ref_id
+                ) from exc
+            conn.execute(
+                "INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (workspace, seq, kind, ref_id, entry.ts, entry.payload_sha256, prev, entry.hash),
+            )
+            self._apply(conn, writes)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return entry
+
+    def head(self, workspace: str) -> Entry | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT workspace, seq, kind, ref_id, ts, payload_sha256, prev_hash, hash"
+                " FROM heads WHERE workspace = ?",
+                (workspace,),
+            )
+            .fetchone()
+        )
+        return _entry(row) if row else None
+
+    def entries(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[Entry]:
+        cur = self._conn().execute(
+            "SELECT workspace, seq, kind, ref_id, ts, payload_sha256, prev_hash, hash "
+            "FROM ledger WHERE workspace = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (workspace, since, -1 if limit is None else limit),
+        )
+        for row in cur:
+            yield _entry(row)
+
+    def entries_with_records(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[Entry, dict[str, Any] | None]]:
+        cur = self._conn().execute(
+            "SELECT l.workspace, l.seq, l.kind, l.ref_id, l.ts, l.payload_sha256, l.prev_hash,"
+            " l.hash, r.body FROM ledger l LEFT JOIN records r"
+            " ON r.workspace = l.workspace AND r.kind = l.kind AND r.ref_id = l.ref_id"
+            " AND r.seq = l.seq"
+            " WHERE l.workspace = ? AND l.seq > ? ORDER BY l.seq LIMIT ?",
+            (workspace, since, -1 if limit is None else limit),
+        )
+        for row in cur:
+            yield _entry(row), (jsonutil.loads(row[8]) if row[8] is not None else None)
+
+    def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT body FROM records WHERE workspace = ? AND kind = ? AND ref_id = ?",
+                (workspace, kind, ref_id),
+            )
+            .fetchone()
+        )
+        return jsonutil.loads(row[0]) if row else None
+
+    def prune(self, workspace: str, through_seq: int) -> PruneResult:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not conn.execute(
+                "SELECT 1 FROM checkpoints WHERE workspace = ? AND seq = ?",
+                (workspace, through_seq),
+            ).fetchone():
+                raise PruneError(f"no signed checkpoint at seq {through_seq}")
+            kept = tuple(sorted(NEVER_PRUNED))
+            marks = ",".join("?" * len(kept))
+            records = conn.execute(
+                "DELETE FROM records WHERE workspace = ? AND (kind, ref_id) IN"
+                " (SELECT kind, ref_id FROM ledger WHERE workspace = ? AND seq <= ?)"
+                f" AND kind NOT IN ({marks})",
+                (workspace, workspace, through_seq, *kept),
+            ).rowcount
+            entries = conn.execute(
+                "DELETE FROM ledger WHERE workspace = ? AND seq <= ?", (workspace, through_seq)
+            ).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return PruneResult(entries, records, through_seq)
+
+    # --- checkpoints and public keys --------------------------------------------------
+    def add_checkpoint(self, checkpoint: Checkpoint) -> bool:
+        cur = self._conn().execute(
+            "INSERT OR IGNORE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                checkpoint.workspace,
+                checkpoint.seq,
+                checkpoint.hash,
+                checkpoint.ts,
+                checkpoint.key_id,
+                checkpoint.signature,
+            ),
+        )
+        return cur.rowcount == 1
+
+    def checkpoints(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> list[Checkpoint]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT workspace, seq, hash, ts, key_id, signature FROM checkpoints"
+                " WHERE workspace = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (workspace, since, -1 if limit is None else limit),
+            )
+            .fetchall()
+        )
+        return [Checkpoint(*row) for row in rows]
+
+    def latest_checkpoint(self, workspace: str) -> Checkpoint | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT workspace, seq, hash, ts, key_id, signature FROM checkpoints"
+                " WHERE workspace = ? ORDER BY seq DESC LIMIT 1",
+                (workspace,),
+            )
+            .fetchone()
+        )
+        return Checkpoint(*row) if row else None
+
+    def add_public_key(self, key: PublicKey) -> None:
+        self._conn().execute(
+            "INSERT OR IGNORE INTO public_keys VALUES (?, ?, ?, ?, ?)",
+            (key.workspace, key.key_id, key.public_key, key.created_at, key.algorithm),
+        )
+
+    def public_keys(self, workspace: str) -> list[PublicKey]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT workspace, key_id, public_key, created_at, algorithm FROM public_keys"
+                " WHERE workspace = ? ORDER BY created_at, key_id",
+                (workspace,),
+            )
+            .fetchall()
+        )
+        return [PublicKey(*row) for row in rows]
+
+    # --- docs -------------------------------------------------------------------------
+    def get_doc(self, workspace: str, collection: str, key: str) -> Doc | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT rev, body FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
+                (workspace, collection, key),
+            )
+            .fetchone()
+        )
+        return Doc(collection, key, jsonutil.loads(row[1]), row[0]) if row else None
+
+    def query_docs(
+        self,
+        workspace: str,
+        collection: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Doc]:
+        sql = "SELECT key, rev, body FROM docs WHERE workspace = ? AND collection = ?"
+        args: list[Any] = [workspace, collection]
+        if prefix:
+            # Keys are compared as text: everything that starts with prefix sorts between
+            # prefix and prefix + U+10FFFF.
+            sql += " AND key >= ? AND key < ?"
+            args += [prefix, prefix + "\U0010ffff"]
+        if after is not None:
+            sql += " AND key < ?" if descending else " AND key > ?"
+            args.append(after)
+        sql += f" ORDER BY key {'DESC' if descending else 'ASC'} LIMIT ?"
+        args.append(limit)
+        rows = self._conn().execute(sql, args).fetchall()
+        return [Doc(collection, r[0], jsonutil.loads(r[2]), r[1]) for r in rows]
+
+    def write_docs(self, writes: Sequence[DocWrite]) -> None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._apply(conn, writes)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, writes: Sequence[DocWrite]) -> None:
+        for w in writes:
+            row = conn.execute(
+                "SELECT rev FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
+                (w.workspace, w.collection, w.key),
+            ).fetchone()
+            rev = row[0] if row else 0
+            if w.expect_rev is not None and w.expect_rev != rev:
+                state = f"at revision {rev}" if rev else "absent"
+                raise ConflictError(
+                    f"{w.collection}/{w.key} is {state}, expected "
+                    f"{'absent' if w.expect_rev == 0 else f'revision {w.expect_rev}'}",
+                    collection=w.collection,
+                    key=w.key,
+                )
+            if w.value is None:
+                conn.execute(
+                    "DELETE FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
+                    (w.workspace, w.collection, w.key),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO docs VALUES (?, ?, ?, ?, ?) ON CONFLICT"
+                    " (workspace, collection, key) DO UPDATE SET rev = excluded.rev,"
+                    " body = excluded.body",
+                    (w.workspace, w.collection, w.key, rev + 1, jsonutil.dumps(dict(w.value))),
+                )

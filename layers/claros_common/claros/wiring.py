@@ -1,0 +1,66 @@
+"""Builds the store and signer a process uses, from Settings. The only place that picks
+between local (SQLite + key file) and AWS (DynamoDB + KMS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claros.config import Settings
+from claros.signing import FileSigner, KmsSigner, Signer
+from claros.store.base import Store
+
+__all__ = ["Services", "build_services", "open_signer", "open_store"]
+
+
+def _dynamodb() -> Any:
+    import boto3  # only the AWS side imports boto3, and only when it runs there
+
+    return boto3.client("dynamodb")
+
+
+def _kms() -> Any:
+    import boto3
+
+    return boto3.client("kms")
+
+
+def open_store(settings: Settings) -> Store:
+    if settings.store == "dynamodb":
+        from claros.store.dynamo import DynamoStore
+
+        return DynamoStore(
+            _dynamodb(),
+            settings.ledger_table,
+            settings.records_table,
+            settings.state_table,
+        )
+    from claros.store.sqlite import SqliteStore
+
+    data = Path(settings.data_dir)
+    data.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return SqliteStore(data / "claros.db")
+
+
+def open_signer(settings: Settings) -> Signer:
+    if settings.signer == "kms":
+        return KmsSigner(_kms())
+    return FileSigner(settings.data_dir)
+
+
+@dataclass
+class Services:
+    """What request handlers work with; built once per process (or per Lambda container)."""
+
+    settings: Settings
+    store: Store
+    signer: Signer
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def build_services(settings: Settings | None = None) -> Services:
+    settings = settings or Settings.from_env()
+    return Services(settings, open_store(settings), open_signer(settings))
