@@ -1,6 +1,7 @@
 """The ``claros`` command.
 
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
+    claros rules push FILE [--made-by M]             send rules (YAML or JSON)
 
 Server-side commands import the server package only when they run, so the client side
 (guard, hooks, verify) installs and starts without it.
@@ -37,6 +38,23 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules_push(args: argparse.Namespace) -> int:
+    from claros_guard.client import Client, ClientError
+    from claros_guard.push import push_rules
+
+    try:
+        with Client(args.url, args.key) as client:
+            return push_rules(client, args.file, args.made_by)
+    except ClientError as exc:
+        print(f"claros rules push: {exc}", file=sys.stderr)
+        return 2
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="the Claros server (default $CLAROS_URL)")
+    parser.add_argument("--key", help="an admin key (default $CLAROS_KEY)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claros", description="Claros: guard agents' writes.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -45,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=int(os.environ.get("CLAROS_PORT", "8787")))
     serve.set_defaults(run=_serve)
+
+    rules = sub.add_parser("rules", help="manage rules")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="COMMAND")
+    push = rules_sub.add_parser("push", help="send rules from a YAML or JSON file")
+    push.add_argument("file")
+    push.add_argument(
+        "--made-by",
+        choices=["expert", "override", "precedents", "manual"],
+        default="manual",
+        help="what made these rule versions (their confirm record)",
+    )
+    _add_connection(push)
+    push.set_defaults(run=_rules_push)
     return parser
 
 

@@ -84,3 +84,28 @@ def check_body(**overrides: object) -> dict[str, object]:
     }  # fmt: skip
     body.update(overrides)
     return body
+
+
+def rule(**overrides: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "id": "refund-half",
+        "workflow_id": "refunds",
+        "app": "shop",
+        "tools": ["refund_create"],
+        "title": "Refunds over half the order total need the owner's approval",
+        "when": "amount > order_total / 2",
+        "response": "ask",
+        "owners": [PERSON],
+        "message": "Refund is over half of the order",
+    }
+    body.update(overrides)
+    return body
+
+
+def put_rule(http: httpx.Client, key: str, made_by: str = "manual", **overrides: object) -> dict:
+    spec = rule(**overrides)
+    response = http.put(
+        f"/api/rules/{spec['id']}", json={"rule": spec, "made_by": made_by}, headers=bearer(key)
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())

@@ -8,15 +8,15 @@ so every checkpoint in the store can be verified from the store's key list.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from claros.clock import now_ms
 from claros.ledger import Checkpoint, Entry, checkpoint_message
 from claros.signing import Signer
-from claros.store.base import GLOBAL, DocWrite, Store
+from claros.store.base import GLOBAL, DocWrite, NewRecord, Store
+from claros.wiring import Services
 
-__all__ = ["append", "due_checkpoints", "entry_at", "sign_checkpoint"]
+__all__ = ["due_checkpoints", "entry_at", "record", "sign_checkpoint"]
 
 
 def sign_checkpoint(store: Store, signer: Signer, entry: Entry) -> Checkpoint:
@@ -42,22 +42,22 @@ def entry_at(store: Store, workspace: str, seq: int) -> Entry | None:
     return None
 
 
-def append(
-    store: Store,
-    signer: Signer | None,
-    every: int,
+def record(
+    services: Services,
     workspace: str,
-    kind: str,
-    ref_id: str,
-    record: Mapping[str, Any],
+    records: Sequence[NewRecord],
     writes: Sequence[DocWrite] = (),
-) -> Entry:
-    """Append, and sign a checkpoint in the same request when seq reaches a multiple of
-    ``every`` (local mode; in AWS ``signer`` is None and the stream does it)."""
-    entry = store.append(workspace, kind, ref_id, record, writes=writes)
-    if signer is not None and entry.seq % every == 0:
-        sign_checkpoint(store, signer, entry)
-    return entry
+) -> list[Entry]:
+    """Append records (and doc writes) in one transaction; locally, also sign a checkpoint
+    in the same request when an entry's seq reaches a multiple of N (in AWS the ledger
+    table's stream feeds the checkpoint function instead)."""
+    entries = services.store.append_many(workspace, records, writes=writes)
+    settings = services.settings
+    if settings.inline_checkpoints:
+        for entry in entries:
+            if entry.seq % settings.checkpoint_every == 0:
+                sign_checkpoint(services.store, services.signer, entry)
+    return entries
 
 
 def due_checkpoints(

@@ -1,18 +1,39 @@
-"""Checking a call: who it is for, what was decided, and the row that goes in the ledger."""
+"""Checking a call: who it is for, what the rules decide, and the row the ledger keeps.
+
+The row holds everything needed to reconstruct the decision from the ledger alone: the
+call, the agent, who it acts for (from the credential), every rule that applied with its
+version, hash, confirm record and whether it matched, and on a stop, ask or nudge the
+near-miss fields (severity, amount, currency).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from claros.asks import ask_view, open_ask, use_approval
 from claros.auth import Principal, check_email, member_role
-from claros.checkpoints import append
+from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ForbiddenError
+from claros.rules.amounts import find_amount
+from claros.rules.decide import Decision, decide
+from claros.rules.model import SEVERITY
+from claros.rules.service import active_rules
+from claros.store.base import DocWrite, NewRecord
+from claros.webhook import deliver_in_background
 from claros.wiring import Services
 
-__all__ = ["AgentInfo", "CheckRequest", "Via", "record_check", "resolve_on_behalf_of"]
+__all__ = [
+    "AgentInfo",
+    "CheckRequest",
+    "Via",
+    "call_index_key",
+    "record_check",
+    "resolve_on_behalf_of",
+]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
 
@@ -44,6 +65,8 @@ class CheckRequest(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
     agent: AgentInfo
     fetched: dict[str, Any] | None = None
+    # The ask whose approval this repeat of the call uses (once).
+    approval: str | None = Field(None, max_length=64)
 
 
 def resolve_on_behalf_of(
@@ -65,14 +88,35 @@ def resolve_on_behalf_of(
     return None, None
 
 
+def call_index_key(key_id: str, call_id: str) -> str:
+    return f"{key_id}:{call_id}"
+
+
+def _facts(req: CheckRequest) -> Mapping[str, Any]:
+    return req.arguments
+
+
 def record_check(services: Services, principal: Principal, req: CheckRequest) -> dict[str, Any]:
+    store, workspace = services.store, principal.workspace
     on_behalf_of, obo_source = resolve_on_behalf_of(services, principal, req.agent)
+    decision = decide(active_rules(store, workspace), req.app, req.tool, _facts(req))
     check_id = new_id("chk")
+    now = now_ms()
+    writes: list[DocWrite] = []
+    approved: dict[str, Any] | None = None
+    if req.approval and decision.result == "ask":
+        ask, used = use_approval(
+            store, principal, req.approval, app=req.app, tool=req.tool,
+            arguments=req.arguments, deciding=decision.deciding,
+        )  # fmt: skip
+        writes.append(used)
+        approved = {k: ask.get(k) for k in ("ask_id", "decided_by", "authority", "decided_at")}
+    result = "allow" if approved else decision.result
     agent = req.agent.model_dump(exclude_none=True, exclude={"on_behalf_of"})
     row: dict[str, Any] = {
         "check_id": check_id,
-        "workspace": principal.workspace,
-        "ts": now_ms(),
+        "workspace": workspace,
+        "ts": now,
         "app": req.app,
         "tool": req.tool,
         "arguments": req.arguments,
@@ -80,28 +124,90 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
         "key_id": principal.key_id,
         "on_behalf_of": on_behalf_of,
         "obo_source": obo_source,
-        "result": "allow",
-        "allowed": True,
-        "rules": [],
-        "reason": "no rule applied",
+        "result": result,
+        "decided": decision.result,
+        "allowed": result in ("allow", "nudge"),
+        "rules": decision.rules,
+        "shadow_result": decision.shadow_result,
+        "not_judged": decision.not_judged,
+        "approval": approved,
+        "resolved": True,
     }
-    settings = services.settings
-    entry = append(
-        services.store,
-        services.signer if settings.inline_checkpoints else None,
-        settings.checkpoint_every,
-        principal.workspace,
-        "check",
-        check_id,
-        row,
-    )
-    return {
-        "check_id": check_id,
+    if not decision.rules:
+        row["reason"] = "no rule applied"
+    _near_miss(row, decision, req.arguments)
+    opened: dict[str, Any] | None = None
+    if result == "ask":
+        opened, ask_writes = open_ask(
+            services, principal, check_id=check_id, app=req.app, tool=req.tool,
+            arguments=req.arguments, rules=decision.deciding, on_behalf_of=on_behalf_of,
+            messages=decision.messages(),
+        )  # fmt: skip
+        row["ask_id"] = opened["ask_id"]
+        writes += ask_writes
+    writes += _indexes(workspace, principal, req, row)
+    entry = record(services, workspace, [NewRecord("check", check_id, row)], writes)[0]
+    if opened is not None:
+        deliver_in_background(store, workspace, ask_view(opened))
+    return _answer(row, decision, opened, entry.seq)
+
+
+def _near_miss(row: dict[str, Any], decision: Decision, arguments: Mapping[str, Any]) -> None:
+    severity = SEVERITY.get(decision.result)
+    if severity is None:
+        return
+    row["severity"] = severity
+    money = find_amount(arguments)
+    if money is not None:
+        row["amount"] = money.amount
+        row["currency"] = money.currency
+        row["amount_path"] = money.path
+
+
+def _indexes(
+    workspace: str, principal: Principal, req: CheckRequest, row: Mapping[str, Any]
+) -> list[DocWrite]:
+    """Docs written with the check: its call id (for outcomes by tool_use_id) and the
+    timeline of the person it acts for."""
+    writes = []
+    if req.agent.call_id:
+        writes.append(
+            DocWrite(
+                workspace,
+                "call",
+                call_index_key(principal.key_id, req.agent.call_id),
+                {"check_id": row["check_id"]},
+            )
+        )
+    person = row.get("on_behalf_of")
+    if person:
+        summary = {
+            k: row.get(k)
+            for k in ("check_id", "ts", "app", "tool", "result", "severity", "amount", "currency")
+        }
+        summary["agent"] = row["agent"].get("name")
+        writes.append(DocWrite(workspace, f"timeline:{person}", row["check_id"], summary, 0))
+    return writes
+
+
+def _answer(
+    row: Mapping[str, Any], decision: Decision, ask: Mapping[str, Any] | None, seq: int
+) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "check_id": row["check_id"],
         "result": row["result"],
         "allowed": row["allowed"],
         "rules": row["rules"],
-        "reason": row["reason"],
-        "on_behalf_of": on_behalf_of,
-        "obo_source": obo_source,
-        "seq": entry.seq,
+        "messages": decision.messages(),
+        "on_behalf_of": row["on_behalf_of"],
+        "obo_source": row["obo_source"],
+        "seq": seq,
     }
+    for key in ("severity", "amount", "currency", "shadow_result", "approval", "reason"):
+        if row.get(key) is not None:
+            answer[key] = row[key]
+    if decision.not_judged:
+        answer["not_judged"] = decision.not_judged
+    if ask is not None:
+        answer["ask"] = ask_view(ask)
+    return answer

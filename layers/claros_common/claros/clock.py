@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 __all__ = ["new_id", "now_ms"]
+
+_lock = threading.Lock()
+_last = [0, 0]  # the last id's (ms, counter) in this process
 
 
 def now_ms() -> int:
@@ -13,5 +17,15 @@ def now_ms() -> int:
 
 
 def new_id(prefix: str) -> str:
-    """A time-ordered, unguessable id: ``<prefix>_<ms as 12 hex><16 hex random>``."""
-    return f"{prefix}_{now_ms():012x}{secrets.token_hex(8)}"
+    """A time-ordered, unguessable id: ``<prefix>_<ms:12 hex><counter:4 hex><12 hex random>``.
+
+    Ids made by one process sort in the order they were made, even within a millisecond
+    (timelines are listed by id); ids from different processes sort by millisecond."""
+    ms = now_ms()
+    with _lock:
+        if ms <= _last[0]:
+            ms, counter = _last[0], _last[1] + 1
+        else:
+            counter = 0
+        _last[0], _last[1] = ms, counter
+    return f"{prefix}_{ms:012x}{counter:04x}{secrets.token_hex(6)}"

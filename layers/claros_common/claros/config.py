@@ -31,6 +31,9 @@ class Settings(BaseModel):
     # the checkpoint function does it, fed by the ledger table's stream.
     inline_checkpoints: bool = True
     fast_approval_s: int = Field(10, ge=0)
+    # An ask can be answered for this long; an approval can be used (once) for this long.
+    ask_ttl_s: int = Field(3600, ge=1)
+    approval_ttl_s: int = Field(900, ge=1)
     max_body_bytes: int = 1_000_000
     max_depth: int = 32
 
@@ -53,5 +56,7 @@ class Settings(BaseModel):
                 "CLAROS_INLINE_CHECKPOINTS", "false" if store == "dynamodb" else "true"
             ),
             "fast_approval_s": env.get("CLAROS_FAST_APPROVAL_S", "10"),
+            "ask_ttl_s": env.get("CLAROS_ASK_TTL_S", "3600"),
+            "approval_ttl_s": env.get("CLAROS_APPROVAL_TTL_S", "900"),
         }
         return cls.model_validate(values)

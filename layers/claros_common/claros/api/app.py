@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from aws_lambda_powertools.event_handler import Response
 from pydantic import ValidationError
 
-from claros.api import check, checkpoint, evidence
+from claros.api import admin, check, checkpoint, evidence, outcome
 from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
 from claros.errors import ClarosError
@@ -23,10 +23,10 @@ log = logging.getLogger("claros.api")
 # Function name (functions/<name>/ and template.yaml) -> the route modules it serves.
 FUNCTIONS: dict[str, tuple[Callable[[ClarosResolver], None], ...]] = {
     "check": (check.register,),
-    "outcome": (),
+    "outcome": (outcome.register,),
     "evidence": (evidence.register,),
     "checkpoint": (checkpoint.register,),
-    "admin": (),
+    "admin": (admin.register,),
 }
 
 

@@ -1,15 +1,17 @@
-"""Routes of the check function: ``POST /v1/check``."""
+"""Routes of the check function: ``POST /v1/check`` and the ask a guard waits on."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from claros.api.http import ClarosResolver, parse_body, routed
+from claros.asks import ask_view, get_ask
 from claros.auth import Principal
 from claros.checks import CheckRequest, record_check
 
-__all__ = ["register"]
+__all__ = ["GUARDS", "register"]
 
+# The kinds a guard may run with: a person's agent key, a service key, an admin's key.
 GUARDS = frozenset({"agent", "service", "admin"})
 
 
@@ -17,3 +19,8 @@ def register(app: ClarosResolver) -> None:
     @routed(app, "POST", "/v1/check", GUARDS)
     def check(principal: Principal) -> Any:
         return record_check(app.services, principal, parse_body(app, CheckRequest))
+
+    @routed(app, "GET", "/v1/asks/{ask_id}", GUARDS)
+    def ask(principal: Principal, ask_id: str) -> Any:
+        found, _ = get_ask(app.services.store, principal.workspace, ask_id)
+        return ask_view(found)

@@ -30,6 +30,7 @@ __all__ = [
     "Doc",
     "DocWrite",
     "GLOBAL",
+    "NewRecord",
     "PruneError",
     "PruneResult",
     "RecordTooLargeError",
@@ -97,6 +98,31 @@ class DocWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class NewRecord:
+    """One record to append: its kind, its id (unique per kind) and its content."""
+
+    kind: str
+    ref_id: str
+    record: Mapping[str, Any]
+
+
+# One append is one DynamoDB transaction: 2 items per record, the head, and the doc writes
+# must stay within its 100 actions.
+MAX_BATCH_RECORDS = 10
+MAX_BATCH_WRITES = 60
+
+
+def check_batch(records: Sequence[NewRecord], writes: Sequence[DocWrite]) -> None:
+    if not records:
+        raise StoreError("append needs at least one record")
+    if len(records) > MAX_BATCH_RECORDS or len(writes) > MAX_BATCH_WRITES:
+        raise StoreError(
+            f"one append takes at most {MAX_BATCH_RECORDS} records and {MAX_BATCH_WRITES} "
+            f"doc writes (got {len(records)} and {len(writes)})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PruneResult:
     entries_deleted: int
     records_deleted: int
@@ -117,6 +143,17 @@ class Store(Protocol):
         ts: int | None = None,
     ) -> Entry:
         """Write ``record`` and its chain entry (next seq) atomically, with ``writes``."""
+        ...
+
+    def append_many(
+        self,
+        workspace: str,
+        records: Sequence[NewRecord],
+        *,
+        writes: Sequence[DocWrite] = (),
+        ts: int | None = None,
+    ) -> list[Entry]:
+        """Several records with consecutive entries, and ``writes``, all or nothing."""
         ...
 
     def head(self, workspace: str) -> Entry | None:

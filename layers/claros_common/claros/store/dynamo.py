@@ -17,18 +17,21 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#pubkey``                key id              the public key's fields
   ====================================  ==================  ==============================
 
-``append`` is one ``TransactWriteItems``: the entry (``attribute_not_exists(seq)``), the
-record (``attribute_not_exists(rid)``), the chain head (conditional on the seq it was read
-at) and the caller's ``DocWrite``s (each with its revision condition). When the head moved
-in between, the transaction is cancelled and retried with jittered exponential backoff;
-after ``max_attempts`` the caller gets ``ChainBusyError``. A failed doc or record condition
-is a ``ConflictError`` and is not retried.
+``append`` / ``append_many`` is one ``TransactWriteItems``: the entries
+(``attribute_not_exists(seq)``), their records (``attribute_not_exists(rid)``), the chain
+head (conditional on the seq it was read at) and the caller's ``DocWrite``s (each with its
+revision condition; the new revision is computed by the update expression). When the head
+moved in between, the transaction is cancelled and retried after a jittered exponential
+backoff, from a fresh (consistent) read of the head; after ``max_attempts`` the caller gets
+``ChainBusyError``. A failed record or doc condition is a ``ConflictError`` and is not
+retried. ``write_docs`` is one transaction too (at most 100 writes; one per doc).
 
 All reads are strongly consistent, as SQLite's are.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 import zlib
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
-from claros.canonical import canonical
+from claros.canonical import canonical_bytes
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     MAX_RECORD_BYTES,
@@ -46,10 +49,12 @@ from claros.store.base import (
     ConflictError,
     Doc,
     DocWrite,
+    NewRecord,
     PruneError,
     PruneResult,
     RecordTooLargeError,
     StoreError,
+    check_batch,
 )
 
 if TYPE_CHECKING:  # boto3 is a server-side dependency; the client is injected
@@ -60,9 +65,9 @@ __all__ = ["MAX_RECORD_ITEM_BYTES", "MAX_TRANSACT_ACTIONS", "DynamoStore"]
 
 # A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
 MAX_RECORD_ITEM_BYTES = 350_000
-# TransactWriteItems takes at most 100 actions; an append uses 3 of them.
+# TransactWriteItems takes at most 100 actions. An append of n records uses 2n + 1 of them
+# plus one per doc write; ``check_batch`` keeps that within the limit.
 MAX_TRANSACT_ACTIONS = 100
-_APPEND_ACTIONS = 3
 # BatchGetItem takes 100 keys, BatchWriteItem 25 requests.
 _BATCH_GET = 100
 _BATCH_WRITE = 25
@@ -169,7 +174,7 @@ class DynamoStore:
         records_table: str,
         state_table: str,
         *,
-        max_attempts: int = 12,
+        max_attempts: int = 20,
         base_delay_s: float = 0.01,
         max_delay_s: float = 0.5,
         page_size: int = 100,
@@ -193,7 +198,12 @@ class DynamoStore:
         """Nothing to release: the client belongs to the caller."""
 
     def _backoff(self, attempt: int) -> None:
-        """Full jitter: sleep a random time up to base * 2**attempt (capped)."""
+        """Sleep between cap/4 and cap, cap = base * 2**attempt (at most max_delay_s).
+
+        The jitter spreads writers that collided; the floor keeps a loser from coming back
+        at once into the same race. With the defaults, 8 writers hammering one workspace
+        in the tests need at most ~9 attempts; 20 leave a wide margin (the sleeps then add
+        up to a few seconds, well inside a Lambda's timeout)."""
         cap = min(self.max_delay_s, self.base_delay_s * (2**attempt))
         self._sleep(random.uniform(cap / 4, cap))
 
@@ -208,46 +218,55 @@ class DynamoStore:
         writes: Sequence[DocWrite] = (),
         ts: int | None = None,
     ) -> Entry:
-        body = canonical(record)
-        if len(body) > MAX_RECORD_BYTES:
-            raise RecordTooLargeError(
-                f"record is {len(body)} bytes; the limit is {MAX_RECORD_BYTES}"
-            )
-        if len(writes) > MAX_TRANSACT_ACTIONS - _APPEND_ACTIONS:
-            raise StoreError(
-                f"an append takes at most {MAX_TRANSACT_ACTIONS - _APPEND_ACTIONS} doc writes "
-                f"(DynamoDB transactions hold {MAX_TRANSACT_ACTIONS} actions); got {len(writes)}"
-            )
+        return self.append_many(workspace, [NewRecord(kind, ref_id, record)], writes=writes, ts=ts)[
+            0
+        ]
+
+    def append_many(
+        self,
+        workspace: str,
+        records: Sequence[NewRecord],
+        *,
+        writes: Sequence[DocWrite] = (),
+        ts: int | None = None,
+    ) -> list[Entry]:
+        check_batch(records, writes)
+        prepared = [self._prepare(workspace, new) for new in records]
+        seen: set[tuple[str, str]] = set()
+        for new in records:
+            if (new.kind, new.ref_id) in seen:  # SQLite's primary key says the same
+                raise ConflictError(
+                    f"a {new.kind} record {new.ref_id!r} is in the batch twice",
+                    collection=new.kind,
+                    key=new.ref_id,
+                )
+            seen.add((new.kind, new.ref_id))
         doc_actions = self._doc_actions(writes)
-        rid = f"{kind}#{ref_id}"
-        # Built lazily below: Entry.build refuses values canonical JSON cannot hold, and
-        # must do so before anything is written, as in SQLite.
-        packed: bytes | None = None
         for attempt in range(self.max_attempts):
             head = self._head_item(workspace)
             head_seq = int(head["seq"]["N"]) if head else 0
             prev = head["hash"]["S"] if head else ZERO_HASH
-            entry = Entry.build(
-                workspace,
-                head_seq + 1,
-                kind,
-                ref_id,
-                ts if ts is not None else _now_ms(),
-                record,
-                prev,
-            )
-            if packed is None:
-                packed = zlib.compress(body.encode("utf-8"))
-                size = len(packed) + len(workspace.encode()) + len(rid.encode()) + 64
-                if size > MAX_RECORD_ITEM_BYTES:
-                    raise RecordTooLargeError(
-                        f"record compresses to {size} bytes; DynamoDB keeps at most "
-                        f"{MAX_RECORD_ITEM_BYTES} per record"
-                    )
+            when = ts if ts is not None else _now_ms()
+            entries: list[Entry] = []
+            for i, (new, _packed, payload) in enumerate(prepared):
+                entry = Entry.build(
+                    workspace,
+                    head_seq + 1 + i,
+                    new.kind,
+                    new.ref_id,
+                    when,
+                    new.record,
+                    prev,
+                    payload=payload,
+                )
+                entries.append(entry)
+                prev = entry.hash
+            # Layout (the cancellation reasons follow it): n entries, n records, the head,
+            # then the doc writes.
             actions = [
-                self._ledger_put(entry),
-                self._record_put(entry, rid, packed),
-                self._head_put(entry, head_seq),
+                *(self._ledger_put(e) for e in entries),
+                *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
+                self._head_put(entries[-1], head_seq),
                 *doc_actions,
             ]
             try:
@@ -255,9 +274,9 @@ class DynamoStore:
                     TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
                 )
             except ClientError as exc:
-                self._append_failed(exc, entry, writes)
+                self._append_failed(exc, entries, writes)
             else:
-                return entry
+                return entries
             if attempt + 1 < self.max_attempts:
                 self._backoff(attempt)
         raise ChainBusyError(
@@ -265,7 +284,27 @@ class DynamoStore:
             f"{self.max_attempts} attempts"
         )
 
-    def _append_failed(self, exc: ClientError, entry: Entry, writes: Sequence[DocWrite]) -> None:
+    @staticmethod
+    def _prepare(workspace: str, new: NewRecord) -> tuple[NewRecord, bytes, str]:
+        """(record, its compressed canonical JSON, its sha256), or the error SQLite gives."""
+        raw = canonical_bytes(new.record)  # CanonicalError on values JSON cannot carry
+        if len(raw) > MAX_RECORD_BYTES:
+            raise RecordTooLargeError(
+                f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
+            )
+        packed = zlib.compress(raw)
+        rid = f"{new.kind}#{new.ref_id}"
+        size = len(packed) + len(workspace.encode()) + len(rid.encode()) + 64
+        if size > MAX_RECORD_ITEM_BYTES:
+            raise RecordTooLargeError(
+                f"record compresses to {size} bytes; DynamoDB keeps at most "
+                f"{MAX_RECORD_ITEM_BYTES} per record"
+            )
+        return new, packed, hashlib.sha256(raw).hexdigest()
+
+    def _append_failed(
+        self, exc: ClientError, entries: list[Entry], writes: Sequence[DocWrite]
+    ) -> None:
         """Raise the domain error for a failed append, or return to retry it."""
         code = _code(exc)
         if code in _RETRY_ERRORS:
@@ -276,21 +315,20 @@ class DynamoStore:
             raise exc
         reasons: list[Any] = list(exc.response.get("CancellationReasons", []))
         codes = [str(r.get("Code", "None")) for r in reasons]
-        # Index 0: the entry, 1: the record, 2: the head, 3...: the doc writes.
-        if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-            raise ConflictError(
-                f"a {entry.kind} record {entry.ref_id!r} exists already",
-                collection=entry.kind,
-                key=entry.ref_id,
-            ) from exc
-        for i, write in enumerate(writes):
-            pos = _APPEND_ACTIONS + i
-            if pos < len(codes) and codes[pos] == "ConditionalCheckFailed":
-                raise _doc_conflict(write, reasons[pos].get("Item")) from exc
-        retry = {"ConditionalCheckFailed", *_RETRY_REASONS}
-        if any(c in retry for c in codes[:_APPEND_ACTIONS]) or any(
-            c in _RETRY_REASONS for c in codes
-        ):
+        n = len(entries)
+        failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
+        for i, entry in enumerate(entries):
+            if n + i in failed:
+                raise ConflictError(
+                    f"a {entry.kind} record {entry.ref_id!r} exists already",
+                    collection=entry.kind,
+                    key=entry.ref_id,
+                ) from exc
+        for j, write in enumerate(writes):
+            if 2 * n + 1 + j in failed:
+                raise _doc_conflict(write, reasons[2 * n + 1 + j].get("Item")) from exc
+        chain = set(range(n)) | {2 * n}  # the entries and the head: someone appended first
+        if failed & chain or any(c in _RETRY_REASONS for c in codes):
             return
         raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc
 
@@ -321,13 +359,13 @@ class DynamoStore:
             }
         }
 
-    def _record_put(self, entry: Entry, rid: str, packed: bytes) -> dict[str, Any]:
+    def _record_put(self, entry: Entry, packed: bytes) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self.records_table,
                 "Item": {
                     "workspace": _s(entry.workspace),
-                    "rid": _s(rid),
+                    "rid": _s(f"{entry.kind}#{entry.ref_id}"),
                     "seq": _n(entry.seq),
                     "body": {"B": packed},
                 },

@@ -26,9 +26,11 @@ from claros.store.base import (
     ConflictError,
     Doc,
     DocWrite,
+    NewRecord,
     PruneError,
     PruneResult,
     RecordTooLargeError,
+    check_batch,
 )
 
 __all__ = ["SqliteStore"]
@@ -141,52 +143,70 @@ class SqliteStore:
         writes: Sequence[DocWrite] = (),
         ts: int | None = None,
     ) -> Entry:
-        raw = canonical_bytes(record)  # CanonicalError on values JSON cannot carry
-        if len(raw) > MAX_RECORD_BYTES:
-            raise RecordTooLargeError(
-                f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
-            )
-        body, payload = raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()
+        return self.append_many(workspace, [NewRecord(kind, ref_id, record)], writes=writes, ts=ts)[
+            0
+        ]
+
+    def append_many(
+        self,
+        workspace: str,
+        records: Sequence[NewRecord],
+        *,
+        writes: Sequence[DocWrite] = (),
+        ts: int | None = None,
+    ) -> list[Entry]:
+        check_batch(records, writes)
+        prepared = []
+        for new in records:
+            raw = canonical_bytes(new.record)  # CanonicalError on values JSON cannot carry
+            if len(raw) > MAX_RECORD_BYTES:
+                raise RecordTooLargeError(
+                    f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
+                )
+            prepared.append((new, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()))
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
             head = conn.execute(
                 "SELECT seq, hash FROM heads WHERE workspace = ?", (workspace,)
             ).fetchone()
-            seq, prev = (head[0] + 1, head[1]) if head else (1, ZERO_HASH)
-            entry = Entry.build(
-                workspace,
-                seq,
-                kind,
-                ref_id,
-                ts if ts is not None else _now_ms(),
-                record,
-                prev,
-                payload=payload,
-            )
-            conn.execute(
-                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (workspace, seq, kind, ref_id, entry.ts, entry.payload_sha256, prev, entry.hash),
-            )
-            try:
-                conn.execute(
-                    "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
-                    (workspace, kind, ref_id, seq, body),
+            seq, prev = (head[0], head[1]) if head else (0, ZERO_HASH)
+            when = ts if ts is not None else _now_ms()
+            entries = []
+            for new, body, payload in prepared:
+                seq += 1
+                entry = Entry.build(
+                    workspace, seq, new.kind, new.ref_id, when, new.record, prev, payload=payload
                 )
-            except sqlite3.IntegrityError as exc:
-                raise ConflictError(
-                    f"a {kind} record {ref_id!r} exists already", collection=kind, key=ref_id
-                ) from exc
+                conn.execute(
+                    "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (workspace, seq, new.kind, new.ref_id, when, payload, prev, entry.hash),
+                )
+                try:
+                    conn.execute(
+                        "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
+                        (workspace, new.kind, new.ref_id, seq, body),
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise ConflictError(
+                        f"a {new.kind} record {new.ref_id!r} exists already",
+                        collection=new.kind,
+                        key=new.ref_id,
+                    ) from exc
+                entries.append(entry)
+                prev = entry.hash
+            last = entries[-1]
             conn.execute(
                 "INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (workspace, seq, kind, ref_id, entry.ts, entry.payload_sha256, prev, entry.hash),
-            )
+                (workspace, last.seq, last.kind, last.ref_id, last.ts, last.payload_sha256,
+                 last.prev_hash, last.hash),
+            )  # fmt: skip
             self._apply(conn, writes)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return entry
+        return entries
 
     def head(self, workspace: str) -> Entry | None:
         row = (

@@ -1,0 +1,122 @@
+"""Routes of the admin function: rules, asks, overrides, coverage, timeline, settings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from claros.api.http import ClarosResolver, json_response, parse_body, query_int, routed
+from claros.asks import AnswerRequest, answer_ask, list_my_asks
+from claros.auth import Principal
+from claros.errors import BadRequestError, ConflictError
+from claros.outcomes import coverage
+from claros.overrides import OverrideRequest, record_override
+from claros.rules.model import RuleSpec
+from claros.rules.service import close_rule, get_rule, list_rules, put_rule
+from claros.timeline import timeline
+from claros.webhook import WebhookSettings, get_webhook, set_webhook
+
+__all__ = ["register"]
+
+ADMINS = frozenset({"admin"})
+PEOPLE = frozenset({"admin", "agent"})  # keys that belong to a person
+
+
+class RuleWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rule: RuleSpec
+    made_by: Literal["expert", "override", "precedents", "manual"] = "manual"
+
+
+class CloseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = ""
+
+
+def _flag(app: ClarosResolver, name: str) -> bool:
+    value = (app.current_event.query_string_parameters or {}).get(name, "")
+    if value not in ("", "0", "1", "true", "false"):
+        raise BadRequestError(f"query parameter {name} must be 1 or 0")
+    return value in ("1", "true")
+
+
+def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per route
+    services = app.services
+    store = services.store
+
+    @routed(app, "GET", "/api/rules", ADMINS)
+    def rules(principal: Principal) -> Any:
+        return {"rules": list_rules(store, principal.workspace, versions=_flag(app, "versions"))}
+
+    @routed(app, "POST", "/api/rules", ADMINS)
+    def create_rule(principal: Principal) -> Any:
+        body = parse_body(app, RuleWrite)
+        if store.get_doc(principal.workspace, "rule", body.rule.id) is not None:
+            raise ConflictError(f"rule {body.rule.id!r} exists; edit it with PUT")
+        state, _ = put_rule(services, principal, body.rule, body.made_by)
+        return json_response(state, 201)
+
+    @routed(app, "GET", "/api/rules/{rule_id}", ADMINS)
+    def rule(principal: Principal, rule_id: str) -> Any:
+        return get_rule(store, principal.workspace, rule_id, versions=True)
+
+    @routed(app, "PUT", "/api/rules/{rule_id}", ADMINS)
+    def edit_rule(principal: Principal, rule_id: str) -> Any:
+        body = parse_body(app, RuleWrite)
+        if body.rule.id != rule_id:
+            raise BadRequestError(f"rule.id is {body.rule.id!r} but the path says {rule_id!r}")
+        state, changed = put_rule(services, principal, body.rule, body.made_by)
+        return {**state, "changed": changed}
+
+    @routed(app, "POST", "/api/rules/{rule_id}/close", ADMINS)
+    def close(principal: Principal, rule_id: str) -> Any:
+        body = parse_body(app, CloseRequest) if app.current_event.body else CloseRequest()
+        return close_rule(services, principal, rule_id, body.reason)
+
+    @routed(app, "GET", "/api/asks", PEOPLE)
+    def asks(principal: Principal) -> Any:
+        # The asks routed to the caller (?mine=1, the only view a person has); open ones
+        # unless ?all=1.
+        _flag(app, "mine")
+        limit = query_int(app, "limit", 50, minimum=1, maximum=200)
+        found = list_my_asks(store, principal, include_closed=_flag(app, "all"), limit=limit)
+        return {"asks": found}
+
+    @routed(app, "POST", "/api/asks/{ask_id}/answer", PEOPLE)
+    def answer(principal: Principal, ask_id: str) -> Any:
+        return answer_ask(services, principal, ask_id, parse_body(app, AnswerRequest))
+
+    @routed(app, "POST", "/api/checks/{check_id}/override", PEOPLE)
+    def override(principal: Principal, check_id: str) -> Any:
+        body = parse_body(app, OverrideRequest)
+        return json_response(record_override(services, principal, check_id, body), 201)
+
+    @routed(app, "GET", "/api/coverage", ADMINS)
+    def agent_coverage(principal: Principal) -> Any:
+        days = query_int(app, "days", 30, minimum=1, maximum=3660)
+        return coverage(store, principal.workspace, days=days)
+
+    @routed(app, "GET", "/api/me/timeline", PEOPLE)
+    def my_timeline(principal: Principal) -> Any:
+        limit = query_int(app, "limit", 50, minimum=1, maximum=500)
+        before = (app.current_event.query_string_parameters or {}).get("before") or None
+        return timeline(store, principal, limit=limit, before=before)
+
+    @routed(app, "GET", "/api/settings/ask-webhook", ADMINS)
+    def webhook(principal: Principal) -> Any:
+        hook = get_webhook(store, principal.workspace)
+        return {"url": hook["url"] if hook else None, "configured": bool(hook)}
+
+    @routed(app, "PUT", "/api/settings/ask-webhook", ADMINS)
+    def put_webhook(principal: Principal) -> Any:
+        hook = parse_body(app, WebhookSettings)
+        set_webhook(store, principal.workspace, hook)
+        return {"url": str(hook.url), "configured": True}
+
+    @routed(app, "DELETE", "/api/settings/ask-webhook", ADMINS)
+    def delete_webhook(principal: Principal) -> Any:
+        set_webhook(store, principal.workspace, None)
+        return {"url": None, "configured": False}

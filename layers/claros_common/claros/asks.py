@@ -1,0 +1,270 @@
+"""Asks: a question to a person when a rule answers "ask", and the approval that follows.
+
+Routing (evidence.txt): an ask from a person's agent goes to that person first when they
+may answer it themselves (they are one of the asking rules' owners, or a workspace admin);
+otherwise to the rules' owners; a rule with no owner goes to the workspace admins.
+
+An approval is bound to the exact call (sha256 of app, tool and canonical arguments), to
+the rule versions asked, and to an expiry, and it is used once: the guard repeats the check
+with ``approval: <ask_id>``. The key that asked can never answer its own ask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claros.auth import Principal, member_role
+from claros.canonical import canonical_bytes
+from claros.checkpoints import record
+from claros.clock import new_id, now_ms
+from claros.errors import ConflictError, ForbiddenError, NotFoundError
+from claros.store.base import ConflictError as StoreConflictError
+from claros.store.base import DocWrite, NewRecord, Store
+from claros.wiring import Services
+
+__all__ = [
+    "AnswerRequest",
+    "answer_ask",
+    "ask_view",
+    "call_hash",
+    "list_my_asks",
+    "open_ask",
+    "use_approval",
+]
+
+COLLECTION = "ask"
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    note: str | None = Field(None, max_length=2000)
+
+
+def call_hash(app: str, tool: str, arguments: Mapping[str, Any]) -> str:
+    return hashlib.sha256(
+        canonical_bytes({"app": app, "tool": tool, "arguments": arguments})
+    ).hexdigest()
+
+
+def _mine(person: str) -> str:
+    return f"ask_for:{person}"
+
+
+def _owners(rules: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for rule in rules:
+        for owner in rule["rule"].get("owners") or []:
+            seen[str(owner)] = None
+    return list(seen)
+
+
+def _admins(store: Store, workspace: str) -> list[str]:
+    return [
+        doc.key
+        for doc in store.query_docs(workspace, "member", limit=1000)
+        if doc.value.get("role") == "admin"
+    ]
+
+
+def open_ask(
+    services: Services,
+    principal: Principal,
+    *,
+    check_id: str,
+    app: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    rules: Sequence[Mapping[str, Any]],
+    on_behalf_of: str | None,
+    messages: list[dict[str, str]],
+) -> tuple[dict[str, Any], list[DocWrite]]:
+    """The ask doc and the writes that open it (in the check's own transaction)."""
+    store, workspace = services.store, principal.workspace
+    owners = _owners(rules)
+    if on_behalf_of and (
+        on_behalf_of in owners or member_role(store, workspace, on_behalf_of) == "admin"
+    ):
+        routed_to, route = [on_behalf_of], "self"
+    elif owners:
+        routed_to, route = owners, "owners"
+    else:
+        routed_to, route = _admins(store, workspace), "admins"
+    now = now_ms()
+    ask_id = new_id("ask")
+    ask: dict[str, Any] = {
+        "ask_id": ask_id,
+        "workspace": workspace,
+        "check_id": check_id,
+        "status": "open",
+        "app": app,
+        "tool": tool,
+        "call_hash": call_hash(app, tool, arguments),
+        "rules": [{"id": r["id"], "version": r["version"], "hash": r["hash"]} for r in rules],
+        "owners": owners,
+        "routed_to": routed_to,
+        "route": route,
+        "on_behalf_of": on_behalf_of,
+        "key_id": principal.key_id,
+        "messages": messages,
+        "opened_at": now,
+        "expires_at": now + services.settings.ask_ttl_s * 1000,
+    }
+    writes = [DocWrite(workspace, COLLECTION, ask_id, ask, 0)]
+    writes += [DocWrite(workspace, _mine(p), ask_id, {"ask_id": ask_id}, 0) for p in routed_to]
+    return ask, writes
+
+
+def ask_view(ask: Mapping[str, Any], now: int | None = None) -> dict[str, Any]:
+    """What the guard and the asked person see."""
+    now = now or now_ms()
+    status = ask["status"]
+    if status == "open" and now > int(ask["expires_at"]):
+        status = "expired"
+    view = {
+        k: ask.get(k)
+        for k in (
+            "ask_id", "check_id", "app", "tool", "rules", "routed_to", "route",
+            "on_behalf_of", "messages", "opened_at", "expires_at", "decision",
+            "decided_by", "authority", "decided_at", "note", "approval_expires_at",
+        )
+    }  # fmt: skip
+    view["status"] = status
+    return {k: v for k, v in view.items() if v is not None}
+
+
+def get_ask(store: Store, workspace: str, ask_id: str) -> tuple[dict[str, Any], int]:
+    doc = store.get_doc(workspace, COLLECTION, ask_id)
+    if doc is None:
+        raise NotFoundError(f"no ask {ask_id!r}")
+    return dict(doc.value), doc.rev
+
+
+def list_my_asks(
+    store: Store, principal: Principal, *, include_closed: bool, limit: int
+) -> list[dict[str, Any]]:
+    if not principal.person:
+        raise ForbiddenError("asks are answered by people: use a person's key")
+    out: list[dict[str, Any]] = []
+    now = now_ms()
+    after = None
+    while len(out) < limit:
+        page = store.query_docs(
+            principal.workspace, _mine(principal.person), after=after, limit=100, descending=True
+        )
+        for doc in page:
+            ask = store.get_doc(principal.workspace, COLLECTION, doc.key)
+            if ask is None:
+                continue
+            view = ask_view(ask.value, now)
+            if include_closed or view["status"] == "open":
+                out.append(view)
+        if len(page) < 100:
+            break
+        after = page[-1].key
+    return out[:limit]
+
+
+def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> str:
+    person = principal.person
+    if not person:
+        raise ForbiddenError("asks are answered by people: use a person's key")
+    if principal.key_id == ask["key_id"]:
+        raise ForbiddenError("the key that asked cannot answer its own ask")
+    if ask["route"] == "self" and person == ask.get("on_behalf_of"):
+        return "self"
+    if person in (ask.get("owners") or []):
+        return "owner"
+    if member_role(store, principal.workspace, person) == "admin":
+        return "admin"
+    raise ForbiddenError(
+        f"{person} may not answer this ask (it is routed to {', '.join(ask['routed_to'])})"
+    )
+
+
+def answer_ask(
+    services: Services, principal: Principal, ask_id: str, answer: AnswerRequest
+) -> dict[str, Any]:
+    store, workspace = services.store, principal.workspace
+    ask, rev = get_ask(store, workspace, ask_id)
+    now = now_ms()
+    if ask["status"] != "open":
+        raise ConflictError(f"ask {ask_id} is {ask['status']} already")
+    if now > int(ask["expires_at"]):
+        raise ConflictError(f"ask {ask_id} expired; the agent must ask again")
+    authority = _authority(store, principal, ask)
+    decision = "approved" if answer.decision == "approve" else "denied"
+    updated = {
+        **ask,
+        "status": decision,
+        "decision": answer.decision,
+        "decided_by": principal.person,
+        "authority": authority,
+        "decided_at": now,
+        "note": answer.note,
+    }
+    if decision == "approved":
+        updated["approval_expires_at"] = now + services.settings.approval_ttl_s * 1000
+    approval = {
+        "workspace": workspace,
+        "ask_id": ask_id,
+        "check_id": ask["check_id"],
+        "decision": answer.decision,
+        "authority": authority,
+        "decided_by": principal.person,
+        "note": answer.note,
+        "opened_at": ask["opened_at"],
+        "decided_at": now,
+        "call_hash": ask["call_hash"],
+        "rules": ask["rules"],
+        "on_behalf_of": ask.get("on_behalf_of"),
+        "expires_at": updated.get("approval_expires_at"),
+    }
+    try:
+        record(
+            services,
+            workspace,
+            [NewRecord("approval", ask_id, approval)],
+            [DocWrite(workspace, COLLECTION, ask_id, updated, rev)],
+        )
+    except StoreConflictError as exc:  # lost a race with another answer
+        raise ConflictError(f"ask {ask_id} was answered meanwhile") from exc
+    return ask_view(updated, now)
+
+
+def use_approval(
+    store: Store,
+    principal: Principal,
+    ask_id: str,
+    *,
+    app: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    deciding: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, Any], DocWrite]:
+    """Check an approval against the call it is used for; the write marks it used."""
+    workspace = principal.workspace
+    ask, rev = get_ask(store, workspace, ask_id)
+    if ask["key_id"] != principal.key_id:
+        raise ForbiddenError("an approval is used by the key that asked for it")
+    if ask["status"] == "used":
+        raise ConflictError(f"approval {ask_id} was used already; ask again")
+    if ask["status"] != "approved":
+        raise ConflictError(f"ask {ask_id} is {ask_view(ask)['status']}, not approved")
+    if now_ms() > int(ask["approval_expires_at"]):
+        raise ConflictError(f"approval {ask_id} expired; ask again")
+    if ask["call_hash"] != call_hash(app, tool, arguments):
+        raise ConflictError(f"approval {ask_id} was given for a different call")
+    asked = {(r["id"], r["version"], r["hash"]) for r in ask["rules"]}
+    now_deciding = {(r["id"], r["version"], r["hash"]) for r in deciding}
+    if not now_deciding <= asked:
+        raise ConflictError(
+            f"approval {ask_id} was given under other rule versions than apply now; ask again"
+        )
+    used = {**ask, "status": "used", "used_at": now_ms()}
+    return ask, DocWrite(workspace, COLLECTION, ask_id, used, rev)

@@ -1,0 +1,170 @@
+"""What happened after a check: outcomes, writes let through unchecked, and coverage.
+
+An outcome is recorded once per check (its ledger record is keyed by the check id, so a
+second one is refused by the store itself) and only by the key that made the check.
+
+Coverage per agent = checked writes / (checked writes + writes the guard saw run
+unchecked), reported only for agents whose guard sends outcomes; ``ran_after_stop``
+counts outcomes reported for a check that said stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claros.auth import Principal
+from claros.checkpoints import record
+from claros.checks import AgentInfo, call_index_key
+from claros.clock import new_id, now_ms
+from claros.errors import ConflictError, ForbiddenError, NotFoundError
+from claros.store.base import ConflictError as StoreConflictError
+from claros.store.base import NewRecord, Store
+from claros.wiring import Services
+
+__all__ = [
+    "OUTCOME_GUARDS",
+    "OutcomeByCall",
+    "OutcomeRequest",
+    "UncheckedRequest",
+    "coverage",
+    "record_outcome",
+    "record_outcome_by_call",
+    "record_unchecked",
+]
+
+# Guards that report outcomes (and writes they let through unchecked). Coverage is only
+# meaningful for agents behind one of these: a write that never reached Claros can't be
+# counted otherwise.
+OUTCOME_GUARDS = frozenset({"claros-guard", "claros-hooks"})
+
+
+class OutcomeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "error"]
+    summary: str | None = Field(None, max_length=2000)
+
+
+class OutcomeByCall(OutcomeRequest):
+    tool_use_id: str = Field(min_length=1, max_length=256)
+
+
+class UncheckedRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    app: str = Field(min_length=1, max_length=128)
+    tool: str = Field(min_length=1, max_length=128)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    agent: AgentInfo
+    reason: str = Field(min_length=1, max_length=500)
+    status: Literal["ok", "error"] | None = None
+    summary: str | None = Field(None, max_length=2000)
+
+
+def record_outcome(
+    services: Services, principal: Principal, check_id: str, req: OutcomeRequest
+) -> dict[str, Any]:
+    store, workspace = services.store, principal.workspace
+    check = store.get_record(workspace, "check", check_id)
+    if check is None:
+        raise NotFoundError(f"no check {check_id!r}")
+    if check.get("key_id") != principal.key_id:
+        raise ForbiddenError("an outcome is reported only by the key that made the check")
+    row = {
+        "workspace": workspace,
+        "check_id": check_id,
+        "status": req.status,
+        "summary": req.summary,
+        "reported_at": now_ms(),
+        "key_id": principal.key_id,
+        "check_result": check.get("result"),
+        "agent": (check.get("agent") or {}).get("name"),
+        "via": ((check.get("agent") or {}).get("via") or {}).get("guard"),
+    }
+    try:
+        entry = record(services, workspace, [NewRecord("outcome", check_id, row)])[0]
+    except StoreConflictError as exc:
+        raise ConflictError(f"check {check_id} has an outcome already") from exc
+    return {"check_id": check_id, "status": req.status, "seq": entry.seq}
+
+
+def record_outcome_by_call(
+    services: Services, principal: Principal, req: OutcomeByCall
+) -> dict[str, Any]:
+    doc = services.store.get_doc(
+        principal.workspace, "call", call_index_key(principal.key_id, req.tool_use_id)
+    )
+    if doc is None:
+        raise NotFoundError(f"no check made by this key for tool_use_id {req.tool_use_id!r}")
+    outcome = OutcomeRequest(status=req.status, summary=req.summary)
+    return record_outcome(services, principal, str(doc.value["check_id"]), outcome)
+
+
+def record_unchecked(
+    services: Services, principal: Principal, req: UncheckedRequest
+) -> dict[str, Any]:
+    ref = new_id("unc")
+    row = {
+        "workspace": principal.workspace,
+        "unchecked_id": ref,
+        "ts": now_ms(),
+        "app": req.app,
+        "tool": req.tool,
+        "arguments": req.arguments,
+        "agent": req.agent.model_dump(exclude_none=True, exclude={"on_behalf_of"}),
+        "key_id": principal.key_id,
+        "reason": req.reason,
+        "status": req.status,
+        "summary": req.summary,
+    }
+    entry = record(services, principal.workspace, [NewRecord("unchecked", ref, row)])[0]
+    return {"unchecked_id": ref, "seq": entry.seq}
+
+
+def _records_since(
+    store: Store, workspace: str, since_ts: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    for entry, rec in store.entries_with_records(workspace):
+        if entry.ts >= since_ts and rec is not None:
+            yield entry.kind, rec
+
+
+def coverage(store: Store, workspace: str, *, days: int, now: int | None = None) -> dict[str, Any]:
+    since = (now or now_ms()) - days * 86_400_000
+    agents: dict[str, dict[str, Any]] = {}
+
+    def slot(name: str) -> dict[str, Any]:
+        return agents.setdefault(
+            name,
+            {"agent": name, "checked": 0, "unchecked": 0, "outcomes": 0, "ran_after_stop": 0,
+             "guards": set()},
+        )  # fmt: skip
+
+    for kind, rec in _records_since(store, workspace, since):
+        if kind in ("check", "unchecked"):
+            agent = rec.get("agent") or {}
+            s = slot(str(agent.get("name", "unknown")))
+            s["checked" if kind == "check" else "unchecked"] += 1
+            guard = (agent.get("via") or {}).get("guard")
+            if guard:
+                s["guards"].add(guard)
+        elif kind == "outcome":
+            s = slot(str(rec.get("agent") or "unknown"))
+            s["outcomes"] += 1
+            if rec.get("check_result") == "stop":
+                s["ran_after_stop"] += 1
+    out = []
+    for name in sorted(agents):
+        s = agents[name]
+        guards = sorted(s.pop("guards"))
+        s["guards"] = guards
+        reports = any(g in OUTCOME_GUARDS for g in guards)
+        total = s["checked"] + s["unchecked"]
+        s["coverage"] = round(s["checked"] / total, 4) if reports and total else None
+        if not reports:
+            s["coverage_note"] = "this agent's guard does not send outcomes: coverage unknown"
+        out.append(s)
+    return {"workspace": workspace, "days": days, "since": since, "agents": out}

@@ -1,0 +1,65 @@
+"""Overrides: a person's verdict on a check (a wrong stop, a right stop, a missed one)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from claros.auth import Principal
+from claros.checkpoints import record
+from claros.clock import new_id, now_ms
+from claros.errors import BadRequestError, ForbiddenError, NotFoundError
+from claros.store.base import NewRecord
+from claros.wiring import Services
+
+__all__ = ["OverrideRequest", "record_override"]
+
+
+class OverrideRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["wrong_stop", "right_stop", "missed"]
+    note: str | None = Field(None, max_length=2000)
+    rule_id: str | None = Field(None, max_length=64)
+
+    @model_validator(mode="after")
+    def _missed_names_a_rule(self) -> OverrideRequest:
+        if self.verdict == "missed" and not self.rule_id:
+            raise ValueError("a missed report names the rule that should have fired (rule_id)")
+        return self
+
+
+def record_override(
+    services: Services, principal: Principal, check_id: str, req: OverrideRequest
+) -> dict[str, Any]:
+    store, workspace = services.store, principal.workspace
+    if not principal.person:
+        raise ForbiddenError("overrides are made by people: use a person's key")
+    check = store.get_record(workspace, "check", check_id)
+    if check is None:
+        raise NotFoundError(f"no check {check_id!r}")
+    if req.rule_id and store.get_doc(workspace, "rule", req.rule_id) is None:
+        raise BadRequestError(f"rule_id: no rule {req.rule_id!r}")
+    if req.verdict in ("wrong_stop", "right_stop") and check.get("result") not in ("stop", "ask"):
+        raise BadRequestError(
+            f"{req.verdict} is a verdict on a stop or ask; this check said {check.get('result')}"
+        )
+    ref = new_id("ovr")
+    row = {
+        "workspace": workspace,
+        "override_id": ref,
+        "check_id": check_id,
+        "verdict": req.verdict,
+        "rule_id": req.rule_id,
+        "note": req.note,
+        "by": principal.person,
+        "at": now_ms(),
+        "check_result": check.get("result"),
+        "check_rules": [
+            {"id": r["id"], "version": r["version"], "matched": r.get("matched")}
+            for r in check.get("rules") or []
+        ],
+    }
+    entry = record(services, workspace, [NewRecord("override", ref, row)])[0]
+    return {"override_id": ref, "check_id": check_id, "verdict": req.verdict, "seq": entry.seq}

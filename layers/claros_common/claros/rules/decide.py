@@ -1,0 +1,99 @@
+"""The decision: which rules apply to a call, which match, and what Claros answers.
+
+Pure: rule states and facts in, a Decision out. The strongest response among the matching
+enforced rules wins (stop > ask > nudge > allow). Shadow rules are evaluated and recorded
+with what they would have answered, but never change the result. Rules without ``when``
+go to the judge; none is configured, so they are listed as not judged, never silently
+allowing or stopping anything.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from claros.rules.expr import Expr, matches, parse_when
+from claros.rules.model import RESPONSES, strength
+
+__all__ = ["Decision", "applies", "decide"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(when: str) -> Expr:
+    return parse_when(when)
+
+
+def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
+    written = rule["rule"]
+    return bool(written["app"] == app and tool in written["tools"])
+
+
+@dataclass
+class Decision:
+    result: str = "allow"
+    # One entry per rule that applies to the call's app and tool, in id order.
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    # The enforced rules that matched with the winning response (they speak for it).
+    deciding: list[Mapping[str, Any]] = field(default_factory=list)
+    shadow_result: str | None = None
+    not_judged: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return self.result in ("allow", "nudge")
+
+    def messages(self) -> list[dict[str, str]]:
+        return [
+            {
+                "rule_id": str(r["id"]),
+                "message": str(r["rule"].get("message") or r["rule"]["title"]),
+            }
+            for r in self.deciding
+        ]
+
+
+def decide(
+    rules: Sequence[Mapping[str, Any]], app: str, tool: str, facts: Mapping[str, Any]
+) -> Decision:
+    decision = Decision()
+    best = 0
+    shadow_best = -1
+    matched_enforced: list[Mapping[str, Any]] = []
+    for rule in sorted((r for r in rules if applies(r, app, tool)), key=lambda r: str(r["id"])):
+        written = rule["rule"]
+        entry: dict[str, Any] = {
+            "id": rule["id"],
+            "version": rule["version"],
+            "hash": rule["hash"],
+            "confirm": rule["confirm"],
+            "response": written["response"],
+            "mode": written.get("mode", "enforce"),
+        }
+        when = written.get("when")
+        if not when:
+            entry.update(matched=None, judged=False, note="not judged: no judge is configured")
+            decision.not_judged.append(str(rule["id"]))
+            decision.rules.append(entry)
+            continue
+        hit, unknown = matches(_parsed(when), facts)
+        entry["matched"] = hit
+        if unknown:
+            entry["unknown"] = list(unknown)
+        decision.rules.append(entry)
+        if not hit:
+            continue
+        level = strength(written["response"])
+        if entry["mode"] == "shadow":
+            shadow_best = max(shadow_best, level)
+            continue
+        matched_enforced.append(rule)
+        best = max(best, level)
+    decision.result = RESPONSES[best]
+    if shadow_best >= 0:
+        decision.shadow_result = RESPONSES[shadow_best]
+    decision.deciding = [r for r in matched_enforced if strength(r["rule"]["response"]) == best]
+    if best == 0:
+        decision.deciding = []
+    return decision

@@ -1,0 +1,106 @@
+"""A rule as written, its versions and confirm records.
+
+A rule's ``hash`` is the sha256 of its canonical JSON as written (after validation:
+defaults filled in, owners lowercased), so the same rule always has the same hash and a
+check row can name exactly the text it ran under.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from claros.canonical import canonical_bytes
+from claros.rules.expr import ExprError, parse_when
+
+__all__ = [
+    "RESPONSES",
+    "SEVERITY",
+    "Confirm",
+    "RuleSpec",
+    "rule_hash",
+    "strength",
+]
+
+Response = Literal["allow", "nudge", "ask", "stop"]
+RESPONSES: tuple[Response, ...] = ("allow", "nudge", "ask", "stop")  # weakest first
+SEVERITY = {"stop": "high", "ask": "medium", "nudge": "low"}
+_STRENGTH: dict[str, int] = {name: i for i, name in enumerate(RESPONSES)}
+MadeBy = Literal["expert", "override", "precedents", "manual"]
+
+_ID = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
+_EMAIL = r"^[^@\s]{1,64}@[^@\s]{1,190}$"
+
+
+def strength(response: str) -> int:
+    return _STRENGTH[response]
+
+
+class RuleSpec(BaseModel):
+    """A rule as an admin writes it (DESIGN.md "Rules and mappings")."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    id: str = Field(pattern=_ID)
+    workflow_id: str = Field(pattern=_ID)
+    app: str = Field(pattern=_NAME)
+    tools: list[str] = Field(min_length=1, max_length=100)
+    title: str = Field(min_length=1, max_length=200)
+    when: str | None = Field(None, max_length=2000)
+    response: Response
+    owners: list[str] = Field(default_factory=list, max_length=20)
+    message: str | None = Field(None, max_length=1000)
+    # shadow: evaluated and recorded (what it would have answered), never changes a result.
+    mode: Literal["enforce", "shadow"] = "enforce"
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: list[str]) -> list[str]:
+        for tool in tools:
+            if not re.match(_NAME, tool):
+                raise ValueError(f"tool name {tool!r} is not valid")
+        if len(set(tools)) != len(tools):
+            raise ValueError("tools are listed twice")
+        return tools
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, owners: list[str]) -> list[str]:
+        out = []
+        for owner in owners:
+            if not re.match(_EMAIL, owner):
+                raise ValueError(f"owner {owner!r} is not an email address")
+            out.append(owner.lower())
+        return out
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, when: str | None) -> str | None:
+        if when is None or not when.strip():
+            return None
+        try:
+            parse_when(when)
+        except ExprError as exc:
+            raise ValueError(f"when: {exc}") from exc
+        return when
+
+    def written(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class Confirm(BaseModel):
+    """Who stands behind a rule version: what made it, who confirmed it, when."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    made_by: MadeBy
+    confirmed_by: str
+    confirmed_at: int
+
+
+def rule_hash(written: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_bytes(written)).hexdigest()

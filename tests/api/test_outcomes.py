@@ -1,0 +1,118 @@
+"""Outcomes, unchecked writes, coverage, overrides and the timeline, on both stores."""
+
+from __future__ import annotations
+
+import httpx
+
+from claros.auth import create_key
+from claros.wiring import Services
+from tests.api.conftest import PERSON, WORKSPACE, Keys, bearer, check_body, put_rule
+
+
+def _check(http: httpx.Client, key: str, name: str = "claude-code", guard: str = "claros-guard",
+           call_id: str = "c1", **arguments: object) -> str:  # fmt: skip
+    agent = {"name": name, "call_id": call_id, "via": {"guard": guard, "version": "1"}}
+    body = check_body(agent=agent, arguments=arguments or {"amount": 5})
+    response = http.post("/v1/check", json=body, headers=bearer(key))
+    assert response.status_code == 200, response.text
+    return str(response.json()["check_id"])
+
+
+def _outcome(http: httpx.Client, key: str, check_id: str, status: str = "ok") -> httpx.Response:
+    return http.post(f"/v1/check/{check_id}/outcome", json={"status": status, "summary": "done"},
+                     headers=bearer(key))  # fmt: skip
+
+
+def test_outcome_once_and_only_by_its_key(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    check_id = _check(http, keys.agent)
+    other = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    assert _outcome(http, other, check_id).status_code == 403
+    first = _outcome(http, keys.agent, check_id)
+    assert first.status_code == 201, first.text
+    record = services.store.get_record(WORKSPACE, "outcome", check_id)
+    assert record is not None and record["status"] == "ok" and record["summary"] == "done"
+    second = _outcome(http, keys.agent, check_id, "error")
+    assert second.status_code == 409 and "has an outcome already" in second.json()["message"]
+    assert _outcome(http, keys.agent, "chk_nope").status_code == 404
+
+
+def test_outcome_by_tool_use_id(http: httpx.Client, keys: Keys, services: Services) -> None:
+    check_id = _check(http, keys.agent, call_id="toolu_01")
+    body = {"tool_use_id": "toolu_01", "status": "error", "summary": "exit 1"}
+    other = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    assert http.post("/v1/outcomes", json=body, headers=bearer(other)).status_code == 404
+    done = http.post("/v1/outcomes", json=body, headers=bearer(keys.agent))
+    assert done.status_code == 201 and done.json()["check_id"] == check_id
+    missing = {**body, "tool_use_id": "toolu_99"}
+    assert http.post("/v1/outcomes", json=missing, headers=bearer(keys.agent)).status_code == 404
+
+
+def test_bad_outcomes(http: httpx.Client, keys: Keys) -> None:
+    check_id = _check(http, keys.agent)
+    for body in ({"status": "maybe"}, {}, {"status": "ok", "extra": 1}):
+        response = http.post(f"/v1/check/{check_id}/outcome", json=body,
+                             headers=bearer(keys.agent))  # fmt: skip
+        assert response.status_code == 400, body
+
+
+def test_coverage_and_ran_after_stop(http: httpx.Client, keys: Keys) -> None:
+    put_rule(http, keys.admin, id="s", response="stop", when="amount > 100")
+    for i in range(3):
+        _check(http, keys.agent, call_id=f"c{i}")
+    stopped = _check(http, keys.agent, call_id="c9", amount=500)
+    assert _outcome(http, keys.agent, stopped).status_code == 201  # it ran after a stop
+    unchecked = {"app": "shop", "tool": "refund_create", "reason": "Claros unreachable",
+                 "agent": {"name": "claude-code", "via": {"guard": "claros-guard"}}}  # fmt: skip
+    assert http.post("/v1/unchecked", json=unchecked, headers=bearer(keys.agent)).status_code == 201
+    _check(http, keys.agent, name="cursor", guard="cursor-native", call_id="x")
+    report = http.get("/api/coverage?days=1", headers=bearer(keys.admin)).json()
+    by_agent = {a["agent"]: a for a in report["agents"]}
+    cc = by_agent["claude-code"]
+    assert (cc["checked"], cc["unchecked"], cc["coverage"]) == (4, 1, 0.8)
+    assert cc["ran_after_stop"] == 1 and cc["outcomes"] == 1
+    assert by_agent["cursor"]["coverage"] is None and "coverage_note" in by_agent["cursor"]
+
+
+def test_overrides(http: httpx.Client, keys: Keys, services: Services) -> None:
+    put_rule(http, keys.admin, id="s", response="stop", when="amount > 100")
+    stopped = _check(http, keys.agent, amount=500)
+    allowed = _check(http, keys.agent, amount=5, call_id="c2")
+    wrong = http.post(
+        f"/api/checks/{stopped}/override",
+        json={"verdict": "wrong_stop", "note": "fine"},
+        headers=bearer(keys.admin),
+    )
+    assert wrong.status_code == 201, wrong.text
+    row = services.store.get_record(WORKSPACE, "override", wrong.json()["override_id"])
+    assert row is not None and row["verdict"] == "wrong_stop" and row["check_id"] == stopped
+    missed = http.post(f"/api/checks/{allowed}/override", json={"verdict": "missed",
+                       "rule_id": "s"}, headers=bearer(keys.agent))  # fmt: skip
+    assert missed.status_code == 201
+    for check_id, body, status in [
+        (allowed, {"verdict": "missed"}, 400),
+        (allowed, {"verdict": "wrong_stop"}, 400),
+        (allowed, {"verdict": "missed", "rule_id": "nope"}, 400),
+        (allowed, {"verdict": "great"}, 400),
+        ("chk_nope", {"verdict": "right_stop"}, 404),
+    ]:
+        response = http.post(f"/api/checks/{check_id}/override", json=body,
+                             headers=bearer(keys.admin))  # fmt: skip
+        assert response.status_code == status, (body, response.text)
+
+
+def test_timeline_is_per_person_newest_first(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    ids = [_check(http, keys.agent, call_id=f"c{i}") for i in range(5)]
+    body = check_body(agent={"name": "batch", "on_behalf_of": PERSON})
+    by_service = http.post("/v1/check", json=body, headers=bearer(keys.service)).json()
+    ids.append(by_service["check_id"])
+    page = http.get("/api/me/timeline?limit=4", headers=bearer(keys.agent)).json()
+    assert [i["check_id"] for i in page["items"]] == ids[::-1][:4]
+    rest = http.get(f"/api/me/timeline?limit=4&before={page['next']}",
+                    headers=bearer(keys.agent)).json()  # fmt: skip
+    assert [i["check_id"] for i in rest["items"]] == ids[::-1][4:] and "next" not in rest
+    admin_view = http.get("/api/me/timeline", headers=bearer(keys.admin)).json()
+    assert admin_view["items"] == []  # the admin's own timeline: none of dana's checks

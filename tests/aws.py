@@ -1,0 +1,396 @@
+"""AWS helpers for the tests (not a test module).
+
+* ``load_template`` / ``tables_from_template``: the DynamoDB tables are created from the
+  ``Properties`` written in ``template.yaml``, so the template and the tests cannot drift.
+* ``patch_moto_dynamodb``: two fixes that make moto's DynamoDB behave like the service
+  under the store's workload (see the function's docstring).
+* ``patch_moto_kms_ed25519``: moto 5.2 knows no ``ECC_NIST_EDWARDS25519`` KMS keys; this
+  adds them, signing as KMS does (``ED25519_SHA_512`` over a RAW message gives a plain
+  RFC 8032 signature; ``GetPublicKey`` gives DER SubjectPublicKeyInfo).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+__all__ = [
+    "REPO",
+    "STORE_TABLES",
+    "TEMPLATE",
+    "load_template",
+    "patch_moto_dynamodb",
+    "patch_moto_kms_ed25519",
+    "tables_from_template",
+    "template_tables",
+]
+
+# The moto patches below reach into moto's internals as of 5.2; check them on an upgrade.
+MOTO_TESTED = "5.2."
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "template.yaml"
+# DynamoStore's constructor arguments, by the logical ids of the template's tables.
+STORE_TABLES = {
+    "ledger_table": "LedgerTable",
+    "records_table": "RecordsTable",
+    "state_table": "StateTable",
+}
+
+
+# --- the template ---------------------------------------------------------------------
+class _CfnLoader(yaml.SafeLoader):
+    """A YAML loader that reads CloudFormation's short tags (!Ref, !Sub, !GetAtt ...) as
+    the long form they stand for ({"Ref": ...}, {"Fn::Sub": ...})."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = str(value).split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
+
+
+_CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
+    assert isinstance(data, dict), f"{path} is not a YAML mapping"
+    return data
+
+
+def template_tables(template: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The ``Properties`` of every ``AWS::DynamoDB::Table``, by logical id."""
+    template = template if template is not None else load_template()
+    return {
+        name: dict(res.get("Properties", {}))
+        for name, res in template["Resources"].items()
+        if res.get("Type") == "AWS::DynamoDB::Table"
+    }
+
+
+# Table properties with no effect on how the tables behave for the store, which moto
+# cannot take as written (they hold intrinsic functions).
+_IGNORED = frozenset({"ResourcePolicy", "Tags"})
+_APPLIED_LATER = frozenset({"PointInTimeRecoverySpecification", "TimeToLiveSpecification"})
+_COPIED = (
+    "KeySchema",
+    "AttributeDefinitions",
+    "BillingMode",
+    "GlobalSecondaryIndexes",
+    "LocalSecondaryIndexes",
+    "DeletionProtectionEnabled",
+    "TableClass",
+)
+
+
+def _create_table_args(logical_id: str, props: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(props) - _IGNORED - _APPLIED_LATER - set(_COPIED)
+    unknown -= {"TableName", "StreamSpecification", "SSESpecification"}
+    if unknown:
+        raise ValueError(
+            f"{logical_id}: tests/aws.py does not know how to create {sorted(unknown)}; "
+            "teach tables_from_template about it"
+        )
+    name = props.get("TableName")
+    args: dict[str, Any] = {"TableName": name if isinstance(name, str) else logical_id}
+    for key in _COPIED:
+        if key in props:
+            args[key] = copy.deepcopy(props[key])
+    stream = props.get("StreamSpecification")
+    if stream:
+        args["StreamSpecification"] = {
+            "StreamEnabled": True,
+            "StreamViewType": stream["StreamViewType"],
+        }
+    sse = props.get("SSESpecification")
+    if sse:
+        args["SSESpecification"] = {"Enabled": bool(sse.get("SSEEnabled"))}
+        if "SSEType" in sse:
+            args["SSESpecification"]["SSEType"] = sse["SSEType"]
+    return args
+
+
+def tables_from_template(client: Any, template: dict[str, Any] | None = None) -> dict[str, str]:
+    """Create the template's DynamoDB tables with ``client``; {logical id: table name}."""
+    names: dict[str, str] = {}
+    for logical_id, props in template_tables(template).items():
+        args = _create_table_args(logical_id, props)
+        client.create_table(**args)
+        name = args["TableName"]
+        pitr = props.get("PointInTimeRecoverySpecification") or {}
+        if pitr.get("PointInTimeRecoveryEnabled"):
+            client.update_continuous_backups(
+                TableName=name,
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+            )
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            client.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]},
+            )
+        names[logical_id] = name
+    return names
+
+
+# --- moto DynamoDB --------------------------------------------------------------------
+_DYNAMODB_LOCK = threading.RLock()
+
+
+def _check_moto_version() -> None:
+    from importlib.metadata import version
+
+    found = version("moto")
+    if not found.startswith(MOTO_TESTED):
+        raise RuntimeError(
+            f"tests/aws.py patches moto {MOTO_TESTED}x internals but moto {found} is installed; "
+            "re-read moto's dynamodb/kms models and update the patches"
+        )
+
+
+def patch_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make moto's DynamoDB behave like the service for concurrent, long-running tests.
+
+    1. **One request at a time.** DynamoDB serializes transactions against each other;
+       moto does not: two threads inside ``transact_write_items`` interleave their condition
+       checks and writes, a rollback (which swaps whole tables back in) silently drops the
+       other thread's writes, and the deep copy itself fails with "dictionary changed size
+       during iteration" (ThreadedMotoServer runs the same code in werkzeug threads). A
+       lock around moto's request handler restores linearizable requests. Races *between*
+       requests (read the head, then write) remain, and are exactly what the store's
+       conditions must handle.
+    2. **Rollback by item, not by table.** moto snapshots every table a transaction touches
+       with ``copy.deepcopy`` before each transaction, which makes N appends cost O(N^2)
+       (100 s for 2,000 entries). This version of ``transact_write_items`` keeps moto's
+       checks and error reporting but snapshots only the items the transaction names, and
+       trims the table streams back on rollback.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
+
+    _check_moto_version()
+    handler: Callable[..., Any] = DynamoHandler.call_action
+
+    def call_action(self: Any) -> Any:
+        with _DYNAMODB_LOCK:
+            return handler(self)
+
+    monkeypatch.setattr(DynamoHandler, "call_action", call_action)
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", _transact_write_items)
+
+
+class _ItemRollback:
+    """The items a transaction is about to change, as they were, to put back on failure."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.saved: list[tuple[Any, Any, Any, Any]] = []  # (table, hash, range, old item)
+        self.streams: dict[int, tuple[Any, int]] = {}
+
+    def save(self, table_name: str, key: dict[str, Any]) -> None:
+        table = self.backend.get_table(table_name)
+        hash_value, range_value = self.backend.get_keys_value(table, key)
+        item = table.get_item(hash_value, range_value)
+        self.saved.append((table, hash_value, range_value, copy.deepcopy(item)))
+        if table.stream_shard is not None and id(table) not in self.streams:
+            self.streams[id(table)] = (table, len(table.stream_shard.items))
+
+    def restore(self) -> None:
+        for table, hash_value, range_value, item in reversed(self.saved):
+            bucket = table.items[hash_value] if range_value is not None else table.items
+            slot = range_value if range_value is not None else hash_value
+            if item is None:
+                bucket.pop(slot, None)
+            else:
+                bucket[slot] = item
+        for table, length in self.streams.values():
+            del table.stream_shard.items[length:]
+
+
+def _transaction_key(backend: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+    if op_type != "Put":
+        return dict(op["Key"])
+    table = backend.get_table(op["TableName"])
+    key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+    if table.range_key_attr is not None:
+        key[table.range_key_attr] = op["Item"][table.range_key_attr]
+    return key
+
+
+def _apply(backend: Any, op_type: str, op: dict[str, Any], key: dict[str, Any]) -> None:
+    expression = {
+        "condition_expression": op.get("ConditionExpression"),
+        "expression_attribute_names": op.get("ExpressionAttributeNames"),
+        "expression_attribute_values": op.get("ExpressionAttributeValues"),
+    }
+    if op_type == "Put":
+        backend.put_item(op["TableName"], op["Item"], **expression)
+    elif op_type == "Delete":
+        backend.delete_item(op["TableName"], key, **expression)
+    elif op_type == "Update":
+        backend.update_item(
+            op["TableName"], key, update_expression=op["UpdateExpression"], **expression
+        )
+
+
+def _check_condition(backend: Any, op: dict[str, Any], key: dict[str, Any]) -> None:
+    """Raise ConditionalCheckFailed (with the item if ALL_OLD was asked) as moto does."""
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import ConditionalCheckFailed
+
+    condition = op.get("ConditionExpression")
+    if condition is None:
+        return
+    current = backend.get_item(op["TableName"], key)
+    names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+    if not get_filter_expression(condition, names, values).expr(current):
+        old = None
+        if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+            old = current.to_json()["Attributes"]
+        failed = ConditionalCheckFailed(item=old)
+        failed.old_item = old  # reported in CancellationReasons, as DynamoDB does
+        raise failed
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    """moto 5.2's ``DynamoDBBackend.transact_write_items`` with an item-level rollback."""
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MockValidationException,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    undo = _ItemRollback(self)
+    targets: set[tuple[str, str]] = set()
+    errors: list[tuple[str | None, str | None, Any]] = []
+    for request in transact_items:
+        if len(request) > 1:
+            undo.restore()
+            raise TransactWriteSingleOpException
+        try:
+            op_type, op = next(iter(request.items()))
+            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                raise ValueError("Unsupported transaction operation")
+            key = _transaction_key(self, op_type, op)
+            target = (str(op["TableName"]), str(dict(sorted(key.items()))))
+            if target in targets:
+                raise MultipleTransactionsException()
+            targets.add(target)
+            _check_condition(self, op, key)
+            if op_type != "ConditionCheck":
+                undo.save(op["TableName"], key)
+                _apply(self, op_type, op, key)
+            errors.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            undo.restore()
+            raise
+        except ConditionalCheckFailed as exc:
+            errors.append(
+                ("ConditionalCheckFailed", str(exc.message), getattr(exc, "old_item", None))
+            )
+        except Exception as exc:  # moto reports any other failure as a cancellation reason
+            errors.append((type(exc).__name__, str(exc), None))
+    if any(code is not None for code, _, _ in errors):
+        undo.restore()
+        raise TransactionCanceledException(errors)
+
+
+# --- moto KMS with Ed25519 ------------------------------------------------------------
+ED25519_SPEC = "ECC_NIST_EDWARDS25519"
+ED25519_ALGORITHM = "ED25519_SHA_512"
+KMS_MAX_RAW_MESSAGE = 4096
+
+
+def _ed25519_key_class() -> type:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from moto.kms import utils
+
+    class Ed25519Key(utils.AbstractPrivateKey):  # type: ignore[misc]
+        """A KMS ECC_NIST_EDWARDS25519 key: ED25519_SHA_512 is plain Ed25519 (RFC 8032)."""
+
+        def __init__(self) -> None:
+            self.private_key = ed25519.Ed25519PrivateKey.generate()
+
+        def sign(self, message: bytes, signing_algorithm: str) -> bytes:
+            utils.validate_signing_algorithm(signing_algorithm, [ED25519_ALGORITHM])
+            return self.private_key.sign(message)
+
+        def verify(self, message: bytes, signature: bytes, signing_algorithm: str) -> bool:
+            utils.validate_signing_algorithm(signing_algorithm, [ED25519_ALGORITHM])
+            try:
+                self.private_key.public_key().verify(signature, message)
+            except InvalidSignature:
+                return False
+            return True
+
+        def public_key(self) -> bytes:
+            return self.private_key.public_key().public_bytes(
+                encoding=serialization.Encoding.DER,
+                format=serialization.PublicFormat.SubjectPublicKeyInfo,
+            )
+
+    return Ed25519Key
+
+
+def patch_moto_kms_ed25519(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teach moto's KMS the ``ECC_NIST_EDWARDS25519`` key spec, as AWS KMS implements it."""
+    from moto.kms import models, responses, utils
+    from moto.kms.exceptions import ValidationException
+
+    _check_moto_version()
+    key_class = _ed25519_key_class()
+    specs = utils.KeySpec.key_specs()
+    monkeypatch.setattr(
+        utils.KeySpec, "key_specs", classmethod(lambda cls: sorted([*specs, ED25519_SPEC]))
+    )
+
+    generate = models.generate_private_key
+
+    def generate_private_key(key_spec: str) -> Any:
+        return key_class() if key_spec == ED25519_SPEC else generate(key_spec)
+
+    monkeypatch.setattr(models, "generate_private_key", generate_private_key)
+
+    algorithms = models.Key.signing_algorithms.fget
+
+    def signing_algorithms(self: Any) -> Any:
+        if self.key_spec == ED25519_SPEC and self.key_usage == "SIGN_VERIFY":
+            return [ED25519_ALGORITHM]
+        return algorithms(self)
+
+    monkeypatch.setattr(models.Key, "signing_algorithms", property(signing_algorithms))
+
+    sign = responses.KmsResponse.sign
+
+    def sign_like_kms(self: Any) -> Any:
+        # AWS: ED25519_SHA_512 signs RAW messages (at most 4096 bytes) only.
+        if self._get_param("SigningAlgorithm") == ED25519_ALGORITHM:
+            if (self._get_param("MessageType") or "RAW") != "RAW":
+                raise ValidationException("ED25519_SHA_512 requires MessageType RAW")
+            if len(self._get_param("Message") or b"") > KMS_MAX_RAW_MESSAGE:
+                raise ValidationException("Message must be at most 4096 bytes")
+        return sign(self)
+
+    monkeypatch.setattr(responses.KmsResponse, "sign", sign_like_kms)

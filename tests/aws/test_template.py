@@ -1,0 +1,311 @@
+"""template.yaml: lints clean offline, and says what the design says."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.aws import REPO, TEMPLATE, load_template, tables_from_template, template_tables
+
+BIN = Path(sys.executable).parent
+LEDGER_WRITES = {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+# Routes each function must serve (the design's list); the code may serve more, and
+# test_every_route_the_code_serves_is_in_the_template keeps the two in step.
+ROUTES = {
+    "CheckFunction": {("POST", "/v1/check"), ("POST", "/v1/apps/{app}/tools"), ("GET", "/v1/apps")},
+    "OutcomeFunction": {
+        ("POST", "/v1/check/{check_id}/outcome"),
+        ("POST", "/v1/outcomes"),
+        ("POST", "/v1/unchecked"),
+    },
+    "EvidenceFunction": {
+        ("GET", "/v1/ledger/pubkey"),
+        ("GET", "/v1/ledger/checkpoints"),
+        ("GET", "/v1/ledger/entries"),
+        ("GET", "/api/evidence/verify"),
+    },
+    "CheckpointFunction": {("POST", "/v1/ledger/checkpoints")},
+    "AdminFunction": set(),
+}
+
+
+def _offline_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_CONFIG_FILE=str(tmp_path / "no-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
+        SAM_CLI_TELEMETRY="0",
+    )
+    return env
+
+
+def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=REPO, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {n: r for n, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _statements(function: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for policy in function["Properties"].get("Policies", []):
+        out.extend(policy.get("Statement", []))
+    return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --- the linters ----------------------------------------------------------------------
+def test_cfn_lint_passes(tmp_path: Path) -> None:
+    done = _run([str(BIN / "cfn-lint"), str(TEMPLATE)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_cfn_lint_would_catch_a_broken_template(tmp_path: Path) -> None:
+    broken = tmp_path / "template.yaml"
+    broken.write_text(TEMPLATE.read_text().replace("NEW_IMAGE", "NEW_PICTURE"))
+    done = _run([str(BIN / "cfn-lint"), str(broken)], tmp_path)
+    assert done.returncode != 0 and "NEW_PICTURE" in done.stdout
+
+
+def test_sam_validate_lint_passes(tmp_path: Path) -> None:
+    done = _run(
+        [str(BIN / "sam"), "validate", "--lint", "--template-file", str(TEMPLATE)], tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "valid SAM Template" in done.stdout + done.stderr
+
+
+# --- code -----------------------------------------------------------------------------
+def test_every_function_has_its_entry_point(template: dict[str, Any]) -> None:
+    functions = _resources(template, "AWS::Serverless::Function")
+    assert set(functions) == set(ROUTES)
+    handler = template["Globals"]["Function"]["Handler"]
+    module, name = handler.split(".")
+    for logical_id, function in functions.items():
+        code = REPO / function["Properties"]["CodeUri"] / f"{module}.py"
+        assert code.is_file(), f"{logical_id}: {code} is missing"
+        tree = ast.parse(code.read_text())
+        assigned = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+        } | {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert name in assigned, f"{code} defines no {name}"
+
+
+def test_layer_and_globals(template: dict[str, Any]) -> None:
+    layer = template["Resources"]["ClarosCommonLayer"]
+    props = layer["Properties"]
+    assert props["ContentUri"] == "layers/claros_common"
+    assert props["CompatibleRuntimes"] == ["python3.13"]
+    assert props["CompatibleArchitectures"] == ["arm64"]
+    assert layer["Metadata"]["BuildMethod"] == "python3.13"
+    assert (REPO / "layers/claros_common/claros/__init__.py").is_file()
+    requirements = (REPO / "layers/claros_common/requirements.txt").read_text()
+    for package in ("pydantic", "pynacl", "aws-lambda-powertools[tracer]", "pyyaml", "httpx"):
+        assert package in requirements
+    fn = template["Globals"]["Function"]
+    assert (fn["Runtime"], fn["Architectures"], fn["Tracing"]) == (
+        "python3.13",
+        ["arm64"],
+        "Active",
+    )
+    assert fn["Layers"] == [{"Ref": "ClarosCommonLayer"}]
+    env = fn["Environment"]["Variables"]
+    assert env["CLAROS_STORE"] == "dynamodb" and env["CLAROS_SIGNER"] == "kms"
+    assert env["CLAROS_LEDGER_TABLE"] == {"Ref": "LedgerTable"}
+    assert env["CLAROS_RECORDS_TABLE"] == {"Ref": "RecordsTable"}
+    assert env["CLAROS_STATE_TABLE"] == {"Ref": "StateTable"}
+    assert env["CLAROS_LEDGER_CHECKPOINT_EVERY"] == {"Ref": "CheckpointEvery"}
+    assert env["CLAROS_LEDGER_CHECKPOINT_MAX_AGE"] == {"Ref": "CheckpointMaxAge"}
+    assert env["CLAROS_FAST_APPROVAL_S"] == {"Ref": "FastApprovalSeconds"}
+    assert env["POWERTOOLS_SERVICE_NAME"] == "claros"
+    assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    params = template["Parameters"]
+    defaults = {name: params[name]["Default"] for name in params}
+    assert defaults["CheckpointEvery"] == 100 and defaults["CheckpointMaxAge"] == 300
+    assert defaults["FastApprovalSeconds"] == 10 and defaults["LogLevel"] == "INFO"
+    assert "ApiUrl" in template["Outputs"]
+
+
+def test_samconfig_defaults() -> None:
+    config = tomllib.loads((REPO / "samconfig.toml").read_text())
+    assert config["default"]["global"]["parameters"]["stack_name"] == "claros"
+    deploy = config["default"]["deploy"]["parameters"]
+    assert deploy["capabilities"] == "CAPABILITY_IAM"
+    assert deploy["resolve_s3"] is True and deploy["confirm_changeset"] is True
+
+
+# --- routes and events ----------------------------------------------------------------
+def _http_routes(function: dict[str, Any]) -> set[tuple[str, str]]:
+    events = function["Properties"]["Events"].values()
+    assert all(
+        e["Properties"]["ApiId"] == {"Ref": "HttpApi"} for e in events if e["Type"] == "HttpApi"
+    )
+    return {
+        (e["Properties"]["Method"], e["Properties"]["Path"])
+        for e in events
+        if e["Type"] == "HttpApi"
+    }
+
+
+def test_routes(template: dict[str, Any]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for logical_id, routes in ROUTES.items():
+        served = _http_routes(template["Resources"][logical_id])
+        assert routes <= served, logical_id
+        assert not served & seen, f"{logical_id}: a route is served twice"
+        seen |= served
+
+
+class _RouteRecorder:
+    """Stands in for the resolver while a function's route modules register."""
+
+    def __init__(self) -> None:
+        self.services = SimpleNamespace(store=None, signer=None, settings=None)
+        self.routes: set[tuple[str, str]] = set()
+
+    def route(self, rule: str, method: str) -> Any:
+        self.routes.add((method, rule.replace("<", "{").replace(">", "}")))
+        return lambda handler: handler
+
+
+def test_every_route_the_code_serves_is_in_the_template(template: dict[str, Any]) -> None:
+    from claros.api.app import FUNCTIONS
+
+    functions = _resources(template, "AWS::Serverless::Function")
+    by_code = {f["Properties"]["CodeUri"].strip("/").split("/")[-1]: f for f in functions.values()}
+    assert set(FUNCTIONS) <= set(by_code)
+    for name, registers in FUNCTIONS.items():
+        recorder = _RouteRecorder()
+        for register in registers:
+            register(recorder)  # type: ignore[arg-type]
+        missing = recorder.routes - _http_routes(by_code[name])
+        assert not missing, (
+            f"functions/{name} serves {sorted(missing)} but template.yaml has no route"
+        )
+
+
+def test_checkpoint_function_follows_the_stream_and_the_clock(template: dict[str, Any]) -> None:
+    events = template["Resources"]["CheckpointFunction"]["Properties"]["Events"]
+    [stream] = [e["Properties"] for e in events.values() if e["Type"] == "DynamoDB"]
+    assert stream["Stream"] == {"Fn::GetAtt": ["LedgerTable", "StreamArn"]}
+    assert stream["StartingPosition"] == "LATEST" and stream["BatchSize"] == 100
+    assert stream["BisectBatchOnFunctionError"] is True
+    [schedule] = [e["Properties"] for e in events.values() if e["Type"] == "Schedule"]
+    assert schedule["Schedule"] == "rate(1 minute)"
+
+
+# --- tables ---------------------------------------------------------------------------
+def test_tables_are_as_designed(template: dict[str, Any]) -> None:
+    tables = template_tables(template)
+    assert set(tables) == {"LedgerTable", "RecordsTable", "StateTable"}
+    keys = {
+        name: [(k["AttributeName"], k["KeyType"]) for k in t["KeySchema"]]
+        for name, t in tables.items()
+    }
+    assert keys == {
+        "LedgerTable": [("workspace", "HASH"), ("seq", "RANGE")],
+        "RecordsTable": [("workspace", "HASH"), ("rid", "RANGE")],
+        "StateTable": [("pk", "HASH"), ("sk", "RANGE")],
+    }
+    types = {
+        a["AttributeName"]: a["AttributeType"]
+        for a in tables["LedgerTable"]["AttributeDefinitions"]
+    }
+    assert types == {"workspace": "S", "seq": "N"}
+    for name, props in tables.items():
+        assert props["BillingMode"] == "PAY_PER_REQUEST", name
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert props["SSESpecification"]["SSEEnabled"] is True, name
+        assert template["Resources"][name]["DeletionPolicy"] == "Retain", name
+    assert tables["LedgerTable"]["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert "StreamSpecification" not in tables["RecordsTable"]
+
+
+def test_tables_made_from_the_template(dynamodb_client: Any, dynamo_tables: dict[str, str]) -> None:
+    ledger = dynamodb_client.describe_table(TableName=dynamo_tables["LedgerTable"])["Table"]
+    assert ledger["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    assert ledger["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    for name in dynamo_tables.values():
+        backups = dynamodb_client.describe_continuous_backups(TableName=name)
+        pitr = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
+        assert pitr["PointInTimeRecoveryStatus"] == "ENABLED"
+
+
+def test_table_properties_the_helper_cannot_make_are_refused(moto_aws: None) -> None:
+    import boto3
+
+    template = load_template()
+    template["Resources"]["LedgerTable"]["Properties"]["KinesisStreamSpecification"] = {}
+    with pytest.raises(ValueError, match="KinesisStreamSpecification"):
+        tables_from_template(boto3.client("dynamodb", region_name="us-east-1"), template)
+
+
+# --- permissions ----------------------------------------------------------------------
+def test_the_ledger_is_append_only_for_every_function(template: dict[str, Any]) -> None:
+    ledger = {"Fn::GetAtt": ["LedgerTable", "Arn"]}
+    for logical_id, function in _resources(template, "AWS::Serverless::Function").items():
+        statements = _statements(function)
+        denied = {
+            action
+            for s in statements
+            if s["Effect"] == "Deny" and ledger in _as_list(s["Resource"])
+            for action in _as_list(s["Action"])
+        }
+        assert LEDGER_WRITES <= denied, logical_id
+        for s in statements:
+            if s["Effect"] == "Allow" and ledger in _as_list(s["Resource"]):
+                assert not set(_as_list(s["Action"])) & LEDGER_WRITES, logical_id
+            assert "*" not in _as_list(s["Action"]) and "dynamodb:*" not in _as_list(s["Action"])
+
+
+def test_the_ledger_table_policy_denies_rewrites(template: dict[str, Any]) -> None:
+    policy = template["Resources"]["LedgerTable"]["Properties"]["ResourcePolicy"]
+    [statement] = policy["PolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
+    assert LEDGER_WRITES <= set(statement["Action"])
+    condition = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    assert "LedgerPruneRoleName" in condition["Fn::Sub"]
+
+
+def test_only_the_checkpoint_function_may_sign(template: dict[str, Any]) -> None:
+    for logical_id, function in _resources(template, "AWS::Serverless::Function").items():
+        kms = {
+            action
+            for s in _statements(function)
+            if s["Effect"] == "Allow"
+            for action in _as_list(s["Action"])
+            if action.startswith("kms:")
+        }
+        if logical_id == "CheckpointFunction":
+            assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias", "kms:Sign"} <= kms
+            assert {"kms:TagResource", "kms:DescribeKey", "kms:GetPublicKey"} <= kms
+        else:
+            assert kms == {"kms:DescribeKey", "kms:GetPublicKey"}, logical_id
+    [create] = [
+        s
+        for s in _statements(template["Resources"]["CheckpointFunction"])
+        if s["Action"] == "kms:CreateKey"
+    ]
+    assert create["Condition"]["StringEquals"]["kms:KeySpec"] == "ECC_NIST_EDWARDS25519"

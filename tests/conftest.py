@@ -1,0 +1,102 @@
+"""Shared fixtures. Each section belongs to one area; add new sections below, not inside."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# ======================================================================================
+# Stores and AWS (moto): aws_env, moto_aws, dynamodb_client, dynamo_tables,
+# dynamo_store, sqlite_store, store (both, parametrized), kms_ed25519.
+# Helpers live in tests/aws.py. Get DynamoDB clients from ``dynamodb_client``: it patches
+# moto to serialize requests and roll transactions back per item (see tests/aws.py).
+# ======================================================================================
+from claros.store.base import Store
+from claros.store.sqlite import SqliteStore
+from tests.aws import (
+    STORE_TABLES,
+    patch_moto_dynamodb,
+    patch_moto_kms_ed25519,
+    tables_from_template,
+)
+
+AWS_REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dummy credentials and region; no real AWS config file is read."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", AWS_REGION)
+    monkeypatch.setenv("AWS_REGION", AWS_REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+
+
+@pytest.fixture
+def moto_aws(aws_env: None) -> Iterator[None]:
+    """Every AWS call in the test goes to moto, in process."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def dynamodb_client(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import boto3
+
+    patch_moto_dynamodb(monkeypatch)
+    return boto3.client("dynamodb", region_name=AWS_REGION)
+
+
+@pytest.fixture
+def dynamo_tables(dynamodb_client: Any) -> dict[str, str]:
+    """The template's tables, created in moto: {logical id: table name}."""
+    return tables_from_template(dynamodb_client)
+
+
+@pytest.fixture
+def dynamo_store(dynamodb_client: Any, dynamo_tables: dict[str, str]) -> Iterator[Store]:
+    from claros.store.dynamo import DynamoStore
+
+    store = DynamoStore(
+        dynamodb_client, **{arg: dynamo_tables[lid] for arg, lid in STORE_TABLES.items()}
+    )
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    store = SqliteStore(tmp_path / "claros.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"], ids=["sqlite", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Store:
+    """Each test that takes ``store`` runs on both stores."""
+    name = "dynamo_store" if request.param == "dynamodb" else "sqlite_store"
+    found: Store = request.getfixturevalue(name)
+    return found
+
+
+@pytest.fixture
+def kms_ed25519(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A moto KMS client that makes ECC_NIST_EDWARDS25519 keys as AWS KMS does."""
+    import boto3
+
+    patch_moto_kms_ed25519(monkeypatch)
+    return boto3.client("kms", region_name=AWS_REGION)
+
+
+# --- end of stores and AWS ------------------------------------------------------------
