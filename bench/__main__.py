@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import append, verify
+from bench import append, decide, verify
 
-BENCHES = {"append": append.main, "verify": verify.main}
+BENCHES = {"append": append.main, "verify": verify.main, "decide": decide.main}
 
 
 def main(argv: list[str]) -> int:

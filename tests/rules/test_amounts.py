@@ -201,6 +201,8 @@ def test_parse_money(text: str, amount: str, currency: str | None) -> None:
         "12/05/2026",
         "2026-05-12",
         "12:30",
+        "12.5%",
+        "#42",
         "900 PCS",
         "900 pcs",
         "€900 USD",
@@ -292,6 +294,10 @@ def test_values_visited_are_bounded() -> None:
     # Only the first 100,000 values are looked at.
     assert find_amount({"prices": [1] * 99_998 + [7]}) == Money(Decimal(7), None, "prices[99998]")
     assert find_amount({"prices": [1] * 100_000 + [7]}) == Money(Decimal(1), None, "prices[0]")
+
+
+def test_arguments_that_are_not_an_object() -> None:
+    assert find_amount([{"amount": 5}]) is None  # type: ignore[arg-type]
 
 
 def test_non_string_keys() -> None:

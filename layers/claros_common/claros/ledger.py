@@ -22,16 +22,21 @@ from nacl.signing import VerifyKey
 from claros.canonical import CanonicalError, canonical_bytes
 
 __all__ = [
+    "KINDS",
+    "NEVER_PRUNED",
     "ZERO_HASH",
-    "Checkpoint",
     "ChainVerifier",
+    "Checkpoint",
     "Entry",
     "Failure",
     "PublicKey",
     "VerifyReport",
     "checkpoint_message",
     "entry_hash",
+    "key_id_for",
     "payload_sha256",
+    "verify_entries",
+    "verify_signature",
 ]
 
 ZERO_HASH = "0" * 64

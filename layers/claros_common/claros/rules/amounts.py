@@ -32,6 +32,8 @@ How that is read here:
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -134,10 +136,12 @@ class Money:
 def find_amount(arguments: Mapping[str, Any]) -> Money | None:
     """The largest money-like argument, or None when no matching key holds money."""
     walk = _Walk()
-    walk.mapping(arguments, "", 0, None)
+    if isinstance(arguments, Mapping):
+        walk.mapping(arguments, "", 0, None)
     return walk.best
 
 
+@functools.lru_cache(maxsize=8192)  # the same keys come back call after call
 def key_words(key: str) -> tuple[str, ...]:
     """The lowercased words of a key: ``"refundAmount"`` → ``("refund", "amount")``."""
     words: list[str] = []

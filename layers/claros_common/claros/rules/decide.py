@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claros.rules.expr import Expr, matches, parse_when
+from claros.rules.expr import Expr, Scope, parse_when
 from claros.rules.model import RESPONSES, strength
 
 __all__ = ["Decision", "applies", "decide"]
@@ -61,6 +61,7 @@ def decide(
     best = 0
     shadow_best = -1
     matched_enforced: list[Mapping[str, Any]] = []
+    scope = Scope(facts)
     for rule in sorted((r for r in rules if applies(r, app, tool)), key=lambda r: str(r["id"])):
         written = rule["rule"]
         entry: dict[str, Any] = {
@@ -77,7 +78,7 @@ def decide(
             decision.not_judged.append(str(rule["id"]))
             decision.rules.append(entry)
             continue
-        hit, unknown = matches(_parsed(when), facts)
+        hit, unknown = scope.matches(_parsed(when))
         entry["matched"] = hit
         if unknown:
             entry["unknown"] = list(unknown)

@@ -1,0 +1,66 @@
+"""``make run``'s program, as a newcomer meets it: start it, run the commands it prints."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_demo_prints_keys_and_commands_that_work(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "CLAROS_PORT": str(port), "CLAROS_DATA": str(tmp_path / "data")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claros.demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    try:
+        lines: list[str] = []
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if line.startswith("Ctrl-C"):
+                break
+        out = "".join(lines)
+        assert f"http://127.0.0.1:{port}" in out, out
+        keys = dict(re.findall(r"^  (admin|agent|service|audit) .*?(ck_\S+)$", out, re.M))
+        assert set(keys) == {"admin", "agent", "service", "audit"}, out
+        # The "Try:" block, run as printed.
+        block = out.split("Try:\n", 1)[1].split("\nCtrl-C", 1)[0]
+        script = "set -e\n" + block.replace("curl -s", "curl -sf")
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert '"result":"allow"' in done.stdout and '"ok":true' in done.stdout
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+            entries = http.get("/v1/ledger/entries", headers={"Authorization":
+                               f"Bearer {keys['agent']}"}).text  # fmt: skip
+            assert entries.count("\n") >= 1
+        assert (tmp_path / "data" / "demo-keys.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)  # also closes its pipes
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    head = readme.split("```", 2)[1]
+    assert "make run" in head and "make test" in head
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert "make test" in ci
