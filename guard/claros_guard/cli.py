@@ -2,6 +2,7 @@
 
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
     claros rules push FILE [--made-by M]             send rules (YAML or JSON)
+    claros mappings push FILE                        send mappings (YAML or JSON)
 
 Server-side commands import the server package only when they run, so the client side
 (guard, hooks, verify) installs and starts without it.
@@ -38,15 +39,17 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rules_push(args: argparse.Namespace) -> int:
+def _push(args: argparse.Namespace) -> int:
     from claros_guard.client import Client, ClientError
-    from claros_guard.push import push_rules
+    from claros_guard.push import push_mappings, push_rules
 
     try:
         with Client(args.url, args.key) as client:
-            return push_rules(client, args.file, args.made_by)
+            if args.command == "rules":
+                return push_rules(client, args.file, args.made_by)
+            return push_mappings(client, args.file)
     except ClientError as exc:
-        print(f"claros rules push: {exc}", file=sys.stderr)
+        print(f"claros {args.command} push: {exc}", file=sys.stderr)
         return 2
 
 
@@ -75,7 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="what made these rule versions (their confirm record)",
     )
     _add_connection(push)
-    push.set_defaults(run=_rules_push)
+    push.set_defaults(run=_push)
+
+    mappings = sub.add_parser("mappings", help="manage mappings (which facts a tool needs)")
+    mappings_sub = mappings.add_subparsers(dest="mappings_command", required=True,
+                                           metavar="COMMAND")  # fmt: skip
+    mpush = mappings_sub.add_parser("push", help="send mappings from a YAML or JSON file")
+    mpush.add_argument("file")
+    _add_connection(mpush)
+    mpush.set_defaults(run=_push)
     return parser
 
 

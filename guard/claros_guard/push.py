@@ -1,4 +1,5 @@
-"""``claros rules push FILE`` and friends: send rules written in YAML or JSON to Claros.
+"""``claros rules push FILE`` and ``claros mappings push FILE``: send rules or mappings
+written in YAML or JSON to Claros.
 
 The file holds one rule, a list of rules, or ``{"rules": [...]}``. Each rule is sent as
 it is; Claros validates it, makes a new version only when it changed, and says why it
@@ -17,7 +18,7 @@ import yaml
 
 from claros_guard.client import ApiError, Client, ClientError
 
-__all__ = ["load_items", "push_rules"]
+__all__ = ["load_items", "push_mappings", "push_rules"]
 
 
 def load_items(path: str, plural: str) -> list[dict[str, Any]]:
@@ -61,4 +62,27 @@ def push_rules(client: Client, path: str, made_by: str) -> int:
         what = "unchanged" if not state.get("changed") else (
             "created" if state["version"] == 1 else "new version")  # fmt: skip
         print(f"OK: {rule_id} v{state['version']} {what} ({state['hash'][:12]})")
+    return 1 if failed else 0
+
+
+def push_mappings(client: Client, path: str) -> int:
+    mappings = load_items(path, "mappings")
+    failed = 0
+    for i, mapping in enumerate(mappings, 1):
+        app, tool = mapping.get("app"), mapping.get("tool")
+        if not isinstance(app, str) or not isinstance(tool, str):
+            print(f"FAIL: mapping {i}: it needs app and tool", file=sys.stderr)
+            failed += 1
+            continue
+        try:
+            state = client.json("PUT", f"/api/mappings/{app}/{tool}", json={"mapping": mapping})
+        except ApiError as exc:
+            where = "; ".join(f"{d['field']}: {d['problem']}" for d in exc.details or [])
+            print(f"FAIL: {app} {tool}: {exc.message}" + (f" ({where})" if where else ""),
+                  file=sys.stderr)  # fmt: skip
+            failed += 1
+            continue
+        what = "unchanged" if not state.get("changed") else (
+            "created" if state["version"] == 1 else "new version")  # fmt: skip
+        print(f"OK: {app} {tool} v{state['version']} {what}")
     return 1 if failed else 0

@@ -8,6 +8,7 @@ near-miss fields (severity, amount, currency).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,9 @@ from claros.asks import ask_view, open_ask, use_approval
 from claros.auth import Principal, check_email, member_role
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
-from claros.errors import ForbiddenError
+from claros.errors import BadRequestError, ForbiddenError
+from claros.mapping.facts import Plan, plan
+from claros.mapping.service import mapping_for
 from claros.rules.amounts import find_amount
 from claros.rules.decide import Decision, decide
 from claros.rules.model import SEVERITY
@@ -92,16 +95,31 @@ def call_index_key(key_id: str, call_id: str) -> str:
     return f"{key_id}:{call_id}"
 
 
-def _facts(req: CheckRequest) -> Mapping[str, Any]:
-    return req.arguments
+def _facts(services: Services, workspace: str, req: CheckRequest, now: int) -> Plan:
+    """The facts rules see: the call's arguments, or, when the tool has a mapping, the call
+    merged with what the guard read (or the reads still needed)."""
+    spec = mapping_for(services.store, workspace, req.app, req.tool)
+    if spec is None:
+        if req.fetched:
+            first = sorted(req.fetched)[0]
+            raise BadRequestError(f"fetched.{first} was not asked for: {req.tool} has no mapping")
+        return Plan(facts=dict(req.arguments))
+    when = dt.datetime.fromtimestamp(now / 1000, tz=dt.UTC)
+    planned = plan(spec, req.arguments, req.fetched or {}, when)
+    planned.mapping = spec
+    return planned
 
 
 def record_check(services: Services, principal: Principal, req: CheckRequest) -> dict[str, Any]:
     store, workspace = services.store, principal.workspace
     on_behalf_of, obo_source = resolve_on_behalf_of(services, principal, req.agent)
-    decision = decide(active_rules(store, workspace), req.app, req.tool, _facts(req))
-    check_id = new_id("chk")
     now = now_ms()
+    facts = _facts(services, workspace, req, now)
+    if facts.need:
+        # Reads first: nothing is logged until the check is decided on every fact.
+        return {"allowed": False, "result": "need", "need": facts.need}
+    decision = decide(active_rules(store, workspace), req.app, req.tool, facts.facts)
+    check_id = new_id("chk")
     writes: list[DocWrite] = []
     approved: dict[str, Any] | None = None
     if req.approval and decision.result == "ask":
@@ -131,8 +149,15 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
         "shadow_result": decision.shadow_result,
         "not_judged": decision.not_judged,
         "approval": approved,
-        "resolved": True,
     }
+    if facts.mapping is not None:
+        row.update(
+            resolved=True,
+            fetched=req.fetched,
+            derived=facts.derived,
+            vars=facts.vars,
+            context=facts.context,
+        )
     if not decision.rules:
         row["reason"] = "no rule applied"
     _near_miss(row, decision, req.arguments)

@@ -10,6 +10,8 @@ from claros.api.http import ClarosResolver, json_response, parse_body, query_int
 from claros.asks import AnswerRequest, answer_ask, list_my_asks
 from claros.auth import Principal
 from claros.errors import BadRequestError, ConflictError
+from claros.mapping.model import MappingSpec
+from claros.mapping.service import get_mapping, list_mappings, put_mapping
 from claros.outcomes import coverage
 from claros.overrides import OverrideRequest, record_override
 from claros.rules.model import RuleSpec
@@ -28,6 +30,12 @@ class RuleWrite(BaseModel):
 
     rule: RuleSpec
     made_by: Literal["expert", "override", "precedents", "manual"] = "manual"
+
+
+class MappingWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mapping: MappingSpec
 
 
 class CloseRequest(BaseModel):
@@ -75,6 +83,27 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
     def close(principal: Principal, rule_id: str) -> Any:
         body = parse_body(app, CloseRequest) if app.current_event.body else CloseRequest()
         return close_rule(services, principal, rule_id, body.reason)
+
+    @routed(app, "GET", "/api/mappings", ADMINS)
+    def mappings(principal: Principal) -> Any:
+        return {"mappings": list_mappings(store, principal.workspace)}
+
+    # Path parameters arrive as keywords; `app` would shadow the resolver, hence **path.
+    @routed(app, "GET", "/api/mappings/{app}/{tool}", ADMINS)
+    def mapping(principal: Principal, **path: str) -> Any:
+        return get_mapping(store, principal.workspace, path["app"], path["tool"])
+
+    @routed(app, "PUT", "/api/mappings/{app}/{tool}", ADMINS)
+    def put(principal: Principal, **path: str) -> Any:
+        app_name, tool = path["app"], path["tool"]
+        body = parse_body(app, MappingWrite)
+        if (body.mapping.app, body.mapping.tool) != (app_name, tool):
+            raise BadRequestError(
+                f"mapping is for {body.mapping.app} {body.mapping.tool} but the path says "
+                f"{app_name} {tool}"
+            )
+        state, changed = put_mapping(services, principal, body.mapping)
+        return {**state, "changed": changed}
 
     @routed(app, "GET", "/api/asks", PEOPLE)
     def asks(principal: Principal) -> Any:

@@ -8,6 +8,7 @@ from claros.api.http import ClarosResolver, parse_body, routed
 from claros.asks import ask_view, get_ask
 from claros.auth import Principal
 from claros.checks import CheckRequest, record_check
+from claros.mapping.service import ToolsRequest, list_apps, register_tools
 
 __all__ = ["GUARDS", "register"]
 
@@ -19,6 +20,15 @@ def register(app: ClarosResolver) -> None:
     @routed(app, "POST", "/v1/check", GUARDS)
     def check(principal: Principal) -> Any:
         return record_check(app.services, principal, parse_body(app, CheckRequest))
+
+    @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS)
+    def register(principal: Principal, **path: str) -> Any:
+        body = parse_body(app, ToolsRequest)
+        return register_tools(app.services.store, principal, path["app"], body)
+
+    @routed(app, "GET", "/v1/apps", GUARDS)
+    def apps(principal: Principal) -> Any:
+        return {"apps": list_apps(app.services.store, principal.workspace)}
 
     @routed(app, "GET", "/v1/asks/{ask_id}", GUARDS)
     def ask(principal: Principal, ask_id: str) -> Any:

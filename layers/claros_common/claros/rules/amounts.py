@@ -33,7 +33,6 @@ How that is read here:
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass

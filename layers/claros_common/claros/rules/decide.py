@@ -10,6 +10,7 @@ allowing or stopping anything.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,35 +59,36 @@ def decide(
     rules: Sequence[Mapping[str, Any]], app: str, tool: str, facts: Mapping[str, Any]
 ) -> Decision:
     decision = Decision()
+    entries = decision.rules
     best = 0
     shadow_best = -1
     matched_enforced: list[Mapping[str, Any]] = []
-    scope = Scope(facts)
-    for rule in sorted((r for r in rules if applies(r, app, tool)), key=lambda r: str(r["id"])):
+    matches = Scope(facts).matches
+    for rule in _applying(rules, app, tool):
         written = rule["rule"]
-        entry: dict[str, Any] = {
-            "id": rule["id"],
-            "version": rule["version"],
-            "hash": rule["hash"],
-            "confirm": rule["confirm"],
-            "response": written["response"],
-            "mode": written.get("mode", "enforce"),
-        }
+        response = written["response"]
+        mode = written.get("mode", "enforce")
         when = written.get("when")
         if not when:
-            entry.update(matched=None, judged=False, note="not judged: no judge is configured")
+            entries.append(
+                {"id": rule["id"], "version": rule["version"], "hash": rule["hash"],
+                 "confirm": rule["confirm"], "response": response, "mode": mode,
+                 "matched": None, "judged": False, "note": "not judged: no judge is configured"}
+            )  # fmt: skip
             decision.not_judged.append(str(rule["id"]))
-            decision.rules.append(entry)
             continue
-        hit, unknown = scope.matches(_parsed(when))
-        entry["matched"] = hit
+        hit, unknown = matches(_parsed(when))
+        entry: dict[str, Any] = {
+            "id": rule["id"], "version": rule["version"], "hash": rule["hash"],
+            "confirm": rule["confirm"], "response": response, "mode": mode, "matched": hit,
+        }  # fmt: skip
         if unknown:
             entry["unknown"] = list(unknown)
-        decision.rules.append(entry)
+        entries.append(entry)
         if not hit:
             continue
-        level = strength(written["response"])
-        if entry["mode"] == "shadow":
+        level = strength(response)
+        if mode == "shadow":
             shadow_best = max(shadow_best, level)
             continue
         matched_enforced.append(rule)
@@ -94,7 +96,19 @@ def decide(
     decision.result = RESPONSES[best]
     if shadow_best >= 0:
         decision.shadow_result = RESPONSES[shadow_best]
-    decision.deciding = [r for r in matched_enforced if strength(r["rule"]["response"]) == best]
-    if best == 0:
-        decision.deciding = []
+    if best:
+        decision.deciding = [r for r in matched_enforced if strength(r["rule"]["response"]) == best]
     return decision
+
+
+_ID = operator.itemgetter("id")
+
+
+def _applying(rules: Sequence[Mapping[str, Any]], app: str, tool: str) -> list[Mapping[str, Any]]:
+    """The rules that apply to the call (:func:`applies`), in order of ``str(id)``."""
+    found = [r for r in rules if (w := r["rule"])["app"] == app and tool in w["tools"]]
+    if set(map(type, map(_ID, found))) <= {str}:
+        found.sort(key=_ID)  # the same order as str(id), without a call per rule
+    else:
+        found.sort(key=lambda r: str(r["id"]))
+    return found

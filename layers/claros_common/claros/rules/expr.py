@@ -83,7 +83,7 @@ from decimal import (
     InvalidOperation,
     Overflow,
 )
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, ClassVar, Literal, TypeAlias
 
 __all__ = [
     "MAX_DEPTH",
@@ -231,6 +231,10 @@ class _Or:
 
 
 _Node: TypeAlias = "_Lit | _Field | _List | _Neg | _Arith | _Cmp | _In | _Not | _And | _Or"
+# A compiled node: its value over the facts of an evaluator; a compiled number: the value as a
+# number (None when it is not one). See "compiled evaluation" at the end.
+_Run: TypeAlias = "Callable[[_Evaluator], Any]"
+_Num: TypeAlias = "Callable[[_Evaluator], Decimal | None]"
 
 
 # --- public API ----------------------------------------------------------------------------
@@ -244,10 +248,15 @@ class Expr:
     kind: Kind
     _root: _Node = field(repr=False, compare=False)
     _fields: tuple[str, ...] = field(repr=False, compare=False)  # first-appearance order
+    _run: _Run = field(repr=False, compare=False)  # the tree compiled to closures, once
 
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
         return frozenset(self._fields)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Closures do not pickle: an Expr pickles as its text and is parsed again.
+        return (_parse, (self.text, self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,20 +286,23 @@ class Scope:
 
     def evaluate(self, expr: Expr) -> Outcome:
         ev = self._ev
-        ev.recorded.clear()
-        ev.steps = 0
-        result = ev.visit(expr._root)
-        if result.value is None or (expr.kind == "when" and not isinstance(result.value, bool)):
-            ev.record(result)
         recorded = ev.recorded
+        recorded.clear()
+        ev.steps = 0
+        value = expr._run(ev)
         unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
-        return Outcome(result.value, unknown)
+        return Outcome(value, unknown)
 
     def matches(self, expr: Expr) -> tuple[bool, tuple[str, ...]]:
         if expr.kind != "when":
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
-        outcome = self.evaluate(expr)
-        return outcome.value is True, outcome.unknown
+        ev = self._ev
+        recorded = ev.recorded
+        recorded.clear()
+        ev.steps = 0
+        value = expr._run(ev)
+        unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
+        return value is True, unknown
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -318,7 +330,19 @@ def _parse(text: str, kind: Kind) -> Expr:
         _refuse_when_only(text, tokens)
     root = _Parser(text, tokens, kind).parse()
     fields = tuple(dict.fromkeys(t.text for t in tokens if t.kind == "field"))
-    return Expr(text, kind, root, fields)
+    return Expr(text, kind, root, fields, _compile_top(root, kind))
+
+
+def _visit(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
+    """Evaluate by walking the tree: the reference the compiled closures are tested against
+    (same values, same unknown fields), and never used on the hot path."""
+    ev = _Evaluator(facts)
+    result = ev.visit(expr._root)
+    if result.value is None or (expr.kind == "when" and not isinstance(result.value, bool)):
+        ev.record(result)
+    recorded = ev.recorded
+    unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
+    return Outcome(result.value, unknown)
 
 
 # --- tokens --------------------------------------------------------------------------------
@@ -737,9 +761,17 @@ def _orderable(a: Any, b: Any) -> tuple[Any, Any] | None:
 
 
 class _Evaluator:
+    """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
+    the decimal context, the fields recorded as unknown and the step budget of the current
+    expression. Its ``visit`` walks the tree (the reference path, see :func:`_visit`); the
+    compiled closures (below) take it as their one argument and reuse its general helpers."""
+
+    _dispatch: ClassVar[dict[type, Callable[[_Evaluator, Any], _V]]]
+
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
-        self.fields: dict[tuple[str | int, ...], Any] = {}
+        self.fields: dict[str, Any] = {}  # path as written -> normalized value
+        self.numbers: dict[str, Decimal | None] = {}  # path -> the value as a number, if any
         self.ctx = _context()
         self.recorded: set[str] = set()
         self.steps = 0
@@ -762,12 +794,24 @@ class _Evaluator:
         return _V(node.value)
 
     def _field(self, node: _Field) -> _V:
-        segments = node.segments
+        return _V(self.lookup(node.path, node.segments), (node.path,))
+
+    def lookup(self, path: str, segments: tuple[str | int, ...]) -> Any:
+        """A field's normalized value, looked up once per scope (the same path as written
+        always has the same segments)."""
         try:
-            value = self.fields[segments]
+            return self.fields[path]
         except KeyError:
-            value = self.fields[segments] = self.resolve(segments)
-        return _V(value, (node.path,))
+            value = self.fields[path] = self.resolve(segments)
+            return value
+
+    def number(self, path: str, segments: tuple[str | int, ...]) -> Decimal | None:
+        """A field's value as a number (a number, or a string that is a plain number)."""
+        try:
+            return self.numbers[path]
+        except KeyError:
+            number = self.numbers[path] = _as_number(self.lookup(path, segments))
+            return number
 
     def _list(self, node: _List) -> _V:
         return _V([self.visit(item).value for item in node.items])
@@ -978,7 +1022,7 @@ class _Evaluator:
 
 
 # Every node type of the AST, and the evaluator's method for it.
-_Evaluator._dispatch = {  # type: ignore[attr-defined]
+_Evaluator._dispatch = {
     _Lit: _Evaluator._lit,
     _Field: _Evaluator._field,
     _List: _Evaluator._list,
@@ -989,4 +1033,455 @@ _Evaluator._dispatch = {  # type: ignore[attr-defined]
     _Not: _Evaluator._not,
     _And: _Evaluator._and,
     _Or: _Evaluator._or,
+}
+
+
+# --- compiled evaluation -------------------------------------------------------------------
+#
+# Each tree is compiled once, when it is parsed, into nested closures that take the
+# evaluator (the facts, the field caches, the decimal context, the recorded fields, the step
+# budget) and return the node's value: no dispatch and no value objects per node. The common
+# shapes (a field against a number or a string, arithmetic on numbers, and/or/not over
+# booleans) take a short path; whenever the short path is not sure, the closure hands the
+# values to the general code below, which is the visitor's logic with the blame made static.
+#
+# Why blame can be static: of all the nodes, only a field carries blame that is not recorded
+# yet. Arithmetic and negation record their operands' blame themselves before they give null,
+# and every other node has none. So where the visitor records a child's blame, the closure
+# records the child's path when the child is a field, and nothing otherwise. The recorded
+# fields form a set and are reported in the order of the text, so the order in which they are
+# recorded does not matter; nor does the order of field lookups, which change nothing but the
+# caches. Children are still evaluated in the visitor's order (the step budget is shared).
+
+_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    **_ORDER,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_CTX_OPS: dict[str, Callable[[Context, Decimal, Decimal], Decimal]] = {
+    "+": Context.add,
+    "-": Context.subtract,
+    "*": Context.multiply,
+    "/": Context.divide,
+}
+
+
+def _blame(node: _Node) -> str:
+    """The path to record when ``node``'s value is null or of the wrong type ("" for none)."""
+    return node.path if isinstance(node, _Field) else ""
+
+
+def _compile_top(root: _Node, kind: Kind) -> _Run:
+    run = _compile(root)
+    path = _blame(root)
+    if not path:
+        return run
+    when = kind == "when"
+
+    def top(ev: _Evaluator) -> Any:
+        value = run(ev)
+        if value is None or (when and not isinstance(value, bool)):
+            ev.recorded.add(path)
+        return value
+
+    return top
+
+
+def _compile(node: _Node) -> _Run:
+    # Callers deep in the tree use _COMPILERS directly and loops, not comprehensions: each
+    # level of nesting then costs a few frames of stack (test_worst_case_nesting...).
+    return _COMPILERS[type(node)](node)
+
+
+def _compile_lit(node: _Lit) -> _Run:
+    value = node.value
+
+    def lit(ev: _Evaluator) -> Any:
+        return value
+
+    return lit
+
+
+def _compile_field(node: _Field) -> _Run:
+    path, segments = node.path, node.segments
+
+    def field_(ev: _Evaluator) -> Any:
+        try:
+            return ev.fields[path]
+        except KeyError:
+            return ev.lookup(path, segments)
+
+    return field_
+
+
+def _compile_list(node: _List) -> _Run:
+    items = tuple([_COMPILERS[type(item)](item) for item in node.items])
+
+    def list_(ev: _Evaluator) -> Any:
+        return [item(ev) for item in items]
+
+    return list_
+
+
+def _compile_number(node: _Node) -> _Num:
+    """``node``'s value as a number: a Decimal, a string that is a plain number, else None."""
+    if isinstance(node, _Field):
+        path, segments = node.path, node.segments
+
+        def field_number(ev: _Evaluator) -> Decimal | None:
+            try:
+                return ev.numbers[path]
+            except KeyError:
+                return ev.number(path, segments)
+
+        return field_number
+    if isinstance(node, _Lit):
+        constant = _as_number(node.value)
+
+        def lit_number(ev: _Evaluator) -> Decimal | None:
+            return constant
+
+        return lit_number
+    run = _COMPILERS[type(node)](node)
+    if isinstance(node, _Arith | _Neg):
+        return run  # a Decimal or None already
+    return lambda ev: _as_number(run(ev))
+
+
+def _compile_neg(node: _Neg) -> _Run:
+    number, path = _compile_number(node.operand), _blame(node.operand)
+
+    def neg(ev: _Evaluator) -> Decimal | None:
+        n = number(ev)
+        if n is None:
+            if path:
+                ev.recorded.add(path)
+            return None
+        try:
+            return ev.ctx.minus(n)
+        except DecimalException:
+            return None
+
+    return neg
+
+
+def _compile_arith(node: _Arith) -> _Run:
+    children = [node.first]
+    steps: list[tuple[bool, Callable[[Context, Decimal, Decimal], Decimal]]] = []
+    for op, child in node.rest:
+        children.append(child)
+        steps.append((op == "/", _CTX_OPS[op]))
+    numbers: list[_Num] = []
+    for child in children:
+        numbers.append(_compile_number(child))
+    paths = [_blame(child) for child in children]
+    if len(children) == 2:
+        return _binary(numbers[0], numbers[1], paths[0], paths[1], *steps[0])
+
+    def arith(ev: _Evaluator) -> Decimal | None:
+        values = [number(ev) for number in numbers]
+        if None in values:
+            for value, path in zip(values, paths, strict=True):
+                if value is None and path:
+                    ev.recorded.add(path)
+            return None
+        return _fold(ev.ctx, values, steps)
+
+    return arith
+
+
+def _binary(
+    left: _Num,
+    right: _Num,
+    left_path: str,
+    right_path: str,
+    divide: bool,
+    op: Callable[[Context, Decimal, Decimal], Decimal],
+) -> _Run:
+    def binary(ev: _Evaluator) -> Decimal | None:
+        x, y = left(ev), right(ev)
+        if x is None or y is None:
+            if x is None and left_path:
+                ev.recorded.add(left_path)
+            if y is None and right_path:
+                ev.recorded.add(right_path)
+            return None
+        if divide and y.is_zero():
+            return None
+        try:
+            return op(ev.ctx, x, y)
+        except DecimalException:
+            return None
+
+    return binary
+
+
+def _fold(
+    ctx: Context,
+    values: list[Decimal | None],
+    steps: list[tuple[bool, Callable[[Context, Decimal, Decimal], Decimal]]],
+) -> Decimal | None:
+    acc = values[0]
+    try:
+        for (divide, op), n in zip(steps, values[1:], strict=True):
+            if acc is None or n is None or (divide and n.is_zero()):
+                return None
+            acc = op(ctx, acc, n)
+    except DecimalException:
+        return None
+    return acc
+
+
+# comparisons
+
+
+def _compile_cmp(node: _Cmp) -> _Run:
+    left, right, op = node.left, node.right, node.op
+    if isinstance(left, _Field) or isinstance(right, _Field):
+        fast = _field_cmp(op, left, right)
+        if fast is not None:
+            return fast
+    run_left, run_right = _COMPILERS[type(left)](left), _COMPILERS[type(right)](right)
+    left_path, right_path = _blame(left), _blame(right)
+    null = _is_null(left) or _is_null(right)
+    order = _ORDER.get(op)
+    if order is None:
+
+        def equality(ev: _Evaluator) -> bool:
+            return _compare(ev, op, run_left(ev), run_right(ev), left_path, right_path, null)
+
+        return equality
+
+    def ordered(ev: _Evaluator) -> bool:
+        a, b = run_left(ev), run_right(ev)
+        if type(a) is Decimal and type(b) is Decimal:
+            return order(a, b)
+        return _compare(ev, op, a, b, left_path, right_path, null)
+
+    return ordered
+
+
+def _always_number(node: _Node) -> bool:
+    """Whether ``node``'s value is always a Decimal or null."""
+    return isinstance(node, _Arith | _Neg) or (
+        isinstance(node, _Lit) and type(node.value) is Decimal
+    )
+
+
+def _field_cmp(op: str, left: _Node, right: _Node) -> _Run | None:
+    """A field against a number (a number literal or arithmetic) or a string literal, either
+    way round; None for other shapes."""
+    if isinstance(left, _Field):
+        field_, other, test = left, right, _TESTS[op]
+    elif isinstance(right, _Field):
+        field_, other, test = right, left, _TESTS[_MIRROR[op]]
+    else:
+        return None
+    path, segments = field_.path, field_.segments
+    if field_ is left:
+
+        def general(ev: _Evaluator, a: Any, b: Any) -> bool:
+            return _compare(ev, op, a, b, path, "", False)
+
+    else:
+
+        def general(ev: _Evaluator, a: Any, b: Any) -> bool:
+            return _compare(ev, op, b, a, "", path, False)
+
+    if _always_number(other):
+        return _field_vs_number(path, segments, _compile_number(other), test, general)
+    if isinstance(other, _Lit) and type(other.value) is str:
+        return _field_vs_string(path, segments, other.value, test, general)
+    return None
+
+
+def _field_vs_number(
+    path: str,
+    segments: tuple[str | int, ...],
+    other: _Num,
+    test: Callable[[Any, Any], bool],
+    general: Callable[[_Evaluator, Any, Any], bool],
+) -> _Run:
+    # A field that reads as a number against a number: the visitor compares them by value,
+    # whether the field holds a number or a string that is a plain number, for every
+    # operator. Anything else (null on either side, a string that is not a number, a
+    # boolean, a list, an object) goes the general way.
+    def field_vs_number(ev: _Evaluator) -> bool:
+        try:
+            n = ev.numbers[path]
+        except KeyError:
+            n = ev.number(path, segments)
+        b = other(ev)
+        if n is not None and b is not None:
+            return test(n, b)
+        return general(ev, ev.lookup(path, segments), b)
+
+    return field_vs_number
+
+
+def _field_vs_string(
+    path: str,
+    segments: tuple[str | int, ...],
+    text: str,
+    test: Callable[[Any, Any], bool],
+    general: Callable[[_Evaluator, Any, Any], bool],
+) -> _Run:
+    # Two strings compare as strings for every operator (by code point, even when both look
+    # like numbers); anything else goes the general way.
+    def field_vs_string(ev: _Evaluator) -> bool:
+        try:
+            a = ev.fields[path]
+        except KeyError:
+            a = ev.lookup(path, segments)
+        if type(a) is str:
+            return test(a, text)
+        return general(ev, a, text)
+
+    return field_vs_string
+
+
+def _compare(
+    ev: _Evaluator, op: str, a: Any, b: Any, left_path: str, right_path: str, null: bool
+) -> bool:
+    """:meth:`_Evaluator.compare` on evaluated values; ``null``: one side is the literal."""
+    if type(a) is Decimal and type(b) is Decimal and op in _ORDER:
+        return bool(_ORDER[op](a, b))
+    if op in ("==", "!="):
+        same = (a is None and b is None) if null else ev.equal(a, b)
+        if same is None:
+            return _fail(ev, a, b, left_path, right_path)
+        return same if op == "==" else not same
+    pair = None if a is None or b is None else _orderable(a, b)
+    if pair is None:
+        return _fail(ev, a, b, left_path, right_path)
+    return bool(_ORDER[op](pair[0], pair[1]))
+
+
+def _fail(ev: _Evaluator, a: Any, b: Any, left_path: str, right_path: str) -> bool:
+    """:meth:`_Evaluator.fail`: record the null operands, else both."""
+    either = a is None or b is None
+    if left_path and (a is None or not either):
+        ev.recorded.add(left_path)
+    if right_path and (b is None or not either):
+        ev.recorded.add(right_path)
+    return False
+
+
+def _compile_in(node: _In) -> _Run:
+    left, negated = _COMPILERS[type(node.left)](node.left), node.negated
+    left_path, right_path = _blame(node.left), _blame(node.right)
+    box = node.right
+    if isinstance(box, _List) and all(isinstance(item, _Lit) for item in box.items):
+        # A list of literals: the same list every time, made once.
+        values = tuple(item.value for item in box.items if isinstance(item, _Lit))
+        if all(type(value) is str for value in values):
+            strings = frozenset(values)
+
+            def in_strings(ev: _Evaluator) -> bool:
+                needle = left(ev)
+                if type(needle) is str:  # a string equals a string only
+                    return (needle in strings) is not negated
+                return _member(ev, needle, values, left_path, "", negated)
+
+            return in_strings
+
+        def in_literals(ev: _Evaluator) -> bool:
+            return _member(ev, left(ev), values, left_path, "", negated)
+
+        return in_literals
+    right = _COMPILERS[type(box)](box)
+
+    def in_(ev: _Evaluator) -> bool:
+        return _member(ev, left(ev), right(ev), left_path, right_path, negated)
+
+    return in_
+
+
+def _member(
+    ev: _Evaluator, needle: Any, box: Any, left_path: str, right_path: str, negated: bool
+) -> bool:
+    """:meth:`_Evaluator.member` on evaluated values."""
+    if not isinstance(box, str | list | tuple):
+        if right_path:
+            ev.recorded.add(right_path)  # null, or not something to look in
+        if needle is None and left_path:
+            ev.recorded.add(left_path)
+        return False
+    if needle is None:
+        if left_path:
+            ev.recorded.add(left_path)
+        return False
+    if isinstance(box, str):
+        found = isinstance(needle, str) and needle in box
+    else:
+        found = any(ev.equal(needle, ev.normalize(item)) is True for item in box)
+    return found != negated
+
+
+# conditions: an operand that is not true or false counts as false, and its field is recorded
+
+
+def _compile_operands(nodes: tuple[_Node, ...]) -> tuple[tuple[_Run, str], ...]:
+    operands = []
+    for node in nodes:
+        operands.append((_COMPILERS[type(node)](node), _blame(node)))
+    return tuple(operands)
+
+
+def _compile_not(node: _Not) -> _Run:
+    operand, path = _COMPILERS[type(node.operand)](node.operand), _blame(node.operand)
+
+    def not_(ev: _Evaluator) -> bool:
+        value = operand(ev)
+        if value is True:
+            return False
+        if value is not False and path:
+            ev.recorded.add(path)
+        return True
+
+    return not_
+
+
+def _compile_and(node: _And) -> _Run:
+    operands = _compile_operands(node.operands)
+
+    def and_(ev: _Evaluator) -> bool:
+        for operand, path in operands:
+            value = operand(ev)
+            if value is not True:
+                if value is not False and path:
+                    ev.recorded.add(path)
+                return False
+        return True
+
+    return and_
+
+
+def _compile_or(node: _Or) -> _Run:
+    operands = _compile_operands(node.operands)
+
+    def or_(ev: _Evaluator) -> bool:
+        for operand, path in operands:
+            value = operand(ev)
+            if value is True:
+                return True
+            if value is not False and path:
+                ev.recorded.add(path)
+        return False
+
+    return or_
+
+
+_COMPILERS: dict[type, Callable[[Any], _Run]] = {
+    _Lit: _compile_lit,
+    _Field: _compile_field,
+    _List: _compile_list,
+    _Neg: _compile_neg,
+    _Arith: _compile_arith,
+    _Cmp: _compile_cmp,
+    _In: _compile_in,
+    _Not: _compile_not,
+    _And: _compile_and,
+    _Or: _compile_or,
 }

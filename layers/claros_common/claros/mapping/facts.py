@@ -1,0 +1,275 @@
+"""From a call and the records the guard read to the facts rules see. Pure.
+
+Rounds: first the record the call targets (``fetch``); then, over the call merged with
+that record and the derived values, the lookups (one read per distinct key value) and the
+query lookups. The guard answers each round whole; ``plan`` says what is still needed, or
+gives the facts once everything was read. Nothing is decided on partial facts: an answer
+that was not asked for, or a round answered in part, is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from claros.canonical import canonical, canonical_bytes
+from claros.errors import BadRequestError
+from claros.mapping.model import LookupSpec, MappingSpec, QuerySpec, is_substitution
+from claros.rules.expr import evaluate, parse_derived
+
+__all__ = ["MAX_FETCHED_BYTES", "Plan", "builtins", "plan"]
+
+MAX_FETCHED_BYTES = 512 * 1024  # all answers of one check, as canonical JSON
+MAX_DISTINCT = 50  # distinct values one lookup reads
+
+
+@dataclass
+class Plan:
+    need: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    derived: dict[str, Any] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    mapping: MappingSpec | None = None
+
+
+def builtins(now: dt.datetime) -> dict[str, str]:
+    today = now.date()
+    quarter_month = 3 * ((today.month - 1) // 3) + 1
+    return {
+        "$now": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "$today": today.isoformat(),
+        "$month_start": today.replace(day=1).isoformat(),
+        "$quarter_start": today.replace(month=quarter_month, day=1).isoformat(),
+        "$year_start": today.replace(month=1, day=1).isoformat(),
+    }
+
+
+def _get(source: Any, path: str) -> Any:
+    """A value by a path like ``order.lines[0].qty``; None when it is not there."""
+    current = source
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("["):
+            index = int(part[1:-1])
+            if not isinstance(current, list) or index >= len(current):
+                return None
+            current = current[index]
+        else:
+            if not isinstance(current, Mapping):
+                return None
+            current = current.get(part)
+    return current
+
+
+def _values(source: Any, key: str) -> tuple[list[Any], bool]:
+    """The values at a lookup key (``items[].code`` gives one per item), and whether the key
+    walks a list."""
+    current: list[Any] = [source]
+    many = False
+    for part in key.split("."):
+        name, _, index = part.partition("[")
+        nxt: list[Any] = []
+        for value in current:
+            value = value.get(name) if isinstance(value, Mapping) else None
+            if index == "]":
+                many = True
+                nxt.extend(value if isinstance(value, list) else [])
+            elif index:
+                i = int(index[:-1])
+                nxt.append(value[i] if isinstance(value, list) and i < len(value) else None)
+            else:
+                nxt.append(value)
+        current = nxt
+    return current, many
+
+
+def _substitute(value: Any, source: Any, env: Mapping[str, Any], key_value: Any = None) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, source, env, key_value) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, source, env, key_value) for v in value]
+    if is_substitution(value):
+        if value == "$":
+            return key_value
+        if value in env:
+            return env[value]
+        return _get(source, value[1:])
+    return value
+
+
+def _merge(base: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` over ``base``: the app's values win over the agent's, at every depth."""
+    out = dict(base)
+    for key, value in record.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _merge_into(facts: dict[str, Any], into: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    if not into:
+        return _merge(facts, record)
+    head, _, rest = into.partition(".")
+    inner = facts.get(head)
+    facts[head] = _merge_into(dict(inner) if isinstance(inner, Mapping) else {}, rest, record)
+    return facts
+
+
+def _record(fetched: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = fetched[key]
+    if not isinstance(value, Mapping):
+        raise BadRequestError(
+            f"fetched.{key} must be the record read (a JSON object), not {type(value).__name__}"
+        )
+    return value
+
+
+def _lookup_needs(
+    i: int, spec: LookupSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[Any], bool]:
+    values, many = _values(facts, spec.key)
+    distinct: dict[str, Any] = {}
+    for value in values:
+        if value is None or isinstance(value, dict | list):
+            continue
+        distinct.setdefault(canonical(value), value)
+    if len(distinct) > MAX_DISTINCT:
+        raise BadRequestError(
+            f"lookups[{i}] ({spec.key}) has {len(distinct)} distinct values; at most "
+            f"{MAX_DISTINCT} are read for one check"
+        )
+    needs = []
+    for text, value in distinct.items():
+        need = {"key": f"lookups[{i}]:{text}", "kind": "lookup", "tool": spec.tool,
+                "arguments": _substitute(spec.arguments, facts, env, value)}  # fmt: skip
+        if spec.app:
+            need["app"] = spec.app
+        needs.append(need)
+    return needs, values, many
+
+
+def _query_need(
+    i: int, spec: QuerySpec, facts: Mapping[str, Any], env: Mapping[str, Any]
+) -> dict[str, Any]:
+    need: dict[str, Any] = {
+        "key": f"queries[{i}]",
+        "kind": "query",
+        "tool": spec.tool,
+        "arguments": _substitute(spec.arguments, facts, env),
+        "where": _substitute(spec.where, facts, env),
+        "op": spec.op,
+    }
+    if spec.field:
+        need["field"] = spec.field
+    if spec.app:
+        need["app"] = spec.app
+    return need
+
+
+def _query_value(i: int, spec: QuerySpec, value: Any) -> Any:
+    where = f"fetched.queries[{i}]"
+    if spec.op == "count":
+        if isinstance(value, bool) or not isinstance(value, int | Decimal) or value < 0:
+            raise BadRequestError(f"{where}: a count is a whole number >= 0, not {value!r}")
+        return value
+    if isinstance(value, dict | list):
+        raise BadRequestError(
+            f"{where}: only the reduced value goes back ({spec.op} of {spec.field}), not rows"
+        )
+    return value
+
+
+def _check_answers(fetched: Mapping[str, Any], asked: set[str], round_keys: set[str]) -> None:
+    unknown = sorted(set(fetched) - asked)
+    if unknown:
+        raise BadRequestError(f"fetched.{unknown[0]} was not asked for")
+    present = round_keys & set(fetched)
+    if present and present != round_keys:
+        missing = sorted(round_keys - present)[0]
+        raise BadRequestError(f"fetched has no answer for {missing}: answer every need at once")
+
+
+def plan(
+    spec: MappingSpec,
+    arguments: Mapping[str, Any],
+    fetched: Mapping[str, Any],
+    now: dt.datetime,
+) -> Plan:
+    if len(canonical_bytes(dict(fetched))) > MAX_FETCHED_BYTES:
+        raise BadRequestError(f"fetched is larger than {MAX_FETCHED_BYTES:,} bytes")
+    env = builtins(now)
+    out = Plan()
+    facts: dict[str, Any] = copy.deepcopy(dict(arguments))
+    asked: set[str] = set()
+    if spec.fetch:
+        asked.add("fetch")
+        if "fetch" not in fetched:
+            _check_answers(fetched, asked, set())
+            arguments_read = _substitute(spec.fetch.arguments, arguments, env)
+            out.need = [
+                {"key": "fetch", "kind": "fetch", "tool": spec.fetch.tool,
+                 "arguments": arguments_read}
+            ]  # fmt: skip
+            return out
+        facts = _merge_into(facts, spec.fetch.into, _record(fetched, "fetch"))
+    for name, text in spec.derived.items():
+        value = evaluate(parse_derived(text), facts).value
+        out.derived[name] = value
+        facts[name] = value
+    needs: list[dict[str, Any]] = []
+    lookups = []
+    for i, lookup in enumerate(spec.lookups):
+        lookup_needs, values, many = _lookup_needs(i, lookup, facts, env)
+        needs += lookup_needs
+        lookups.append((i, lookup, values, many))
+    needs += [_query_need(i, q, facts, env) for i, q in enumerate(spec.queries)]
+    round_keys = {n["key"] for n in needs}
+    asked |= round_keys
+    _check_answers(fetched, asked, round_keys)
+    if round_keys and not round_keys & set(fetched):
+        out.need = needs
+        return out
+    for i, lookup, values, many in lookups:
+        _apply_lookup(out, fetched, i, lookup, values, many)
+    for i, query in enumerate(spec.queries):
+        value = _query_value(i, query, fetched[f"queries[{i}]"])
+        if query.var:
+            out.vars[query.var] = value
+        else:
+            out.context[str(query.as_)] = value
+    facts.update(out.vars)
+    out.facts = facts
+    return out
+
+
+def _apply_lookup(
+    out: Plan, fetched: Mapping[str, Any], i: int, spec: LookupSpec, values: list[Any], many: bool
+) -> None:
+    records: dict[str, Mapping[str, Any]] = {}
+    for value in values:
+        if value is None or isinstance(value, dict | list):
+            continue
+        key = f"lookups[{i}]:{canonical(value)}"
+        records.setdefault(key, _record(fetched, key))
+
+    def per_value(path: str) -> Any:
+        picked = []
+        for value in values:
+            key = f"lookups[{i}]:{canonical(value)}" if value is not None else None
+            record = records.get(key) if key else None
+            picked.append(_get(record, path) if record is not None else None)
+        return picked if many else (picked[0] if picked else None)
+
+    if spec.var and spec.pick:
+        out.vars[spec.var] = per_value(spec.pick)
+    leaf = spec.key.split(".")[-1].replace("[]", "")
+    for name in spec.context:
+        out.context[f"{leaf}.{name}"] = per_value(name)

@@ -1,0 +1,152 @@
+"""Mappings and app tools as the workspace keeps them.
+
+Guards register their app's tools and which are reads (``POST /v1/apps/{app}/tools``); a
+mapping is accepted only when every tool it names is a registered read tool of its app, or
+of the app a lookup names. Every saved mapping is a ``mapping_version`` ledger entry, so a
+check row's facts can be traced to the mapping that asked for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claros.auth import Principal
+from claros.checkpoints import record
+from claros.clock import now_ms
+from claros.errors import BadRequestError, NotFoundError
+from claros.mapping.model import MappingSpec, tools_named
+from claros.rules.model import rule_hash
+from claros.store.base import DocWrite, NewRecord, Store
+from claros.wiring import Services
+
+__all__ = [
+    "ToolInfo",
+    "ToolsRequest",
+    "get_mapping",
+    "list_apps",
+    "list_mappings",
+    "mapping_for",
+    "put_mapping",
+    "register_tools",
+]
+
+APPS, MAPPINGS = "app", "mapping"
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
+
+
+class ToolInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=_NAME)
+    description: str | None = Field(None, max_length=4000)
+    annotations: dict[str, Any] = Field(default_factory=dict)
+    read: bool
+
+
+class ToolsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[ToolInfo] = Field(max_length=1000)
+
+
+def register_tools(
+    store: Store, principal: Principal, app: str, req: ToolsRequest
+) -> dict[str, Any]:
+    import re
+
+    if not re.match(_NAME, app):
+        raise BadRequestError(f"not an app name: {app!r}")
+    names = [t.name for t in req.tools]
+    if len(set(names)) != len(names):
+        raise BadRequestError("a tool is listed twice")
+    value = {
+        "app": app,
+        "tools": {t.name: t.model_dump(exclude_none=True) for t in req.tools},
+        "registered_at": now_ms(),
+        "registered_by": principal.key_id,
+    }
+    store.write_docs([DocWrite(principal.workspace, APPS, app, value)])
+    return {"app": app, "tools": len(names), "reads": sum(t.read for t in req.tools)}
+
+
+def list_apps(store: Store, workspace: str) -> list[dict[str, Any]]:
+    return [
+        {"app": d.key, "tools": list(d.value["tools"].values()),
+         "registered_at": d.value["registered_at"]}
+        for d in store.query_docs(workspace, APPS, limit=1000)
+    ]  # fmt: skip
+
+
+def _read_tools(store: Store, workspace: str, app: str) -> dict[str, Any] | None:
+    doc = store.get_doc(workspace, APPS, app)
+    return doc.value["tools"] if doc else None
+
+
+def validate_tools(store: Store, workspace: str, spec: MappingSpec) -> None:
+    for app, tool, where in tools_named(spec):
+        tools = _read_tools(store, workspace, app)
+        if tools is None:
+            raise BadRequestError(
+                f"mapping.{where}: app {app!r} has registered no tools (start its guard first)"
+            )
+        info = tools.get(tool)
+        if info is None:
+            raise BadRequestError(f"mapping.{where}: {tool!r} is not a registered tool of {app}")
+        if not info.get("read"):
+            raise BadRequestError(f"mapping.{where}: {tool!r} of {app} is not a read tool")
+
+
+def _key(app: str, tool: str) -> str:
+    return f"{app}:{tool}"
+
+
+def mapping_for(store: Store, workspace: str, app: str, tool: str) -> MappingSpec | None:
+    doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
+    if doc is None or doc.value.get("status") != "active":
+        return None
+    return MappingSpec.model_validate(doc.value["mapping"])
+
+
+def get_mapping(store: Store, workspace: str, app: str, tool: str) -> dict[str, Any]:
+    doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
+    if doc is None:
+        raise NotFoundError(f"no mapping for {app} {tool}")
+    return dict(doc.value)
+
+
+def list_mappings(store: Store, workspace: str) -> list[dict[str, Any]]:
+    return [d.value for d in store.query_docs(workspace, MAPPINGS, limit=1000)]
+
+
+def put_mapping(
+    services: Services, principal: Principal, spec: MappingSpec
+) -> tuple[dict[str, Any], bool]:
+    store, workspace = services.store, principal.workspace
+    validate_tools(store, workspace, spec)
+    written = spec.written()
+    digest = rule_hash(written)
+    key = _key(spec.app, spec.tool)
+    doc = store.get_doc(workspace, MAPPINGS, key)
+    if doc and doc.value["hash"] == digest and doc.value["status"] == "active":
+        return dict(doc.value), False
+    version = int(doc.value["version"]) + 1 if doc else 1
+    now = now_ms()
+    state = {
+        "app": spec.app,
+        "tool": spec.tool,
+        "version": version,
+        "hash": digest,
+        "mapping": written,
+        "status": "active",
+        "saved_by": principal.person or principal.key_id,
+        "saved_at": now,
+    }
+    record(
+        services,
+        workspace,
+        [NewRecord("mapping_version", f"{key}@{version}", {"workspace": workspace, **state})],
+        [DocWrite(workspace, MAPPINGS, key, state, doc.rev if doc else 0)],
+    )
+    return state, True
