@@ -43,7 +43,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
     # lambda_entry.py's Metrics publish nothing on an API request, and Powertools warns
     # about it on every request. Drop this filter once the handler publishes a metric there.
-    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
 ]
 
 STACK_NAME = "claros-test"

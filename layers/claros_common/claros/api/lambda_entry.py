@@ -6,10 +6,12 @@ for the container's life.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
 
 from claros.api.app import build_resolver
 from claros.api.checkpoint import on_schedule, on_stream
@@ -24,7 +26,8 @@ LambdaHandler = Callable[[Mapping[str, Any], Any], Any]
 def handler_for(name: str) -> LambdaHandler:
     logger = Logger()
     tracer = Tracer()
-    metrics = Metrics(namespace="Claros")
+    # The template sets POWERTOOLS_METRICS_NAMESPACE; an explicit namespace would override it.
+    metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Claros")
     state: dict[str, Any] = {}
 
     def resolver() -> tuple[Services, ClarosResolver]:
@@ -34,7 +37,9 @@ def handler_for(name: str) -> LambdaHandler:
         return state["services"], state["app"]
 
     @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
-    @tracer.capture_lambda_handler
+    # Responses hold ledger records (tool-call arguments) and pages up to MB in size: they
+    # must not go into X-Ray metadata (64 KB segment limit, and not a place for that data).
+    @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics
     def lambda_handler(event: Mapping[str, Any], context: Any) -> Any:
         services, app = resolver()
@@ -47,6 +52,11 @@ def handler_for(name: str) -> LambdaHandler:
             signed = on_schedule(services)
             metrics.add_metric("CheckpointsSigned", "Count", len(signed))
             return {"signed": [cp.seq for cp in signed]}
-        return app.resolve(event, context)
+        response = app.resolve(event, context)
+        # One metric per request, so log_metrics always has something to publish (Powertools
+        # warns on every invocation otherwise) and 4xx/5xx rates are graphable.
+        status = int(response.get("statusCode", 500))
+        metrics.add_metric(name=f"Http{status // 100}xx", unit=MetricUnit.Count, value=1)
+        return response
 
     return lambda_handler

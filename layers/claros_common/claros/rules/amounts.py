@@ -137,7 +137,9 @@ def find_amount(arguments: Mapping[str, Any]) -> Money | None:
     walk = _Walk()
     if isinstance(arguments, Mapping):
         walk.mapping(arguments, "", 0, None)
-    return walk.best
+    if walk.amount is None:
+        return None
+    return Money(walk.amount, walk.currency, walk.path)
 
 
 @functools.lru_cache(maxsize=8192)  # the same keys come back call after call
@@ -202,11 +204,22 @@ def _camel_split(run: str) -> list[str]:
 
 
 def _matches(key: str) -> bool:
-    return len(key) <= _MAX_KEY and any(w in KEY_WORDS for w in key_words(key))
+    return len(key) <= _MAX_KEY and _has_key_word(key)
 
 
 def _is_currency_key(key: str) -> bool:
-    return len(key) <= _MAX_KEY and "currency" in key_words(key)
+    return len(key) <= _MAX_KEY and _has_currency_word(key)
+
+
+# Keys longer than _MAX_KEY never reach these caches.
+@functools.lru_cache(maxsize=8192)
+def _has_key_word(key: str) -> bool:
+    return any(w in KEY_WORDS for w in key_words(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _has_currency_word(key: str) -> bool:
+    return "currency" in key_words(key)
 
 
 # --- money strings -------------------------------------------------------------------------
@@ -289,24 +302,37 @@ def _decimal(value: Any) -> Decimal | None:
     return number if number.is_finite() else None
 
 
+# Values of these exact types are never containers: under a key that does not match they
+# can be counted and skipped without the general walk (the result is the same).
+_LEAVES = frozenset({str, int, float, bool, type(None), Decimal})
+_NUMBERS = frozenset({int, float, Decimal})
+
+
 class _Walk:
     def __init__(self) -> None:
-        self.best: Money | None = None
+        # The best Money so far, made into one at the end.
+        self.amount: Decimal | None = None
+        self.currency: str | None = None
+        self.path = ""
         self.seen = 0
 
     def offer(self, amount: Decimal, currency: str | None, path: str) -> None:
-        if self.best is None or amount > self.best.amount:
-            self.best = Money(amount, currency, path)
+        if self.amount is None or amount > self.amount:
+            self.amount, self.currency, self.path = amount, currency, path
 
     def mapping(self, obj: Mapping[Any, Any], path: str, depth: int, outer: str | None) -> None:
         currency = self.own_currency(obj) or outer
         for key, value in obj.items():
-            name = str(key)
+            name = key if type(key) is str else str(key)
+            if type(value) in _LEAVES and not (len(name) <= _MAX_KEY and _has_key_word(name)):
+                self.seen += 1  # neither money nor holding any: counted, nothing more
+                continue
             self.value(value, f"{path}.{name}" if path else name, depth + 1, currency, name)
 
     def own_currency(self, obj: Mapping[Any, Any]) -> str | None:
         for key, value in obj.items():
-            if _is_currency_key(str(key)):
+            name = key if type(key) is str else str(key)
+            if len(name) <= _MAX_KEY and _has_currency_word(name):
                 code = _field_currency(value)
                 if code is not None:
                     return code
@@ -321,15 +347,22 @@ class _Walk:
             self.candidate(value, path, currency)
         if depth >= _MAX_DEPTH:
             return
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             self.mapping(value, path, depth, currency)
         elif isinstance(value, list | tuple):
             # Items of a list inherit its key: "prices": [10, 20] holds two prices.
             for i, item in enumerate(value):
+                if not matched and type(item) in _LEAVES:
+                    self.seen += 1  # as in mapping()
+                    continue
                 self.value(item, f"{path}[{i}]", depth + 1, currency, key if matched else "")
 
     def candidate(self, value: Any, path: str, currency: str | None) -> None:
-        if isinstance(value, str):
+        if type(value) in _NUMBERS:  # the common case first; none of these is a str or Mapping
+            number = _decimal(value)
+            if number is not None:
+                self.offer(number, currency, path)
+        elif isinstance(value, str):
             parsed = parse_money(value)
             if parsed is not None:
                 self.offer(parsed[0], parsed[1] or currency, path)
