@@ -48,7 +48,7 @@ pytestmark = [
 STACK_NAME = "claros-test"
 ARTIFACTS = "claros-test-artifacts"
 # Small values so a test sees a checkpoint at every 2nd entry and a stale tail after 1 s.
-PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1"}
+PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1", "AnchorRetentionDays": "1"}
 WS = "acme"
 ADMIN = "admin@acme.test"
 PERSON = "dana@acme.test"
@@ -119,7 +119,23 @@ class Stack:
         variables = function["Properties"].get("Environment", {}).get("Variables", {})
         return {key: self._resolve(key, value) for key, value in variables.items()}
 
+    def condition(self, name: str) -> bool:
+        return self._truth(self.cfn.get("Conditions", {})[name])
+
+    def _truth(self, expr: Any) -> bool:
+        if isinstance(expr, dict) and list(expr) == ["Fn::Not"]:
+            return not self._truth(expr["Fn::Not"][0])
+        if isinstance(expr, dict) and list(expr) == ["Fn::Equals"]:
+            left, right = (self._resolve("condition", v) for v in expr["Fn::Equals"])
+            return left == right
+        if isinstance(expr, dict) and list(expr) == ["Condition"]:
+            return self.condition(expr["Condition"])
+        raise AssertionError(f"the test cannot evaluate the condition {expr!r}")
+
     def _resolve(self, key: str, value: Any) -> str:
+        if isinstance(value, dict) and list(value) == ["Fn::If"]:
+            name, if_true, if_false = value["Fn::If"]
+            return self._resolve(key, if_true if self.condition(name) else if_false)
         if isinstance(value, dict) and list(value) == ["Ref"]:
             ref = value["Ref"]
             if ref in self.parameters:
@@ -505,6 +521,16 @@ def test_checkpoint_route_signs_with_the_workspace_kms_key(
     assert _checkpoints(functions, keys.agent) == [cp]
     denied = functions.http("checkpoint", load_event("checkpoint-checkpoint-now", keys.agent))
     assert denied[0] == 403
+    # A copy of each signed checkpoint lands in the anchor bucket. moto's CloudFormation
+    # ignores a bucket's Object Lock settings, so the lock is checked in the template.
+    props = functions.stack.cfn["Resources"]["AnchorBucket"]["Properties"]
+    assert props["ObjectLockEnabled"] is True
+    rule = props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]
+    assert rule["Mode"] == "COMPLIANCE" and rule["Days"] == {"Ref": "AnchorRetentionDays"}
+    bucket = functions.stack.physical["AnchorBucket"]
+    key = f"checkpoints/{WS}/{cp['seq']:020d}.json"
+    stored = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert json.loads(stored) == cp
 
 
 def _stream_batch(stack: Stack, delivered: list[tuple[str, Json]]) -> Json:

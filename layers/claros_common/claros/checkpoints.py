@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 
+from claros.anchor import Anchor
 from claros.clock import now_ms
 from claros.ledger import Checkpoint, Entry, checkpoint_message
 from claros.signing import Signer
@@ -19,8 +20,12 @@ from claros.wiring import Services
 __all__ = ["due_checkpoints", "entry_at", "record", "sign_checkpoint"]
 
 
-def sign_checkpoint(store: Store, signer: Signer, entry: Entry) -> Checkpoint:
-    """Sign a checkpoint at ``entry``; an existing checkpoint at that seq is returned."""
+def sign_checkpoint(
+    store: Store, signer: Signer, entry: Entry, anchor: Anchor | None = None
+) -> Checkpoint:
+    """Sign a checkpoint at ``entry``; an existing checkpoint at that seq is returned. With
+    an anchor, the checkpoint is also copied there (again, when it existed: a retry after a
+    failed copy must still land it)."""
     store.add_public_key(signer.active_key(entry.workspace))
     ts = now_ms()
     key_id, signature = signer.sign(
@@ -32,7 +37,9 @@ def sign_checkpoint(store: Store, signer: Signer, entry: Entry) -> Checkpoint:
     if not store.add_checkpoint(cp):
         existing = store.checkpoints(entry.workspace, since=entry.seq - 1, limit=1)
         if existing and existing[0].seq == entry.seq:
-            return existing[0]
+            cp = existing[0]
+    if anchor is not None:
+        anchor(cp)
     return cp
 
 
@@ -56,12 +63,18 @@ def record(
     if settings.inline_checkpoints:
         for entry in entries:
             if entry.seq % settings.checkpoint_every == 0:
-                sign_checkpoint(services.store, services.signer, entry)
+                sign_checkpoint(services.store, services.signer, entry, services.anchor)
     return entries
 
 
 def due_checkpoints(
-    store: Store, signer: Signer, *, every: int, max_age_s: int, now: int | None = None
+    store: Store,
+    signer: Signer,
+    *,
+    every: int,
+    max_age_s: int,
+    now: int | None = None,
+    anchor: Anchor | None = None,
 ) -> list[Checkpoint]:
     """The heartbeat: sign each workspace's head when it is N entries past its last
     checkpoint, or has stayed unsigned for ``max_age_s``. Safe to run anywhere, any time."""
@@ -82,7 +95,7 @@ def due_checkpoints(
             # than N entries per max age must not postpone the heartbeat forever.
             oldest = next(iter(store.entries(doc.key, since=last_seq, limit=1)), head)
             if head.seq - last_seq >= every or now - oldest.ts >= max_age_s * 1000:
-                signed.append(sign_checkpoint(store, signer, head))
+                signed.append(sign_checkpoint(store, signer, head, anchor))
         if len(page) < 100:
             return signed
         after = page[-1].key

@@ -215,6 +215,7 @@ class LocalServer:
                     self.services.signer,
                     every=settings.checkpoint_every,
                     max_age_s=settings.checkpoint_max_age_s,
+                    anchor=self.services.anchor,
                 )
             except Exception:  # keep beating; the next round retries
                 log.exception("heartbeat checkpoint failed")

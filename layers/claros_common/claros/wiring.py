@@ -3,10 +3,12 @@ between local (SQLite + key file) and AWS (DynamoDB + KMS)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claros.anchor import Anchor
 from claros.config import Settings
 from claros.signing import FileSigner, KmsSigner, Signer
 from claros.store.base import Store
@@ -56,11 +58,25 @@ class Services:
     settings: Settings
     store: Store
     signer: Signer
+    # Where signed checkpoints are also copied (AWS: an Object Lock bucket), if anywhere.
+    anchor: Anchor | None = None
+    # Counts for dashboards (Lambda: Powertools Metrics); a no-op by default.
+    metric: Callable[[str, float], None] = field(default=lambda name, value: None)
 
     def close(self) -> None:
         self.store.close()
 
 
+def open_anchor(settings: Settings) -> Anchor | None:
+    if not settings.anchor_bucket:
+        return None
+    import boto3
+
+    from claros.anchor import S3Anchor
+
+    return S3Anchor(boto3.client("s3"), settings.anchor_bucket)
+
+
 def build_services(settings: Settings | None = None) -> Services:
     settings = settings or Settings.from_env()
-    return Services(settings, open_store(settings), open_signer(settings))
+    return Services(settings, open_store(settings), open_signer(settings), open_anchor(settings))

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from claros.api.http import ClarosResolver, json_response, parse_body, query_int, routed
+from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
 from claros.asks import AnswerRequest, answer_ask, list_my_asks
 from claros.auth import Principal
 from claros.errors import BadRequestError, ConflictError
@@ -120,8 +120,11 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
 
     @routed(app, "POST", "/api/checks/{check_id}/override", PEOPLE)
     def override(principal: Principal, check_id: str) -> Any:
-        body = parse_body(app, OverrideRequest)
-        return json_response(record_override(services, principal, check_id, body), 201)
+        def run() -> tuple[int, Any]:
+            body = parse_body(app, OverrideRequest)
+            return 201, record_override(services, principal, check_id, body)
+
+        return once(app, principal, f"POST /api/checks/{check_id}/override", run)
 
     @routed(app, "GET", "/api/coverage", ADMINS)
     def agent_coverage(principal: Principal) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claros.api.http import ClarosResolver, parse_body, routed
+from claros.api.http import ClarosResolver, once, parse_body, routed
 from claros.asks import ask_view, get_ask
 from claros.auth import Principal
 from claros.checks import CheckRequest, record_check
@@ -19,7 +19,12 @@ GUARDS = frozenset({"agent", "service", "admin"})
 def register(app: ClarosResolver) -> None:
     @routed(app, "POST", "/v1/check", GUARDS)
     def check(principal: Principal) -> Any:
-        return record_check(app.services, principal, parse_body(app, CheckRequest))
+        def run() -> tuple[int, Any]:
+            answer = record_check(app.services, principal, parse_body(app, CheckRequest))
+            app.services.metric(f"Checks{str(answer['result']).capitalize()}", 1)
+            return 200, answer
+
+        return once(app, principal, "POST /v1/check", run)
 
     @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS)
     def register(principal: Principal, **path: str) -> Any:

@@ -13,8 +13,10 @@ from typing import Any
 from claros.api.http import ClarosResolver, json_response, routed
 from claros.auth import Principal
 from claros.checkpoints import due_checkpoints, sign_checkpoint
+from claros.clock import now_ms
 from claros.errors import ConflictError
 from claros.ledger import Checkpoint, Entry
+from claros.store.base import GLOBAL
 from claros.wiring import Services
 
 __all__ = ["on_schedule", "on_stream", "register"]
@@ -28,7 +30,7 @@ def register(app: ClarosResolver) -> None:
         head = services.store.head(principal.workspace)
         if head is None:
             raise ConflictError("the ledger is empty: nothing to sign yet")
-        cp = sign_checkpoint(services.store, services.signer, head)
+        cp = sign_checkpoint(services.store, services.signer, head, services.anchor)
         return json_response(cp.to_json(), 201)
 
 
@@ -54,15 +56,36 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
             continue
         entry = _entry_from_image(record["dynamodb"]["NewImage"])
         if entry.seq % every == 0:
-            signed.append(sign_checkpoint(services.store, services.signer, entry))
+            signed.append(sign_checkpoint(services.store, services.signer, entry, services.anchor))
     return signed
+
+
+def checkpoint_lag(services: Services) -> tuple[int, float]:
+    """The largest (entries, seconds) any workspace's tail has stayed unsigned."""
+    store, entries, seconds = services.store, 0, 0.0
+    now = now_ms()
+    for doc in store.query_docs(GLOBAL, "workspace", limit=1000):
+        head = store.head(doc.key)
+        if head is None:
+            continue
+        last = store.latest_checkpoint(doc.key)
+        last_seq = last.seq if last else 0
+        if head.seq > last_seq:
+            oldest = next(iter(store.entries(doc.key, since=last_seq, limit=1)), head)
+            entries = max(entries, head.seq - last_seq)
+            seconds = max(seconds, (now - oldest.ts) / 1000)
+    return entries, seconds
 
 
 def on_schedule(services: Services) -> list[Checkpoint]:
     settings = services.settings
+    lag_entries, lag_seconds = checkpoint_lag(services)
+    services.metric("CheckpointLagEntries", lag_entries)
+    services.metric("CheckpointLagSeconds", lag_seconds)
     return due_checkpoints(
         services.store,
         services.signer,
         every=settings.checkpoint_every,
         max_age_s=settings.checkpoint_max_age_s,
+        anchor=services.anchor,
     )

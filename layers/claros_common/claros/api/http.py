@@ -12,7 +12,7 @@ import base64
 import functools
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
@@ -35,6 +35,13 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+@runtime_checkable
+class LambdaContextLike(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
 Handler = Callable[..., Any]
 
 # (method, path) -> the key kinds the route accepts. Filled as routes are declared; the
@@ -179,6 +186,19 @@ def query_int(
         upper = f" and {maximum}" if maximum is not None else ""
         raise BadRequestError(f"query parameter {name} must be between {minimum}{upper}")
     return value
+
+
+def once(
+    app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
+) -> Response[str]:
+    """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency)."""
+    from claros.api.idempotency import run_idempotently
+
+    event = app.current_event
+    return run_idempotently(
+        app.services.store, principal, route, dict(event.headers), event.body, run,
+        app.lambda_context if isinstance(app.lambda_context, LambdaContextLike) else None,
+    )  # fmt: skip
 
 
 def principal_of(app: ClarosResolver) -> Principal:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -30,9 +30,16 @@ def handler_for(name: str) -> LambdaHandler:
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Claros")
     state: dict[str, Any] = {}
 
+    def count(name: str, value: float) -> None:
+        unit = MetricUnit.Seconds if name.endswith("Seconds") else MetricUnit.Count
+        metrics.add_metric(name=name, unit=unit, value=value)
+
     def resolver() -> tuple[Services, ClarosResolver]:
         if "app" not in state:
             services = build_services()
+            services.metric = count
+            if hasattr(services.store, "on_retry"):
+                services.store.on_retry = lambda: count("AppendRetries", 1)
             state["services"], state["app"] = services, build_resolver(services, [name])
         return state["services"], state["app"]
 
@@ -59,4 +66,4 @@ def handler_for(name: str) -> LambdaHandler:
         metrics.add_metric(name=f"Http{status // 100}xx", unit=MetricUnit.Count, value=1)
         return response
 
-    return lambda_handler
+    return cast(LambdaHandler, lambda_handler)

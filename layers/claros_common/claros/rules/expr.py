@@ -1177,6 +1177,10 @@ def _compile_arith(node: _Arith) -> _Run:
         numbers.append(_compile_number(child))
     paths = [_blame(child) for child in children]
     if len(children) == 2:
+        last = children[1]
+        constant = _as_number(last.value) if isinstance(last, _Lit) else None
+        if constant is not None:
+            return _binary_constant(numbers[0], paths[0], constant, *steps[0])
         return _binary(numbers[0], numbers[1], paths[0], paths[1], *steps[0])
 
     def arith(ev: _Evaluator) -> Decimal | None:
@@ -1217,6 +1221,32 @@ def _binary(
     return binary
 
 
+def _binary_constant(
+    left: _Num,
+    left_path: str,
+    constant: Decimal,
+    divide: bool,
+    op: Callable[[Context, Decimal, Decimal], Decimal],
+) -> _Run:
+    """``left op constant`` (``order.total / 2``); a division by zero is null."""
+    zero = divide and constant.is_zero()
+
+    def binary_constant(ev: _Evaluator) -> Decimal | None:
+        x = left(ev)
+        if x is None:
+            if left_path:
+                ev.recorded.add(left_path)
+            return None
+        if zero:
+            return None
+        try:
+            return op(ev.ctx, x, constant)
+        except DecimalException:
+            return None
+
+    return binary_constant
+
+
 def _fold(
     ctx: Context,
     values: list[Decimal | None],
@@ -1242,16 +1272,19 @@ def _compile_cmp(node: _Cmp) -> _Run:
         fast = _field_cmp(op, left, right)
         if fast is not None:
             return fast
+    if _always_number(left) and _always_number(right):
+        return _numbers_cmp(op, left, right)
     run_left, run_right = _COMPILERS[type(left)](left), _COMPILERS[type(right)](right)
     left_path, right_path = _blame(left), _blame(right)
     null = _is_null(left) or _is_null(right)
-    order = _ORDER.get(op)
-    if order is None:
+    if op not in _ORDER:
 
         def equality(ev: _Evaluator) -> bool:
             return _compare(ev, op, run_left(ev), run_right(ev), left_path, right_path, null)
 
         return equality
+
+    order = _TESTS[op]
 
     def ordered(ev: _Evaluator) -> bool:
         a, b = run_left(ev), run_right(ev)
@@ -1260,6 +1293,31 @@ def _compile_cmp(node: _Cmp) -> _Run:
         return _compare(ev, op, a, b, left_path, right_path, null)
 
     return ordered
+
+
+def _numbers_cmp(op: str, left: _Node, right: _Node) -> _Run:
+    # Two numbers (literals, arithmetic) compare by value for every operator; when one is
+    # null the general way records nothing (neither side is a field) and gives false.
+    test = _TESTS[op]
+    left_number, right_number = _compile_number(left), _compile_number(right)
+    if isinstance(right, _Lit) and isinstance(right.value, Decimal):
+        constant = right.value
+
+        def number_vs_constant(ev: _Evaluator) -> bool:
+            x = left_number(ev)
+            if x is not None:
+                return test(x, constant)
+            return _compare(ev, op, x, constant, "", "", False)
+
+        return number_vs_constant
+
+    def numbers(ev: _Evaluator) -> bool:
+        x, y = left_number(ev), right_number(ev)
+        if x is not None and y is not None:
+            return test(x, y)
+        return _compare(ev, op, x, y, "", "", False)
+
+    return numbers
 
 
 def _always_number(node: _Node) -> bool:
@@ -1445,6 +1503,8 @@ def _compile_not(node: _Not) -> _Run:
 
 def _compile_and(node: _And) -> _Run:
     operands = _compile_operands(node.operands)
+    if len(operands) == 2:
+        return _and2(*operands[0], *operands[1])
 
     def and_(ev: _Evaluator) -> bool:
         for operand, path in operands:
@@ -1460,6 +1520,8 @@ def _compile_and(node: _And) -> _Run:
 
 def _compile_or(node: _Or) -> _Run:
     operands = _compile_operands(node.operands)
+    if len(operands) == 2:
+        return _or2(*operands[0], *operands[1])
 
     def or_(ev: _Evaluator) -> bool:
         for operand, path in operands:
@@ -1471,6 +1533,39 @@ def _compile_or(node: _Or) -> _Run:
         return False
 
     return or_
+
+
+def _and2(first: _Run, first_path: str, second: _Run, second_path: str) -> _Run:
+    def and2(ev: _Evaluator) -> bool:
+        value = first(ev)
+        if value is True:
+            value = second(ev)
+            if value is True:
+                return True
+            if value is not False and second_path:
+                ev.recorded.add(second_path)
+        elif value is not False and first_path:
+            ev.recorded.add(first_path)
+        return False
+
+    return and2
+
+
+def _or2(first: _Run, first_path: str, second: _Run, second_path: str) -> _Run:
+    def or2(ev: _Evaluator) -> bool:
+        value = first(ev)
+        if value is True:
+            return True
+        if value is not False and first_path:
+            ev.recorded.add(first_path)
+        value = second(ev)
+        if value is True:
+            return True
+        if value is not False and second_path:
+            ev.recorded.add(second_path)
+        return False
+
+    return or2
 
 
 _COMPILERS: dict[type, Callable[[Any], _Run]] = {

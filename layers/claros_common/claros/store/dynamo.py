@@ -193,6 +193,9 @@ class DynamoStore:
         self.max_delay_s = max_delay_s
         self.page_size = page_size
         self._sleep = sleep
+        # Called once for every append retried because another writer moved the head
+        # (the Lambda entry point counts them as a metric).
+        self.on_retry: Callable[[], None] = lambda: None
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
@@ -278,6 +281,7 @@ class DynamoStore:
             else:
                 return entries
             if attempt + 1 < self.max_attempts:
+                self.on_retry()
                 self._backoff(attempt)
         raise ChainBusyError(
             f"the chain head of {workspace!r} kept moving; gave up after "

@@ -1,0 +1,137 @@
+"""The Claros API as the guard and the hooks use it (async, keep-alive, bounded).
+
+Failures are typed: ``ClarosUnavailableError`` when Claros cannot be reached, times out or
+answers 5xx (``--fail-open`` may forward then), ``ClarosRefusedError`` on a 4xx (never
+forwarded). Reports that may be retried carry an ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import httpx
+
+from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
+
+__all__ = ["ClarosApi", "HttpClarosApi"]
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class ClarosApi(Protocol):
+    """What the policy needs from Claros (a fake implements it in unit tests)."""
+
+    async def check(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    async def ask(self, ask_id: str) -> dict[str, Any]: ...
+
+    async def outcome(self, check_id: str, status: str, summary: str | None) -> None: ...
+
+    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None: ...
+
+    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None: ...
+
+    async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+def _reason(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        message = str(body.get("message") or body.get("error") or body)
+        details = body.get("details")
+        if isinstance(details, list) and details:
+            where = "; ".join(
+                f"{d.get('field')}: {d.get('problem')}" for d in details[:3] if isinstance(d, dict)
+            )
+            message = f"{message} ({where})"
+        return message
+    return str(body)[:300]
+
+
+class HttpClarosApi:
+    """The real thing, over one keep-alive HTTP connection pool."""
+
+    def __init__(
+        self,
+        url: str | None,
+        key: str | None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not url:
+            raise ConfigError("no Claros URL: pass --url or set CLAROS_URL")
+        if not key:
+            raise ConfigError("no Claros key: pass --key or set CLAROS_KEY")
+        self.url = url.rstrip("/")
+        self.key = key
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        try:
+            response = await self._http.request(
+                method, path, json=dict(body) if body is not None else None, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise ClarosUnavailableError(f"Claros at {self.url} did not answer in time") from exc
+        except httpx.HTTPError as exc:
+            raise ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}") from exc
+        if response.status_code >= 500:
+            raise ClarosUnavailableError(
+                f"Claros at {self.url} failed ({response.status_code}): {_reason(response)}"
+            )
+        if response.status_code >= 400:
+            raise ClarosRefusedError(response.status_code, _reason(response))
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ClarosUnavailableError(f"Claros at {self.url} answered with no JSON") from exc
+
+    async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = await self._send("POST", "/v1/check", body)
+        if not isinstance(answer, dict) or "result" not in answer:
+            raise ClarosUnavailableError(f"Claros at {self.url} answered the check without result")
+        return answer
+
+    async def ask(self, ask_id: str) -> dict[str, Any]:
+        answer = await self._send("GET", f"/v1/asks/{ask_id}")
+        return dict(answer) if isinstance(answer, dict) else {}
+
+    async def outcome(self, check_id: str, status: str, summary: str | None) -> None:
+        body = {"status": status, "summary": summary}
+        await self._send("POST", f"/v1/check/{check_id}/outcome", body,
+                         {"Idempotency-Key": f"outcome-{check_id}"})  # fmt: skip
+
+    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
+        body = {"tool_use_id": tool_use_id, "status": status, "summary": summary}
+        await self._send("POST", "/v1/outcomes", body, {"Idempotency-Key": f"use-{tool_use_id}"})
+
+    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None:
+        await self._send("POST", "/v1/unchecked", body, {"Idempotency-Key": idempotency_key})
+
+    async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = await self._send("POST", f"/v1/apps/{app}/tools", {"tools": tools})
+        return dict(answer) if isinstance(answer, dict) else {}
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex

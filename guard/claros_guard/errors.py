@@ -1,0 +1,62 @@
+"""The guard's errors: one family, each saying what went wrong and what to do.
+
+``blocks_unless_fail_open`` marks the failures ``--fail-open`` forwards anyway (Claros
+unreachable, a read that failed or was refused); a refusal by Claros itself (a 4xx) and a
+rule's decision are never overridden.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClarosRefusedError",
+    "ClarosUnavailableError",
+    "ConfigError",
+    "GuardError",
+    "NotAReadError",
+    "PeerError",
+    "ReadFailedError",
+    "UpstreamError",
+]
+
+
+class GuardError(Exception):
+    """Base of the guard's errors; the message is meant for the agent or the user."""
+
+    blocks_unless_fail_open = False
+
+
+class ConfigError(GuardError):
+    """A usage or configuration problem: the command exits 2."""
+
+
+class ClarosUnavailableError(GuardError):
+    """Claros could not be reached, timed out or answered 5xx."""
+
+    blocks_unless_fail_open = True
+
+
+class ClarosRefusedError(GuardError):
+    """Claros answered 4xx: the request itself was refused (bad key, bad request, ...)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"Claros refused the check ({status}): {message}")
+        self.status = status
+        self.reason = message
+
+
+class ReadFailedError(GuardError):
+    """A read Claros needed failed, or its result held no usable record or rows."""
+
+    blocks_unless_fail_open = True
+
+
+class NotAReadError(ReadFailedError):
+    """Claros asked for a tool the guard does not consider a read; it is never run."""
+
+
+class PeerError(ReadFailedError):
+    """The guard of another app could not be reached, or refused the read."""
+
+
+class UpstreamError(GuardError):
+    """The wrapped server is not running or broke the connection."""

@@ -1,0 +1,126 @@
+"""Answering what a check needs: run the reads Claros asks for and shape the answers.
+
+* ``fetch``: the record the call targets, read fresh each time.
+* ``lookup``: master data; one read per distinct value, cached for 60 s.
+* ``query``: rows filtered by ``where`` and reduced (``count``, ``first``, ``last``,
+  ``min``, ``max``) right here; only the value goes back to Claros, never the rows.
+
+The reads of one round run concurrently. Which app runs a read, and whether the tool is a
+read at all, is the ``Reader``'s business (the local server or another app's guard).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import anyio
+
+from claros_guard.errors import GuardError, ReadFailedError
+from claros_guard.queries import filter_rows, reduce_rows
+from claros_guard.records import record_of, rows_of
+
+__all__ = ["LOOKUP_TTL", "NeedResolver", "Reader"]
+
+LOOKUP_TTL = 60.0
+_CACHE_MAX = 2000
+_OPS = frozenset({"count", "first", "last", "min", "max"})
+
+
+class Reader(Protocol):
+    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run a read tool (of this guard's app when ``app`` is None) and return its
+        ``CallToolResult`` as JSON. Raises ``ReadFailedError`` (or a subclass)."""
+        ...
+
+
+def _shape(need: Mapping[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
+    key, kind, tool, arguments = (need.get(k) for k in ("key", "kind", "tool", "arguments"))
+    if not isinstance(key, str) or not isinstance(tool, str) or not isinstance(kind, str):
+        raise ReadFailedError(f"Claros asked for a read the guard does not understand: {need!r}")
+    if kind not in ("fetch", "lookup", "query"):
+        raise ReadFailedError(f"Claros asked for a {kind!r} read; the guard knows fetch, "
+                              "lookup and query")  # fmt: skip
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ReadFailedError(f"{key}: the arguments of {tool} are not an object")
+    if kind == "query" and need.get("op") not in _OPS:
+        raise ReadFailedError(f"{key}: unknown reduction {need.get('op')!r}")
+    return key, kind, tool, arguments
+
+
+class NeedResolver:
+    def __init__(
+        self,
+        reader: Reader,
+        *,
+        ttl: float = LOOKUP_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reader = reader
+        self.ttl = ttl
+        self.clock = clock
+        self._cache: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+        self.reads = 0  # reads actually run (for tests and logs)
+
+    async def resolve(self, needs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """``{key: record or value}`` for every need, or the first failure (in need order)."""
+        shaped = [_shape(n) for n in needs]
+        answers: dict[str, Any] = {}
+        failures: dict[int, GuardError] = {}
+
+        async def one(i: int, need: Mapping[str, Any]) -> None:
+            key, kind, tool, arguments = shaped[i]
+            try:
+                answers[key] = await self._answer(need, kind, tool, arguments)
+            except GuardError as exc:
+                failures[i] = exc
+            except Exception as exc:  # a reader bug must still block, with a reason
+                failures[i] = ReadFailedError(f"{tool} failed: {exc}")
+
+        async with anyio.create_task_group() as tg:
+            for i, need in enumerate(needs):
+                tg.start_soon(one, i, need)
+        if failures:
+            raise failures[min(failures)]
+        return answers
+
+    async def _answer(
+        self, need: Mapping[str, Any], kind: str, tool: str, arguments: dict[str, Any]
+    ) -> Any:
+        app = need.get("app")
+        app = app if isinstance(app, str) and app else None
+        if kind == "lookup":
+            return await self._lookup(app, tool, arguments)
+        result = await self._read(app, tool, arguments)
+        if kind == "fetch":
+            return record_of(result, tool)
+        where = need.get("where") or {}
+        if not isinstance(where, dict):
+            raise ReadFailedError(f"{tool}: where is not an object")
+        rows = filter_rows(rows_of(result, tool), where)
+        try:
+            return reduce_rows(rows, str(need["op"]), need.get("field"))
+        except ValueError as exc:
+            raise ReadFailedError(f"{tool}: {exc}") from exc
+
+    async def _read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.reads += 1
+        return await self.reader.read(app, tool, arguments)
+
+    async def _lookup(self, app: str | None, tool: str, arguments: dict[str, Any]) -> Any:
+        cache_key = (app or "", tool, json.dumps(arguments, sort_keys=True, default=str))
+        now = self.clock()
+        hit = self._cache.get(cache_key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        record = record_of(await self._read(app, tool, arguments), tool)
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+        self._cache[cache_key] = (now + self.ttl, record)
+        return record

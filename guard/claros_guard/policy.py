@@ -1,0 +1,365 @@
+"""The check/need policy: what the guard does with a write before and after it runs.
+
+1. ``POST /v1/check``; while Claros answers ``need``, run those reads (``NeedResolver``) and
+   ask again with everything read so far in ``fetched``.
+2. ``allow``: forward. ``nudge``: forward and give the agent the rule's message.
+   ``stop``: never forward; the agent gets the rule and its message.
+   ``ask``: wait (up to ``ask_wait`` seconds, reporting progress) for the person asked;
+   on approval repeat the check with ``approval`` and forward; otherwise tell the agent
+   who was asked and how to retry. A call repeated while its question is still open
+   waits on that question instead of asking again.
+3. Claros unreachable, slow or failing (5xx), a read that failed or a need naming a tool
+   that is not a read: blocked, unless ``fail_open``, when the call is forwarded and
+   reported to ``/v1/unchecked``. A 4xx from Claros always blocks.
+4. After a checked write ran, its outcome goes to ``/v1/check/{id}/outcome`` in the
+   background (``Reporter``), so the agent never waits for it.
+
+Pure of MCP: calls, verdicts and the ``ClarosApi`` protocol in; the session module turns
+verdicts into MCP results.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from claros_guard.api import ClarosApi, new_idempotency_key
+from claros_guard.errors import (
+    ClarosRefusedError,
+    ClarosUnavailableError,
+    GuardError,
+    ReadFailedError,
+)
+from claros_guard.needs import NeedResolver
+from claros_guard.records import error_text
+
+__all__ = ["Call", "Policy", "ProgressFn", "Reporter", "Verdict", "outcome_of"]
+
+log = logging.getLogger("claros_guard.policy")
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+MAX_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Call:
+    app: str
+    tool: str
+    arguments: dict[str, Any]
+    agent: dict[str, Any]
+
+    def digest(self) -> str:
+        text = json.dumps([self.app, self.tool, self.arguments], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Verdict:
+    """What to do with a call: forward it (and report how it went) or refuse it."""
+
+    forward: bool
+    result: str  # allow, nudge, ask, stop, error (blocked by a failure), unchecked
+    message: str | None = None  # the tool error when refused
+    notes: list[str] = field(default_factory=list)  # nudge messages for the agent
+    check_id: str | None = None  # the check whose outcome to report
+    unchecked: str | None = None  # why it was forwarded without a check (fail-open)
+
+
+@dataclass
+class _PendingAsk:
+    ask_id: str
+    routed_to: list[str]
+    expires_at: int
+    messages: list[dict[str, str]]
+
+
+def _rules_text(messages: Any) -> str:
+    items = [
+        f"{m.get('rule_id')}: {m.get('message')}"
+        for m in messages or []
+        if isinstance(m, Mapping) and m.get("rule_id")
+    ]
+    return "; ".join(items) or "a rule"
+
+
+def _when(ms: Any) -> str:
+    try:
+        return dt.datetime.fromtimestamp(int(ms) / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError, OverflowError):
+        return "it expires"
+
+
+def _who(routed_to: list[str]) -> str:
+    return ", ".join(routed_to) or "the workspace admins"
+
+
+def blocked_message(exc: GuardError) -> str:
+    if isinstance(exc, ClarosUnavailableError):
+        return (
+            f"Blocked: Claros could not check this call ({exc}). The call was not run; try "
+            "again when Claros is reachable."
+        )
+    if isinstance(exc, ClarosRefusedError):
+        return f"Blocked: {exc}. The call was not run."
+    if isinstance(exc, ReadFailedError):
+        return (
+            f"Blocked: Claros needs facts the guard could not read ({exc}). The call was "
+            "not run."
+        )
+    return f"Blocked: {exc}. The call was not run."
+
+
+class Policy:
+    def __init__(
+        self,
+        api: ClarosApi,
+        resolver: NeedResolver,
+        *,
+        fail_open: bool = False,
+        ask_wait: float = 120.0,
+        poll_interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.resolver = resolver
+        self.fail_open = fail_open
+        self.ask_wait = ask_wait
+        self.poll_interval = poll_interval
+        self.clock = clock
+        self._asks: dict[str, _PendingAsk] = {}
+
+    async def decide(self, call: Call, progress: ProgressFn | None = None) -> Verdict:
+        try:
+            pending = self._pending(call)
+            if pending is not None:
+                return await self._after_ask(call, pending, progress)
+            return await self._verdict(call, await self._check(call), progress)
+        except GuardError as exc:
+            if exc.blocks_unless_fail_open and self.fail_open:
+                log.warning("forwarding %s %s unchecked (--fail-open): %s", call.app, call.tool, exc)
+                return Verdict(forward=True, result="unchecked", unchecked=str(exc)[:500])
+            return Verdict(forward=False, result="error", message=blocked_message(exc))
+
+    async def _check(self, call: Call, approval: str | None = None) -> dict[str, Any]:
+        fetched: dict[str, Any] = {}
+        for _ in range(MAX_ROUNDS):
+            body: dict[str, Any] = {"app": call.app, "tool": call.tool,
+                                    "arguments": call.arguments, "agent": call.agent}  # fmt: skip
+            if fetched:
+                body["fetched"] = fetched
+            if approval:
+                body["approval"] = approval
+            answer = await self.api.check(body)
+            if answer.get("result") != "need":
+                return answer
+            needs = answer.get("need")
+            if not isinstance(needs, list) or not needs:
+                raise ReadFailedError("Claros asked for reads but named none")
+            fetched.update(await self.resolver.resolve(needs))
+        raise ReadFailedError(f"Claros still needed reads after {MAX_ROUNDS} rounds")
+
+    async def _verdict(
+        self, call: Call, answer: dict[str, Any], progress: ProgressFn | None
+    ) -> Verdict:
+        result = str(answer.get("result"))
+        check_id = answer.get("check_id")
+        messages = answer.get("messages") or []
+        if result == "allow":
+            return Verdict(forward=True, result=result, check_id=check_id)
+        if result == "nudge":
+            notes = [
+                f"Claros ({m.get('rule_id')}): {m.get('message')}"
+                for m in messages
+                if isinstance(m, Mapping)
+            ]
+            return Verdict(forward=True, result=result, check_id=check_id, notes=notes)
+        if result == "stop":
+            return Verdict(
+                forward=False,
+                result=result,
+                check_id=check_id,
+                message=f"Blocked by Claros rule {_rules_text(messages)}. The call was not "
+                f"run (check {check_id}).",
+            )
+        if result == "ask":
+            ask = answer.get("ask") or {}
+            pending = _PendingAsk(
+                ask_id=str(ask.get("ask_id")),
+                routed_to=[str(p) for p in ask.get("routed_to") or []],
+                expires_at=int(ask.get("expires_at") or 0),
+                messages=list(messages),
+            )
+            self._asks[call.digest()] = pending
+            return await self._after_ask(call, pending, progress)
+        raise ClarosUnavailableError(f"Claros answered an unknown result {result!r}")
+
+    def _pending(self, call: Call) -> _PendingAsk | None:
+        key = call.digest()
+        pending = self._asks.get(key)
+        if pending is not None and pending.expires_at and pending.expires_at < self.clock() * 1000:
+            del self._asks[key]
+            return None
+        return pending
+
+    async def _wait(self, pending: _PendingAsk, progress: ProgressFn | None) -> dict[str, Any]:
+        """The ask's view once it is no longer open, or its last view when the wait ends."""
+        start = anyio.current_time()
+        deadline = start + self.ask_wait
+        view: dict[str, Any] = {"status": "open"}
+        who = _who(pending.routed_to)
+        while True:
+            try:
+                view = await self.api.ask(pending.ask_id)
+            except ClarosUnavailableError as exc:
+                log.warning("cannot learn the answer to %s yet: %s", pending.ask_id, exc)
+            if view.get("status", "open") != "open":
+                return view
+            now = anyio.current_time()
+            if now >= deadline:
+                return view
+            if progress is not None:
+                await progress(
+                    round(now - start, 3),
+                    self.ask_wait,
+                    f"Waiting for {who} to approve (Claros ask {pending.ask_id})",
+                )
+            await anyio.sleep(min(self.poll_interval, deadline - now))
+
+    async def _after_ask(
+        self, call: Call, pending: _PendingAsk, progress: ProgressFn | None
+    ) -> Verdict:
+        view = await self._wait(pending, progress)
+        status = view.get("status", "open")
+        rules = _rules_text(pending.messages)
+        if status == "open":
+            return Verdict(
+                forward=False,
+                result="ask",
+                message=(
+                    f"Waiting for approval: Claros asked {_who(pending.routed_to)} to approve "
+                    f"this call (rule {rules}). It was not run. Call the tool again with the "
+                    f"same arguments once they have approved; the question stays open until "
+                    f"{_when(pending.expires_at)} (ask {pending.ask_id})."
+                ),
+            )
+        self._asks.pop(call.digest(), None)
+        if status == "approved":
+            answer = await self._check(call, approval=pending.ask_id)
+            if answer.get("result") == "ask":
+                raise ClarosRefusedError(409, "the approval was not accepted; ask again")
+            return await self._verdict(call, answer, progress)
+        if status == "denied":
+            note = f" Their note: {view['note']}" if view.get("note") else ""
+            return Verdict(
+                forward=False,
+                result="ask",
+                message=(
+                    f"Not approved: {view.get('decided_by') or _who(pending.routed_to)} denied "
+                    f"this call (rule {rules}). It was not run.{note}"
+                ),
+            )
+        return Verdict(
+            forward=False,
+            result="ask",
+            message=(
+                f"The question to {_who(pending.routed_to)} ({pending.ask_id}) is {status}; the "
+                "call was not run. Call the tool again to ask again."
+            ),
+        )
+
+    def report_job(
+        self, call: Call, verdict: Verdict, status: str, summary: str | None
+    ) -> Callable[[], Awaitable[None]] | None:
+        """The report to send once a forwarded call has run (None when there is none)."""
+        if verdict.check_id:
+            check_id = verdict.check_id
+            return lambda: self.api.outcome(check_id, status, summary)
+        if verdict.unchecked:
+            body = {"app": call.app, "tool": call.tool, "arguments": call.arguments,
+                    "agent": call.agent, "reason": verdict.unchecked, "status": status,
+                    "summary": summary}  # fmt: skip
+            key = new_idempotency_key()
+            return lambda: self.api.unchecked(body, key)
+        return None
+
+
+def outcome_of(result: Mapping[str, Any] | None, error: str | None = None) -> tuple[str, str]:
+    """(status, summary) of a call that ran: its result, or the error it ended with."""
+    if error is not None or result is None:
+        return "error", (error or "no result")[:300]
+    if result.get("isError"):
+        return "error", error_text(result)
+    texts = error_text(result, 200)
+    if texts == "no message":
+        texts = "structured result" if result.get("structuredContent") is not None else "ok"
+    return "ok", texts
+
+
+class Reporter:
+    """Sends reports in the background. What Claros cannot take now (unreachable) is kept,
+    up to ``backlog`` items, and sent again every ``retry_every`` seconds."""
+
+    def __init__(self, *, backlog: int = 1000, retry_every: float = 5.0) -> None:
+        self.retry_every = retry_every
+        self._backlog: deque[tuple[str, Callable[[], Awaitable[None]]]] = deque(maxlen=backlog)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._running = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.sent = 0
+
+    def submit(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
+        if self._tg is None:
+            self._backlog.append((what, job))
+            return
+        self._running += 1
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        self._tg.start_soon(self._send, what, job)
+
+    async def _send(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+            self.sent += 1
+        except ClarosUnavailableError as exc:
+            log.warning("keeping the %s for later: %s", what, exc)
+            self._backlog.append((what, job))
+        except GuardError as exc:
+            log.warning("Claros did not take the %s: %s", what, exc)
+        finally:
+            self._running -= 1
+            if self._running == 0:
+                self._idle.set()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                while True:
+                    await anyio.sleep(self.retry_every)
+                    self._retry()
+            finally:
+                self._tg = None
+
+    def _retry(self) -> None:
+        waiting = list(self._backlog)
+        self._backlog.clear()
+        for what, job in waiting:
+            self.submit(what, job)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (bounded) for the reports in flight, and give the backlog one more try."""
+        with anyio.move_on_after(timeout):
+            if self._backlog and self._tg is not None:
+                self._retry()
+            await self._idle.wait()
