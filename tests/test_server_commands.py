@@ -153,3 +153,23 @@ def test_ledger_verify_unknown_workspace(tmp_path: Path) -> None:
 def test_ledger_verify_usage(tmp_path: Path) -> None:
     done = run("claros.ledger", "frobnicate", data=tmp_path)
     assert done.returncode == 2
+
+
+def test_rotate_key_keeps_old_checkpoints_verifiable(tmp_path: Path) -> None:
+    _ledger(tmp_path, 3)
+    done = run("claros.ledger", "rotate-key", "--workspace", "acme", data=tmp_path)
+    assert done.returncode == 0, done.stderr
+    old_id, new_id = done.stdout.split("signing key ")[1].strip().split(" -> ")
+    assert old_id != new_id
+    services = build_services(Settings(data_dir=tmp_path))
+    try:
+        keys = {k.key_id for k in services.store.public_keys("acme")}
+        assert {old_id, new_id} <= keys
+        cps = services.store.checkpoints("acme")
+        assert [cp.key_id for cp in cps] == [old_id]  # seq 3 was signed before the rotation
+    finally:
+        services.close()
+    verified = run("claros.ledger", "verify", "--workspace", "acme", data=tmp_path)
+    assert verified.returncode == 0, verified.stdout
+    missing = run("claros.ledger", "rotate-key", "--workspace", "nope", data=tmp_path)
+    assert missing.returncode == 2 and "no workspace" in missing.stderr

@@ -1,6 +1,7 @@
 """``python -m claros.ledger``: operations on the server's own ledger.
 
     verify [--workspace W] [--data DIR]   re-check chain, records and checkpoint signatures
+    rotate-key --workspace W [--data DIR] a new signing key (old public keys stay listed)
 
 Exit 0 when everything holds, 1 on any failure (each printed with seq, kind and what is
 wrong), 2 on usage or I/O errors.
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
 from claros.store.base import GLOBAL, Store, StoreError
-from claros.wiring import open_store
+from claros.checkpoints import sign_checkpoint
+from claros.signing import SigningError
+from claros.wiring import build_services, open_store
 
 __all__ = ["main"]
 
@@ -61,6 +64,31 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
         store.close()
 
 
+def _rotate(args: argparse.Namespace, settings: Settings) -> int:
+    """A new active key; the old public keys stay listed so old checkpoints still verify.
+    An unsigned tail is signed with the new key at once; later checkpoints use it too."""
+    services = build_services(settings)
+    try:
+        store = services.store
+        if store.get_doc(GLOBAL, "workspace", args.workspace) is None:
+            print(f"claros.ledger: no workspace {args.workspace!r}", file=sys.stderr)
+            return 2
+        old = services.signer.active_key(args.workspace)
+        store.add_public_key(old)
+        new = services.signer.rotate(args.workspace)
+        store.add_public_key(new)
+        head = store.head(args.workspace)
+        if head is not None:
+            sign_checkpoint(store, services.signer, head, services.anchor)
+        print(f"workspace {args.workspace}: signing key {old.key_id} -> {new.key_id}")
+        return 0
+    except SigningError as exc:
+        print(f"claros.ledger: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        services.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m claros.ledger",
@@ -72,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     verify.add_argument("--workspace", help="only this workspace (default: every one)")
     verify.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
     verify.set_defaults(run=_verify)
+    rotate = sub.add_parser("rotate-key", help="make a new signing key for a workspace")
+    rotate.add_argument("--workspace", required=True)
+    rotate.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    rotate.set_defaults(run=_rotate)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     if args.data:

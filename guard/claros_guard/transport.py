@@ -1,0 +1,220 @@
+"""Transports: byte streams in, JSON-RPC messages (or JSON lines) out. Nothing MCP-aware.
+
+* ``agent_stdio()``: the agent's client speaks to the guard on stdin/stdout. File
+  descriptors 0 and 1 are claimed as the SDK's ``stdio_server`` does (0 then reads
+  /dev/null, 1 writes to stderr, so nothing stray reaches the wire); the wire itself runs
+  on asyncio pipes, without a thread hop per message. When stdin is not a pipe, socket or
+  terminal (a regular file), the SDK's ``stdio_server`` serves instead.
+* ``upstream(spec)``: the wrapped server, a command over stdio (the SDK's
+  ``stdio_client``, with the guard's whole environment) or a Streamable HTTP URL.
+* ``LineChannel``: newline-delimited JSON over a Unix socket, for guards talking to each
+  other and to the hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+__all__ = [
+    "MAX_LINE",
+    "LineChannel",
+    "UpstreamSpec",
+    "agent_stdio",
+    "upstream",
+]
+
+log = logging.getLogger("claros_guard.transport")
+
+MAX_LINE = 64 * 1024 * 1024  # one JSON-RPC message on stdio, or one peer line
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """The wrapped server: a command (``command`` + ``args``) or a Streamable HTTP ``url``."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    url: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+
+    def describe(self) -> str:
+        if self.url:
+            return self.url
+        return " ".join([self.command or "", *self.args]).strip()
+
+
+def _encode(message: SessionMessage) -> bytes:
+    return (message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+
+
+def _decode(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:  # handed to the dispatcher, which logs and skips it
+        return exc
+
+
+def _is_stream_fd(fd: int) -> bool:
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@contextlib.contextmanager
+def _claim_stdio() -> Any:
+    """Private duplicates of fds 0 and 1; meanwhile 0 reads /dev/null and 1 goes to stderr."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(devnull, 0)
+        os.dup2(2, 1)
+    finally:
+        os.close(devnull)
+    try:
+        yield wire_in, wire_out
+    finally:
+        with contextlib.suppress(OSError):
+            os.dup2(wire_in, 0)
+            os.dup2(wire_out, 1)
+
+
+async def _pump_in(reader: asyncio.StreamReader, send: MemoryObjectSendStream[Any]) -> None:
+    async with send:
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    await send.send(_decode(exc.partial))
+                return
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)  # drop the oversized message
+                await send.send(ValueError(f"a message longer than {MAX_LINE} bytes was dropped"))
+                continue
+            except (ConnectionError, OSError):
+                return
+            if line.strip():
+                await send.send(_decode(line))
+
+
+async def _pump_out(
+    writer: asyncio.StreamWriter, receive: MemoryObjectReceiveStream[SessionMessage]
+) -> None:
+    async with receive:
+        async for message in receive:
+            try:
+                writer.write(_encode(message))
+                await writer.drain()
+            except (ConnectionError, OSError):
+                return
+
+
+@contextlib.asynccontextmanager
+async def agent_stdio() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The agent's side: JSON-RPC messages on the process's stdin and stdout."""
+    if not (_is_stream_fd(0) and _is_stream_fd(1)):
+        async with stdio_server() as streams:
+            yield streams  # type: ignore[misc]
+        return
+    loop = asyncio.get_running_loop()
+    with _claim_stdio() as (wire_in, wire_out):
+        reader = asyncio.StreamReader(limit=MAX_LINE)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
+        )
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
+        )
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        in_send, in_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](0)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_pump_in, reader, in_send)
+                tg.start_soon(_pump_out, writer, out_receive)
+                try:
+                    yield in_receive, out_send
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            read_transport.close()
+            write_transport.close()
+            for stream in (in_send, in_receive, out_send, out_receive):
+                stream.close()
+
+
+@contextlib.asynccontextmanager
+async def upstream(spec: UpstreamSpec) -> AsyncIterator[tuple[Any, Any]]:
+    """The wrapped server's side: its JSON-RPC messages as SDK streams."""
+    if spec.url:
+        async with streamable_http_client(spec.url) as streams:
+            yield streams
+        return
+    if not spec.command:
+        raise ValueError("the wrapped server needs a command or a URL")
+    params = StdioServerParameters(
+        command=spec.command,
+        args=list(spec.args),
+        env={**os.environ, **dict(spec.env)},
+        cwd=spec.cwd,
+    )
+    async with stdio_client(params, errlog=sys.stderr) as streams:
+        yield streams
+
+
+class LineChannel:
+    """One JSON value per line over a byte stream (a Unix socket), with bounded lines."""
+
+    def __init__(self, stream: anyio.abc.ByteStream, max_line: int = MAX_LINE) -> None:
+        self.stream = stream
+        self._buffered = BufferedByteReceiveStream(stream)
+        self.max_line = max_line
+
+    async def send(self, value: Any) -> None:
+        data = json.dumps(value, separators=(",", ":"), default=str).encode() + b"\n"
+        await self.stream.send(data)
+
+    async def receive(self) -> Any:
+        """The next value; raises ``EOFError`` when the peer closed, ``ValueError`` when a
+        line is too long or not JSON."""
+        try:
+            line = await self._buffered.receive_until(b"\n", self.max_line)
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError) as exc:
+            raise EOFError("the other side closed the connection") from exc
+        except anyio.DelimiterNotFound as exc:
+            raise ValueError(f"a line longer than {self.max_line} bytes") from exc
+        return json.loads(line)
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.stream.aclose()
+
+
+def command_spec(argv: Sequence[str], cwd: str | None = None) -> UpstreamSpec:
+    return UpstreamSpec(command=argv[0], args=tuple(argv[1:]), cwd=cwd)
