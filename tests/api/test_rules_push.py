@@ -77,3 +77,37 @@ def test_push_needs_an_admin_key_and_a_server(
     down = subprocess.run([sys.executable, "-m", "claros_guard.cli", "rules", "push", str(path)],
                           capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert down.returncode == 2 and "cannot reach Claros" in down.stderr
+
+
+def push_mappings(server: LocalServer, key: str, path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLAROS_URL": server.url, "CLAROS_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "claros_guard.cli", "mappings", "push", str(path)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+
+
+def test_push_mappings(server: LocalServer, keys: Keys, tmp_path: Path) -> None:
+    import httpx
+
+    tools = {"tools": [{"name": "order_read", "read": True}, {"name": "refund_create",
+                                                               "read": False}]}  # fmt: skip
+    httpx.post(f"{server.url}/v1/apps/shop/tools", json=tools,
+               headers={"Authorization": f"Bearer {keys.agent}"}).raise_for_status()  # fmt: skip
+    good = {"app": "shop", "tool": "refund_create",
+            "fetch": {"tool": "order_read", "arguments": {"id": "$order"}, "into": "order"}}  # fmt: skip
+    bad = {"app": "shop", "tool": "order_cancel",
+           "fetch": {"tool": "refund_create", "arguments": {"id": "$order"}}}  # fmt: skip
+    path = tmp_path / "mappings.yaml"
+    path.write_text(yaml.safe_dump({"mappings": [good, bad]}))
+    done = push_mappings(server, keys.admin, path)
+    assert done.returncode == 1
+    assert "OK: shop refund_create v1 created" in done.stdout
+    assert "FAIL: shop order_cancel: mapping.fetch.tool: 'refund_create' of shop is not a read" \
+        in done.stderr  # fmt: skip
+    path.write_text(yaml.safe_dump([good]))
+    again = push_mappings(server, keys.admin, path)
+    assert again.returncode == 0 and "unchanged" in again.stdout
+    path.write_text(yaml.safe_dump([{"tool": "x"}]))
+    missing = push_mappings(server, keys.admin, path)
+    assert missing.returncode == 1 and "it needs app and tool" in missing.stderr
