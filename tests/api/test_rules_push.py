@@ -94,8 +94,8 @@ def test_push_mappings(server: LocalServer, keys: Keys, tmp_path: Path) -> None:
                                                                "read": False}]}  # fmt: skip
     httpx.post(f"{server.url}/v1/apps/shop/tools", json=tools,
                headers={"Authorization": f"Bearer {keys.agent}"}).raise_for_status()  # fmt: skip
-    good = {"app": "shop", "tool": "refund_create",
-            "fetch": {"tool": "order_read", "arguments": {"id": "$order"}, "into": "order"}}  # fmt: skip
+    fetch = {"tool": "order_read", "arguments": {"id": "$order"}, "into": "order"}
+    good = {"app": "shop", "tool": "refund_create", "fetch": fetch}
     bad = {"app": "shop", "tool": "order_cancel",
            "fetch": {"tool": "refund_create", "arguments": {"id": "$order"}}}  # fmt: skip
     path = tmp_path / "mappings.yaml"

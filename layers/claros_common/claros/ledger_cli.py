@@ -13,11 +13,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from claros.checkpoints import sign_checkpoint
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
-from claros.store.base import GLOBAL, Store, StoreError
-from claros.checkpoints import sign_checkpoint
 from claros.signing import SigningError
+from claros.store.base import GLOBAL, Store, StoreError
 from claros.wiring import build_services, open_store
 
 __all__ = ["main"]
