@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ import yaml
 from claros_guard.client import ApiError, Client, ClientError
 
 __all__ = ["load_items", "push_mappings", "push_rules"]
+
+# (what to call it, where to PUT it, the body)
+Sent = tuple[str, str, dict[str, Any]]
 
 
 def load_items(path: str, plural: str) -> list[dict[str, Any]]:
@@ -41,48 +45,47 @@ def load_items(path: str, plural: str) -> list[dict[str, Any]]:
     return items
 
 
-def push_rules(client: Client, path: str, made_by: str) -> int:
-    rules = load_items(path, "rules")
+def _push(
+    client: Client, items: list[dict[str, Any]], send: Callable[[dict[str, Any]], Sent]
+) -> int:
+    """PUT each item; print OK or FAIL (with Claros's reason and the place) for each."""
     failed = 0
-    for i, rule in enumerate(rules, 1):
-        rule_id = rule.get("id")
-        if not isinstance(rule_id, str) or not rule_id:
-            print(f"FAIL: rule {i}: it has no id", file=sys.stderr)
+    for i, item in enumerate(items, 1):
+        try:
+            name, path, body = send(item)
+        except ValueError as exc:
+            print(f"FAIL: item {i}: {exc}", file=sys.stderr)
             failed += 1
             continue
         try:
-            state = client.json("PUT", f"/api/rules/{rule_id}",
-                                json={"rule": rule, "made_by": made_by})  # fmt: skip
+            state = client.json("PUT", path, json=body)
         except ApiError as exc:
             where = "; ".join(f"{d['field']}: {d['problem']}" for d in exc.details or [])
-            print(f"FAIL: {rule_id}: {exc.message}" + (f" ({where})" if where else ""),
+            print(f"FAIL: {name}: {exc.message}" + (f" ({where})" if where else ""),
                   file=sys.stderr)  # fmt: skip
             failed += 1
             continue
         what = "unchanged" if not state.get("changed") else (
             "created" if state["version"] == 1 else "new version")  # fmt: skip
-        print(f"OK: {rule_id} v{state['version']} {what} ({state['hash'][:12]})")
+        print(f"OK: {name} v{state['version']} {what} ({state['hash'][:12]})")
     return 1 if failed else 0
+
+
+def push_rules(client: Client, path: str, made_by: str) -> int:
+    def send(rule: dict[str, Any]) -> Sent:
+        rule_id = rule.get("id")
+        if not isinstance(rule_id, str) or not rule_id:
+            raise ValueError("the rule has no id")
+        return rule_id, f"/api/rules/{rule_id}", {"rule": rule, "made_by": made_by}
+
+    return _push(client, load_items(path, "rules"), send)
 
 
 def push_mappings(client: Client, path: str) -> int:
-    mappings = load_items(path, "mappings")
-    failed = 0
-    for i, mapping in enumerate(mappings, 1):
+    def send(mapping: dict[str, Any]) -> Sent:
         app, tool = mapping.get("app"), mapping.get("tool")
         if not isinstance(app, str) or not isinstance(tool, str):
-            print(f"FAIL: mapping {i}: it needs app and tool", file=sys.stderr)
-            failed += 1
-            continue
-        try:
-            state = client.json("PUT", f"/api/mappings/{app}/{tool}", json={"mapping": mapping})
-        except ApiError as exc:
-            where = "; ".join(f"{d['field']}: {d['problem']}" for d in exc.details or [])
-            print(f"FAIL: {app} {tool}: {exc.message}" + (f" ({where})" if where else ""),
-                  file=sys.stderr)  # fmt: skip
-            failed += 1
-            continue
-        what = "unchanged" if not state.get("changed") else (
-            "created" if state["version"] == 1 else "new version")  # fmt: skip
-        print(f"OK: {app} {tool} v{state['version']} {what}")
-    return 1 if failed else 0
+            raise ValueError("the mapping needs app and tool")
+        return f"{app} {tool}", f"/api/mappings/{app}/{tool}", {"mapping": mapping}
+
+    return _push(client, load_items(path, "mappings"), send)

@@ -15,24 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from claros.paths import get_path
+
 __all__ = ["filter_rows", "get_path", "reduce_rows", "row_matches"]
-
-
-def get_path(row: Any, path: str) -> Any:
-    current = row
-    for part in path.replace("[", ".[").split("."):
-        if not part:
-            continue
-        if part.startswith("["):
-            index = int(part[1:-1])
-            if not isinstance(current, list) or index >= len(current):
-                return None
-            current = current[index]
-        elif isinstance(current, Mapping):
-            current = current.get(part)
-        else:
-            return None
-    return current
 
 
 def _number(value: Any) -> Decimal | None:

@@ -110,4 +110,4 @@ def test_push_mappings(server: LocalServer, keys: Keys, tmp_path: Path) -> None:
     assert again.returncode == 0 and "unchanged" in again.stdout
     path.write_text(yaml.safe_dump([{"tool": "x"}]))
     missing = push_mappings(server, keys.admin, path)
-    assert missing.returncode == 1 and "it needs app and tool" in missing.stderr
+    assert missing.returncode == 1 and "the mapping needs app and tool" in missing.stderr

@@ -19,6 +19,7 @@ from typing import Any
 from claros.canonical import canonical, canonical_bytes
 from claros.errors import BadRequestError
 from claros.mapping.model import LookupSpec, MappingSpec, QuerySpec, is_substitution
+from claros.paths import get_path
 from claros.rules.expr import evaluate, parse_derived
 
 __all__ = ["MAX_FETCHED_BYTES", "Plan", "builtins", "plan"]
@@ -47,24 +48,6 @@ def builtins(now: dt.datetime) -> dict[str, str]:
         "$quarter_start": today.replace(month=quarter_month, day=1).isoformat(),
         "$year_start": today.replace(month=1, day=1).isoformat(),
     }
-
-
-def _get(source: Any, path: str) -> Any:
-    """A value by a path like ``order.lines[0].qty``; None when it is not there."""
-    current = source
-    for part in path.replace("[", ".[").split("."):
-        if not part:
-            continue
-        if part.startswith("["):
-            index = int(part[1:-1])
-            if not isinstance(current, list) or index >= len(current):
-                return None
-            current = current[index]
-        else:
-            if not isinstance(current, Mapping):
-                return None
-            current = current.get(part)
-    return current
 
 
 def _values(source: Any, key: str) -> tuple[list[Any], bool]:
@@ -99,7 +82,7 @@ def _substitute(value: Any, source: Any, env: Mapping[str, Any], key_value: Any 
             return key_value
         if value in env:
             return env[value]
-        return _get(source, value[1:])
+        return get_path(source, value[1:])
     return value
 
 
@@ -265,7 +248,7 @@ def _apply_lookup(
         for value in values:
             key = f"lookups[{i}]:{canonical(value)}" if value is not None else None
             record = records.get(key) if key else None
-            picked.append(_get(record, path) if record is not None else None)
+            picked.append(get_path(record, path) if record is not None else None)
         return picked if many else (picked[0] if picked else None)
 
     if spec.var and spec.pick:
