@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from bench import append, decide, verify
+from bench import append, decide, export, guard, verify
 
-BENCHES = {"append": append.main, "verify": verify.main, "decide": decide.main}
+BENCHES = {
+    "append": append.main,
+    "verify": verify.main,
+    "decide": decide.main,
+    "guard": guard.main,
+    "export": export.main,
+}
 
 
 def main(argv: list[str]) -> int:

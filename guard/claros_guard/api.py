@@ -1,8 +1,8 @@
 """The Claros API as the guard and the hooks use it (async, keep-alive, bounded).
 
 Failures are typed: ``ClarosUnavailableError`` when Claros cannot be reached, times out or
-answers 5xx (``--fail-open`` may forward then), ``ClarosRefusedError`` on a 4xx (never
-forwarded). Reports that may be retried carry an ``Idempotency-Key``.
+answers 5xx, 408 or 429 (``--fail-open`` may forward then), ``ClarosRefusedError`` on any
+other 4xx (never forwarded). Reports that may be retried carry an ``Idempotency-Key``.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class HttpClarosApi:
             raise ClarosUnavailableError(f"Claros at {self.url} did not answer in time") from exc
         except httpx.HTTPError as exc:
             raise ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}") from exc
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code in (408, 429):
             raise ClarosUnavailableError(
                 f"Claros at {self.url} failed ({response.status_code}): {_reason(response)}"
             )
@@ -118,8 +118,12 @@ class HttpClarosApi:
 
     async def outcome(self, check_id: str, status: str, summary: str | None) -> None:
         body = {"status": status, "summary": summary}
-        await self._send("POST", f"/v1/check/{check_id}/outcome", body,
-                         {"Idempotency-Key": f"outcome-{check_id}"})  # fmt: skip
+        await self._send(
+            "POST",
+            f"/v1/check/{check_id}/outcome",
+            body,
+            {"Idempotency-Key": f"outcome-{check_id}"},
+        )
 
     async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
         body = {"tool_use_id": tool_use_id, "status": status, "summary": summary}

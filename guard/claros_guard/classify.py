@@ -30,26 +30,24 @@ __all__ = [
 ]
 
 READ_VERBS = frozenset(
-    {
-        "get", "list", "read", "search", "find", "query", "fetch", "show", "describe",
-        "view", "lookup", "count", "browse", "retrieve", "inspect", "preview", "peek",
-    }
-)  # fmt: skip
+    """
+    get list read search find query fetch show describe view lookup count browse retrieve
+    inspect preview peek
+    """.split()
+)
 READ_SUFFIXES = frozenset(
-    {
-        "get", "read", "list", "search", "find", "query", "show", "view", "lookup", "count",
-        "describe", "info", "details", "history",
-    }
-)  # fmt: skip
+    """
+    get read list search find query show view lookup count describe info details history
+    """.split()
+)
 WRITE_WORDS = frozenset(
-    {
-        "create", "update", "delete", "remove", "set", "add", "put", "post", "send", "submit",
-        "write", "edit", "modify", "insert", "upsert", "cancel", "approve", "reject", "pay",
-        "refund", "move", "rename", "run", "execute", "start", "stop", "close", "merge",
-        "push", "publish", "deploy", "import", "upload", "trigger", "transfer", "issue",
-        "grant", "revoke", "reset", "archive", "restore", "clear", "drop", "kill",
-    }
-)  # fmt: skip
+    """
+    create update delete remove set add put post send submit write edit modify insert
+    upsert cancel approve reject pay refund move rename run execute start stop close merge
+    push publish deploy import upload trigger transfer issue grant revoke reset archive
+    restore clear drop kill
+    """.split()
+)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = re.compile(r"[^A-Za-z0-9]+")

@@ -3,6 +3,11 @@
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
     claros rules push FILE [--made-by M]             send rules (YAML or JSON)
     claros mappings push FILE                        send mappings (YAML or JSON)
+    claros guard --app NAME [...] -- COMMAND...     wrap an MCP server, check its writes
+    claros hooks install [--project|--user]          add the Claude Code hooks
+    claros hook pre|post                             run a Claude Code hook
+    claros verify [--export FILE] [--checkpoints F]  re-check the ledger or an export here
+    claros login [--url URL]                         sign this machine in (saves a key)
 
 Server-side commands import the server package only when they run, so the client side
 (guard, hooks, verify) installs and starts without it.
@@ -87,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     mpush.add_argument("file")
     _add_connection(mpush)
     mpush.set_defaults(run=_push)
+
+    from claros_guard import verify
+
+    verify.add_parser(sub)
+
+    from claros_guard import commands
+
+    commands.register(sub)
+
+    from claros_guard import login
+
+    login.add_parser(sub)
     return parser
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import httpx
+
+from claros_guard.login import resolve_connection
 
 __all__ = ["ApiError", "Client", "ClientError"]
 
@@ -26,12 +27,12 @@ class ApiError(Exception):
 
 class Client:
     def __init__(self, url: str | None, key: str | None, *, timeout: float = 30) -> None:
-        url = url or os.environ.get("CLAROS_URL")
-        key = key or os.environ.get("CLAROS_KEY")
+        # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
+        url, key = resolve_connection(url, key)
         if not url:
             raise ClientError("no Claros URL: pass --url or set CLAROS_URL")
         if not key:
-            raise ClientError("no key: pass --key or set CLAROS_KEY")
+            raise ClientError("no key: pass --key, set CLAROS_KEY or run claros login")
         self.http = httpx.Client(
             base_url=url.rstrip("/"),
             headers={"Authorization": f"Bearer {key}"},

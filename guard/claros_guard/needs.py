@@ -41,8 +41,9 @@ def _shape(need: Mapping[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
     if not isinstance(key, str) or not isinstance(tool, str) or not isinstance(kind, str):
         raise ReadFailedError(f"Claros asked for a read the guard does not understand: {need!r}")
     if kind not in ("fetch", "lookup", "query"):
-        raise ReadFailedError(f"Claros asked for a {kind!r} read; the guard knows fetch, "
-                              "lookup and query")  # fmt: skip
+        raise ReadFailedError(
+            f"Claros asked for a {kind!r} read; the guard knows fetch, lookup and query"
+        )
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

@@ -12,7 +12,7 @@
    that is not a read: blocked, unless ``fail_open``, when the call is forwarded and
    reported to ``/v1/unchecked``. A 4xx from Claros always blocks.
 4. After a checked write ran, its outcome goes to ``/v1/check/{id}/outcome`` in the
-   background (``Reporter``), so the agent never waits for it.
+   background (``reporter.Reporter``), so the agent never waits for it.
 
 Pure of MCP: calls, verdicts and the ``ClarosApi`` protocol in; the session module turns
 verdicts into MCP results.
@@ -25,9 +25,8 @@ import hashlib
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import anyio
@@ -43,7 +42,7 @@ from claros_guard.errors import (
 from claros_guard.needs import NeedResolver
 from claros_guard.records import error_text
 
-__all__ = ["Call", "Policy", "ProgressFn", "Reporter", "Verdict", "outcome_of"]
+__all__ = ["Call", "Policy", "ProgressFn", "Verdict", "outcome_of"]
 
 log = logging.getLogger("claros_guard.policy")
 
@@ -85,7 +84,7 @@ class _PendingAsk:
 
 def _rules_text(messages: Any) -> str:
     items = [
-        f"{m.get('rule_id')}: {m.get('message')}"
+        f"{m.get('rule_id')}: {str(m.get('message')).rstrip('.')}"
         for m in messages or []
         if isinstance(m, Mapping) and m.get("rule_id")
     ]
@@ -113,8 +112,7 @@ def blocked_message(exc: GuardError) -> str:
         return f"Blocked: {exc}. The call was not run."
     if isinstance(exc, ReadFailedError):
         return (
-            f"Blocked: Claros needs facts the guard could not read ({exc}). The call was "
-            "not run."
+            f"Blocked: Claros needs facts the guard could not read ({exc}). The call was not run."
         )
     return f"Blocked: {exc}. The call was not run."
 
@@ -146,15 +144,21 @@ class Policy:
             return await self._verdict(call, await self._check(call), progress)
         except GuardError as exc:
             if exc.blocks_unless_fail_open and self.fail_open:
-                log.warning("forwarding %s %s unchecked (--fail-open): %s", call.app, call.tool, exc)
+                log.warning(
+                    "forwarding %s %s unchecked (--fail-open): %s", call.app, call.tool, exc
+                )
                 return Verdict(forward=True, result="unchecked", unchecked=str(exc)[:500])
             return Verdict(forward=False, result="error", message=blocked_message(exc))
 
     async def _check(self, call: Call, approval: str | None = None) -> dict[str, Any]:
         fetched: dict[str, Any] = {}
         for _ in range(MAX_ROUNDS):
-            body: dict[str, Any] = {"app": call.app, "tool": call.tool,
-                                    "arguments": call.arguments, "agent": call.agent}  # fmt: skip
+            body: dict[str, Any] = {
+                "app": call.app,
+                "tool": call.tool,
+                "arguments": call.arguments,
+                "agent": call.agent,
+            }
             if fetched:
                 body["fetched"] = fetched
             if approval:
@@ -277,6 +281,23 @@ class Policy:
             ),
         )
 
+    def export_asks(self) -> dict[str, Any]:
+        """Open questions by call, as JSON (a hook process keeps them between runs)."""
+        now = self.clock() * 1000
+        return {k: asdict(v) for k, v in self._asks.items() if v.expires_at > now}
+
+    def import_asks(self, data: Mapping[str, Any]) -> None:
+        for key, value in data.items():
+            try:
+                self._asks[str(key)] = _PendingAsk(
+                    ask_id=str(value["ask_id"]),
+                    routed_to=[str(p) for p in value.get("routed_to") or []],
+                    expires_at=int(value["expires_at"]),
+                    messages=list(value.get("messages") or []),
+                )
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+
     def report_job(
         self, call: Call, verdict: Verdict, status: str, summary: str | None
     ) -> Callable[[], Awaitable[None]] | None:
@@ -285,9 +306,15 @@ class Policy:
             check_id = verdict.check_id
             return lambda: self.api.outcome(check_id, status, summary)
         if verdict.unchecked:
-            body = {"app": call.app, "tool": call.tool, "arguments": call.arguments,
-                    "agent": call.agent, "reason": verdict.unchecked, "status": status,
-                    "summary": summary}  # fmt: skip
+            body = {
+                "app": call.app,
+                "tool": call.tool,
+                "arguments": call.arguments,
+                "agent": call.agent,
+                "reason": verdict.unchecked,
+                "status": status,
+                "summary": summary,
+            }
             key = new_idempotency_key()
             return lambda: self.api.unchecked(body, key)
         return None
@@ -303,63 +330,3 @@ def outcome_of(result: Mapping[str, Any] | None, error: str | None = None) -> tu
     if texts == "no message":
         texts = "structured result" if result.get("structuredContent") is not None else "ok"
     return "ok", texts
-
-
-class Reporter:
-    """Sends reports in the background. What Claros cannot take now (unreachable) is kept,
-    up to ``backlog`` items, and sent again every ``retry_every`` seconds."""
-
-    def __init__(self, *, backlog: int = 1000, retry_every: float = 5.0) -> None:
-        self.retry_every = retry_every
-        self._backlog: deque[tuple[str, Callable[[], Awaitable[None]]]] = deque(maxlen=backlog)
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._running = 0
-        self._idle = anyio.Event()
-        self._idle.set()
-        self.sent = 0
-
-    def submit(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
-        if self._tg is None:
-            self._backlog.append((what, job))
-            return
-        self._running += 1
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
-        self._tg.start_soon(self._send, what, job)
-
-    async def _send(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await job()
-            self.sent += 1
-        except ClarosUnavailableError as exc:
-            log.warning("keeping the %s for later: %s", what, exc)
-            self._backlog.append((what, job))
-        except GuardError as exc:
-            log.warning("Claros did not take the %s: %s", what, exc)
-        finally:
-            self._running -= 1
-            if self._running == 0:
-                self._idle.set()
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            task_status.started()
-            try:
-                while True:
-                    await anyio.sleep(self.retry_every)
-                    self._retry()
-            finally:
-                self._tg = None
-
-    def _retry(self) -> None:
-        waiting = list(self._backlog)
-        self._backlog.clear()
-        for what, job in waiting:
-            self.submit(what, job)
-
-    async def drain(self, timeout: float) -> None:
-        """Wait (bounded) for the reports in flight, and give the backlog one more try."""
-        with anyio.move_on_after(timeout):
-            if self._backlog and self._tg is not None:
-                self._retry()
-            await self._idle.wait()

@@ -7,15 +7,15 @@
   terminal (a regular file), the SDK's ``stdio_server`` serves instead.
 * ``upstream(spec)``: the wrapped server, a command over stdio (the SDK's
   ``stdio_client``, with the guard's whole environment) or a Streamable HTTP URL.
-* ``LineChannel``: newline-delimited JSON over a Unix socket, for guards talking to each
-  other and to the hooks.
+
+``wire.LineChannel`` (newline-delimited JSON over a Unix socket) carries the guards' talk
+with each other and with the hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -35,7 +34,6 @@ from mcp.shared.message import SessionMessage
 
 __all__ = [
     "MAX_LINE",
-    "LineChannel",
     "UpstreamSpec",
     "agent_stdio",
     "upstream",
@@ -140,7 +138,7 @@ async def agent_stdio() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The agent's side: JSON-RPC messages on the process's stdin and stdout."""
     if not (_is_stream_fd(0) and _is_stream_fd(1)):
         async with stdio_server() as streams:
-            yield streams  # type: ignore[misc]
+            yield streams
         return
     loop = asyncio.get_running_loop()
     with _claim_stdio() as (wire_in, wire_out):
@@ -186,34 +184,6 @@ async def upstream(spec: UpstreamSpec) -> AsyncIterator[tuple[Any, Any]]:
     )
     async with stdio_client(params, errlog=sys.stderr) as streams:
         yield streams
-
-
-class LineChannel:
-    """One JSON value per line over a byte stream (a Unix socket), with bounded lines."""
-
-    def __init__(self, stream: anyio.abc.ByteStream, max_line: int = MAX_LINE) -> None:
-        self.stream = stream
-        self._buffered = BufferedByteReceiveStream(stream)
-        self.max_line = max_line
-
-    async def send(self, value: Any) -> None:
-        data = json.dumps(value, separators=(",", ":"), default=str).encode() + b"\n"
-        await self.stream.send(data)
-
-    async def receive(self) -> Any:
-        """The next value; raises ``EOFError`` when the peer closed, ``ValueError`` when a
-        line is too long or not JSON."""
-        try:
-            line = await self._buffered.receive_until(b"\n", self.max_line)
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError) as exc:
-            raise EOFError("the other side closed the connection") from exc
-        except anyio.DelimiterNotFound as exc:
-            raise ValueError(f"a line longer than {self.max_line} bytes") from exc
-        return json.loads(line)
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.stream.aclose()
 
 
 def command_spec(argv: Sequence[str], cwd: str | None = None) -> UpstreamSpec:

@@ -2,6 +2,11 @@
 
 The keys are made once and kept in ``<data>/demo-keys.json`` (mode 0600), since Claros
 itself stores only their hashes.
+
+Then the example agent (``examples/agent.py``) runs once through the guard: it starts the
+two example MCP servers behind ``claros guard``, pushes ``examples/rules.yaml`` and
+``examples/mappings.yaml`` and prints what Claros decided for each call, while Claros keeps
+serving. ``CLAROS_DEMO_AGENT=0`` leaves it out.
 """
 
 from __future__ import annotations
@@ -9,8 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
 import sys
+import threading
 from pathlib import Path
+from types import FrameType
 
 from claros.auth import create_key
 from claros.config import Settings
@@ -70,7 +79,7 @@ Keys (kept in {settings.data_dir}/demo-keys.json):
 Try:
   export CLAROS_URL={url} CLAROS_KEY={keys["agent"]}
   curl -s -H "Authorization: Bearer $CLAROS_KEY" $CLAROS_URL/v1/check \\
-       -d '{{"app":"shop","tool":"refund_create","arguments":{{"amount":"$120.00"}},
+       -d '{{"app":"payments","tool":"payment_create","arguments":{{"amount":"$120.00"}},
             "agent":{{"name":"curl","session":"s1","call_id":"c1"}}}}'
   curl -s -H "Authorization: Bearer $CLAROS_KEY" "$CLAROS_URL/v1/ledger/entries?since=0"
   curl -s -X POST -H "Authorization: Bearer {keys["admin"]}" $CLAROS_URL/v1/ledger/checkpoints
@@ -81,14 +90,52 @@ Ctrl-C stops it.
         flush=True,
     )
     logging.basicConfig(level=logging.WARNING)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    agent = _example_agent(url, keys)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        if agent is not None and agent.poll() is None:
+            agent.terminate()
+            try:
+                agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                agent.kill()
         server.httpd.server_close()
         services.close()
     return 0
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _example_agent(url: str, keys: dict[str, str]) -> subprocess.Popen[str] | None:
+    """Run examples/agent.py once through the guard, printing its lines as they come."""
+    script = Path(__file__).resolve().parents[3] / "examples" / "agent.py"
+    if os.environ.get("CLAROS_DEMO_AGENT") == "0" or not script.exists():
+        return None
+    print("The example agent, through the guard (examples/agent.py):", flush=True)
+    agent = subprocess.Popen(
+        [sys.executable, str(script), "--url", url, "--key", keys["agent"],
+         "--admin-key", keys["admin"], "--approver-key", keys["admin"]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+    def relay() -> None:
+        assert agent.stdout is not None
+        for line in agent.stdout:
+            print(f"  {line}", end="", flush=True)
+        code = agent.wait()
+        if code == 0:
+            print(f"The example agent is done; Claros keeps serving at {url}.", flush=True)
+        else:
+            print(f"The example agent stopped (exit {code}); Claros keeps serving.", flush=True)
+
+    threading.Thread(target=relay, daemon=True).start()
+    return agent
 
 
 if __name__ == "__main__":

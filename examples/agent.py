@@ -1,0 +1,280 @@
+"""A scripted agent: it drives two guarded example servers with the real MCP SDK client
+and prints what Claros decided for each call.
+
+    python examples/agent.py [--url URL] [--key KEY] [--admin-key KEY] [--approver-key KEY]
+
+* ``--key`` (default ``$CLAROS_KEY``) is the agent's key; the guards use it.
+* ``--admin-key`` pushes ``examples/rules.yaml`` and ``examples/mappings.yaml`` first
+  (once the guards have registered their tools, which mappings need).
+* ``--approver-key`` answers the questions Claros asks, as a person would in Claros: it
+  approves the first and denies the second. Without it a question stays open and the
+  call comes back "waiting for approval".
+
+Each server runs behind its own guard (``claros guard --app shop -- python
+examples/shop_server.py``), as an MCP client such as Claude Code would start them.
+Exit 0 when every decision was the one the script expects, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import yaml
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult
+
+HERE = Path(__file__).resolve().parent
+APPS = ("shop", "accounting")
+
+
+@dataclass
+class Step:
+    app: str
+    tool: str
+    arguments: dict[str, Any]
+    expect: str  # read, allow, nudge, ask, stop
+    answer: str | None = None  # what the approver says to a question: approve, deny
+    why: str = ""
+
+
+STEPS = [
+    Step("shop", "order_read", {"id": "1187"}, "read", why="a read passes straight through"),
+    Step(
+        "shop",
+        "refund_create",
+        {"order": "1188", "amount": 10},
+        "allow",
+        why="a small refund, no rule objects",
+    ),
+    Step(
+        "shop",
+        "refund_create",
+        {"order": "1191", "amount": 20},
+        "nudge",
+        why="lookup: the customer is gold",
+    ),
+    Step(
+        "shop",
+        "refund_create",
+        {"order": "1187", "amount": 150, "reason": "broken lamp"},
+        "ask",
+        answer="approve",
+        why="fetch + derived: over half of the order",
+    ),
+    Step(
+        "shop",
+        "refund_create",
+        {"order": "1187", "amount": 5},
+        "stop",
+        why="query lookup: a third refund this quarter",
+    ),
+    Step(
+        "accounting",
+        "invoice_submit",
+        {"name": "ACC-PINV-0043"},
+        "allow",
+        why="a known supplier, a small invoice",
+    ),
+    Step(
+        "accounting",
+        "invoice_submit",
+        {"name": "ACC-PINV-0045"},
+        "nudge",
+        why="query lookup: the supplier's first invoice",
+    ),
+    Step(
+        "accounting",
+        "invoice_submit",
+        {"name": "ACC-PINV-0042"},
+        "stop",
+        why="fetch + derived: 12,000 net",
+    ),
+    Step(
+        "accounting",
+        "invoice_submit",
+        {"name": "ACC-PINV-0044"},
+        "ask",
+        answer="deny",
+        why="lookups: services over 500",
+    ),
+    Step(
+        "accounting",
+        "credit_note_create",
+        {"order": "1188", "amount": 100},
+        "stop",
+        why="lookup on another server: more than the shop order's total",
+    ),
+    Step(
+        "accounting",
+        "credit_note_create",
+        {"order": "1187", "amount": 20},
+        "allow",
+        why="lookup on another server: within the order's total",
+    ),
+    Step(
+        "accounting",
+        "supplier_bank_update",
+        {"name": "Acme Paper", "iban": "DE1234"},
+        "stop",
+        why="agents never change bank details",
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    decision: str
+    detail: str
+    answered: list[str] = field(default_factory=list)
+
+
+def decision_of(result: CallToolResult, read: bool) -> Outcome:
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    first = texts[0] if texts else ""
+    if result.is_error:
+        if first.startswith("Blocked by Claros rule"):
+            return Outcome("stop", first)
+        if first.startswith(("Waiting for approval", "Not approved", "The question to")):
+            return Outcome("ask", first)
+        return Outcome("error", first)
+    notes = [t for t in texts if t.startswith("Claros (")]
+    if notes:
+        return Outcome("nudge", notes[0])
+    return Outcome("read" if read else "allow", re.sub(r"\s+", " ", first or "ok")[:70])
+
+
+def guard_params(app: str, env: dict[str, str], ask_wait: float) -> StdioServerParameters:
+    server = str(HERE / f"{app}_server.py")
+    args = [
+        "-m",
+        "claros_guard.cli",
+        "guard",
+        "--app",
+        app,
+        "--ask-wait",
+        str(ask_wait),
+        "--",
+        sys.executable,
+        server,
+    ]
+    return StdioServerParameters(command=sys.executable, args=args, env=env)
+
+
+async def wait_for_registration(http: httpx.AsyncClient, key: str) -> None:
+    with anyio.fail_after(60):
+        while True:
+            answer = await http.get("/v1/apps", headers={"Authorization": f"Bearer {key}"})
+            answer.raise_for_status()
+            if set(APPS) <= {a["app"] for a in answer.json()["apps"]}:
+                return
+            await anyio.sleep(0.1)
+
+
+async def push_examples(http: httpx.AsyncClient, admin_key: str) -> None:
+    headers = {"Authorization": f"Bearer {admin_key}"}
+    rules = yaml.safe_load((HERE / "rules.yaml").read_text())["rules"]
+    mappings = yaml.safe_load((HERE / "mappings.yaml").read_text())["mappings"]
+    for rule in rules:
+        answer = await http.put(
+            f"/api/rules/{rule['id']}", headers=headers, json={"rule": rule, "made_by": "manual"}
+        )
+        answer.raise_for_status()
+    for mapping in mappings:
+        answer = await http.put(
+            f"/api/mappings/{mapping['app']}/{mapping['tool']}",
+            headers=headers,
+            json={"mapping": mapping},
+        )
+        answer.raise_for_status()
+    print(f"Pushed {len(rules)} rules and {len(mappings)} mappings (examples/*.yaml).")
+
+
+def approver(
+    http: httpx.AsyncClient, key: str | None, answer: str | None, outcome: Outcome
+) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
+    """A progress callback that answers the question named in the guard's progress."""
+    if key is None or answer is None:
+        return None
+    done: set[str] = set()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        found = re.search(r"\(Claros ask (ask_\w+)\)", message or "")
+        if found is None or found.group(1) in done:
+            return
+        ask_id = found.group(1)
+        done.add(ask_id)
+        reply = await http.post(
+            f"/api/asks/{ask_id}/answer",
+            json={"decision": answer},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        verb = "approved" if answer == "approve" else "denied"
+        outcome.answered.append(
+            f"{verb} by the approver" if reply.is_success else f"answer refused: {reply.text[:80]}"
+        )
+
+    return on_progress
+
+
+async def run(args: argparse.Namespace) -> int:
+    env = {**os.environ, "CLAROS_URL": args.url, "CLAROS_KEY": args.key, "CLAROS_ASK_POLL": "0.2"}
+    env.setdefault("CLAROS_LOG", "WARNING")
+    failures = 0
+    async with (
+        httpx.AsyncClient(base_url=args.url, timeout=30) as http,
+        Client(guard_params("shop", env, args.ask_wait)) as shop,
+        Client(guard_params("accounting", env, args.ask_wait)) as accounting,
+    ):
+        clients = {"shop": shop, "accounting": accounting}
+        await wait_for_registration(http, args.key)
+        if args.admin_key:
+            await push_examples(http, args.admin_key)
+        print(f"\n{'app':<11} {'tool':<21} {'decision':<9} what happened")
+        for step in STEPS:
+            outcome = Outcome("", "")
+            callback = approver(http, args.approver_key, step.answer, outcome)
+            result = await clients[step.app].call_tool(
+                step.tool, step.arguments, progress_callback=callback
+            )
+            found = decision_of(result, step.expect == "read")
+            decision = found.decision
+            if outcome.answered:
+                decision = f"ask→{'ran' if not result.is_error else 'no'}"
+                found.detail = f"{outcome.answered[0]}: {found.detail}"
+            ok = found.decision == step.expect
+            if outcome.answered:  # approved: it ran; denied: it did not
+                ok = result.is_error == (step.answer == "deny")
+            failures += not ok
+            mark = "" if ok else f"   <-- expected {step.expect}"
+            print(
+                f"{step.app:<11} {step.tool:<21} {decision:<9} {step.why}. "
+                f"{found.detail[:160]}{mark}"
+            )
+    print(f"\n{len(STEPS) - failures} of {len(STEPS)} decisions as expected.")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("CLAROS_URL"))
+    parser.add_argument("--key", default=os.environ.get("CLAROS_KEY"), help="the agent's key")
+    parser.add_argument("--admin-key", help="push examples/rules.yaml and mappings.yaml first")
+    parser.add_argument("--approver-key", help="answer Claros's questions (approve, then deny)")
+    parser.add_argument("--ask-wait", type=float, default=15.0)
+    args = parser.parse_args(argv)
+    if not args.url or not args.key:
+        parser.error("give --url and --key (or set CLAROS_URL and CLAROS_KEY)")
+    return anyio.run(run, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""One guarded app: its wrapped server, which of its tools are reads, its check policy,
+its registration with Claros and what it answers other guards.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from claros_guard.api import ClarosApi
+from claros_guard.classify import Classifier
+from claros_guard.errors import ClarosUnavailableError, GuardError, NotAReadError
+from claros_guard.needs import NeedResolver
+from claros_guard.peers import PeerClient
+from claros_guard.policy import Policy
+from claros_guard.reporter import Reporter
+from claros_guard.transport import UpstreamSpec
+from claros_guard.upstream import Upstream
+
+__all__ = ["AppSettings", "GuardSettings", "GuardedApp"]
+
+log = logging.getLogger("claros_guard.app")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")
+_MAX_TOOLS = 1000
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    name: str
+    upstream: UpstreamSpec
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """Settings every guarded app of one process shares."""
+
+    fail_open: bool = False
+    ask_wait: float = 120.0
+    poll_interval: float = 1.0
+    read_timeout: float = 30.0
+    start_timeout: float = 60.0
+    start_wait: float = 5.0  # how long the wrapped server waits for the agent's initialize
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class GuardedApp:
+    def __init__(
+        self,
+        settings: AppSettings,
+        shared: GuardSettings,
+        *,
+        api: ClarosApi,
+        peers: PeerClient,
+        reporter: Reporter,
+    ) -> None:
+        self.name = settings.name
+        self.settings = settings
+        self.shared = shared
+        self.api = api
+        self.peers = peers
+        self.reporter = reporter
+        self.upstream = Upstream(
+            settings.name,
+            settings.upstream,
+            start_timeout=shared.start_timeout,
+            read_timeout=shared.read_timeout,
+        )
+        self.classifier = Classifier.of(settings.reads, settings.writes)
+        self.resolver = NeedResolver(self)
+        self.policy = Policy(
+            api,
+            self.resolver,
+            fail_open=shared.fail_open,
+            ask_wait=shared.ask_wait,
+            poll_interval=shared.poll_interval,
+        )
+        self.siblings: dict[str, GuardedApp] = {}  # other apps guarded by this process
+        self.expects_agent = True  # an agent's initialize is worth waiting for (start_wait)
+        self.agent_name: str | None = None
+        self.agent_hello = anyio.Event()
+        self.registered = anyio.Event()
+        self._register = anyio.Event()
+        self.upstream.tools_changed = self._tools_changed
+
+    # -- classification --------------------------------------------------------------------
+
+    def annotations(self, tool: str) -> dict[str, Any]:
+        found = (self.upstream.tools.get(tool) or {}).get("annotations")
+        return found if isinstance(found, dict) else {}
+
+    def is_read_tool(self, tool: str) -> bool:
+        return self.classifier.is_read(tool, self.annotations(tool))
+
+    # -- reads (for needs, and for other guards) ----------------------------------------------
+
+    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if app is not None and app != self.name:
+            sibling = self.siblings.get(app)
+            if sibling is not None:
+                return await sibling.read_for_peer(tool, arguments)
+            return await self.peers.read(app, tool, arguments)
+        return await self.read_for_peer(tool, arguments)
+
+    async def read_for_peer(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.upstream.result is None:
+            await self.initialize()
+        if not self.is_read_tool(tool):
+            raise NotAReadError(
+                f"Claros asked to run {tool}, which the guard of {self.name} does not consider "
+                f"a read ({self.classifier.why(tool, self.annotations(tool))}); it was not run"
+            )
+        return await self.upstream.call_read(tool, arguments)
+
+    def peer_status(self) -> dict[str, Any]:
+        return {"app": self.name, "agent": self.agent_name, "tools": len(self.upstream.tools)}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def initialize(self, agent_params: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = await self.upstream.initialize(agent_params)
+        self._register.set()
+        return result
+
+    async def _tools_changed(self) -> None:
+        self._register.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.upstream.run)
+            tg.start_soon(self._registrar)
+            task_status.started()
+            if self.expects_agent:
+                with anyio.move_on_after(self.shared.start_wait):
+                    await self.agent_hello.wait()
+            try:
+                await self.initialize()
+            except GuardError as exc:
+                log.error("%s: %s", self.name, exc)
+            await self.upstream.closed.wait()
+            tg.cancel_scope.cancel()
+
+    def registration(self) -> list[dict[str, Any]]:
+        tools = []
+        for name, tool in list(self.upstream.tools.items())[:_MAX_TOOLS]:
+            if not _NAME.match(name):
+                log.warning(
+                    "%s: tool %r has a name Claros does not accept; not registered", self.name, name
+                )
+                continue
+            entry: dict[str, Any] = {
+                "name": name,
+                "read": self.is_read_tool(name),
+                "annotations": self.annotations(name),
+            }
+            description = tool.get("description")
+            if isinstance(description, str) and description:
+                entry["description"] = description[:4000]
+            tools.append(entry)
+        return tools
+
+    async def _registrar(self) -> None:
+        delay = 1.0
+        while True:
+            await self._register.wait()
+            self._register = anyio.Event()
+            try:
+                answer = await self.api.register_tools(self.name, self.registration())
+                log.info(
+                    "%s: registered %s tools (%s reads)",
+                    self.name,
+                    answer.get("tools"),
+                    answer.get("reads"),
+                )
+                self.registered.set()
+                delay = 1.0
+            except ClarosUnavailableError as exc:
+                log.warning(
+                    "%s: cannot register the tools yet (%s); retrying in %gs", self.name, exc, delay
+                )
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+                self._register.set()
+            except GuardError as exc:
+                log.error("%s: Claros refused the tools: %s", self.name, exc)

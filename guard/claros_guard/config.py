@@ -1,0 +1,123 @@
+"""``claros guard --config guards.yaml``: several wrapped servers in one process.
+
+MCP clients start one process per server entry and name tools after that entry
+(Claude Code: ``mcp__<server>__<tool>``), so one process still serves at most one
+server to its agent, unchanged, on stdio. The others are wrapped too: their tools are
+registered with Claros and they answer other guards' reads (lookups on another server),
+all on one event loop. ::
+
+    claros:
+      url: http://127.0.0.1:8787    # default $CLAROS_URL
+      key_env: CLAROS_KEY           # the variable holding the key (the default)
+    fail_open: false                # default false
+    ask_wait: 120                   # seconds, default 120
+    agent: shop                     # the server the agent talks to on stdio; omit it for
+                                    # a process that only serves other guards
+    servers:
+      shop:
+        command: [python, examples/shop_server.py]
+        read: [order_read]          # like --read, --write
+        write: []
+      accounting:
+        url: http://127.0.0.1:9000/mcp   # a Streamable HTTP server instead of a command
+        env: {ACCOUNTING_DB: /data/acc.sqlite}
+
+Server names are the Claros app names. Relative paths in ``command`` and ``cwd`` are the
+wrapped server's business: it starts in ``cwd`` (default: the current directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from claros_guard.app import AppSettings
+from claros_guard.errors import ConfigError
+from claros_guard.transport import UpstreamSpec
+
+__all__ = ["FileConfig", "load_config"]
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClarosSection(_Model):
+    url: str | None = None
+    key: str | None = None
+    key_env: str = "CLAROS_KEY"
+
+
+class ServerSection(_Model):
+    command: list[str] | None = Field(None, min_length=1)
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    read: list[str] = Field(default_factory=list)
+    write: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ServerSection:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give the server a command or a url (one of them)")
+        return self
+
+
+class FileConfig(_Model):
+    claros: ClarosSection = Field(default_factory=ClarosSection)
+    fail_open: bool = False
+    ask_wait: float = Field(120.0, ge=0, le=3600)
+    agent: str | None = None
+    servers: dict[str, ServerSection] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> FileConfig:
+        for name in self.servers:
+            if not re.match(_NAME, name):
+                raise ValueError(f"server name {name!r} is not a valid app name")
+        if self.agent is not None and self.agent not in self.servers:
+            raise ValueError(f"agent names {self.agent!r}, which is not among the servers")
+        return self
+
+    def url(self) -> str | None:
+        return self.claros.url or os.environ.get("CLAROS_URL")
+
+    def key(self) -> str | None:
+        return self.claros.key or os.environ.get(self.claros.key_env)
+
+    def apps(self) -> list[AppSettings]:
+        out = []
+        for name, server in self.servers.items():
+            spec = UpstreamSpec(
+                command=server.command[0] if server.command else None,
+                args=tuple(server.command[1:]) if server.command else (),
+                url=server.url,
+                env=tuple(server.env.items()),
+                cwd=server.cwd,
+            )
+            out.append(AppSettings(name, spec, frozenset(server.read), frozenset(server.write)))
+        return out
+
+
+def load_config(path: str) -> FileConfig:
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    try:
+        return FileConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        raise ConfigError(f"{path}: {problems}") from exc

@@ -1,0 +1,194 @@
+"""``claros guard``: one event loop for the agent's stdio, the wrapped servers and the
+peer sockets.
+
+    claros guard --app NAME [--url URL] [--key KEY] [--fail-open] [--read TOOL]...
+                 [--write TOOL]... [--ask-wait SECONDS] -- COMMAND [ARGS...]
+    claros guard --app NAME --upstream-url URL ...
+    claros guard --config guards.yaml            (see claros_guard.config)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from claros_guard.api import HttpClarosApi
+from claros_guard.app import AppSettings, GuardedApp, GuardSettings
+from claros_guard.commands import NAME_HELP
+from claros_guard.config import load_config
+from claros_guard.errors import ConfigError, GuardError
+from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_dir
+from claros_guard.reporter import Reporter
+from claros_guard.session import AgentSession
+from claros_guard.transport import UpstreamSpec, agent_stdio
+
+__all__ = ["GuardPlan", "main", "plan_from_args", "serve"]
+
+log = logging.getLogger("claros_guard")
+
+
+@dataclass(frozen=True)
+class GuardPlan:
+    url: str | None
+    key: str | None
+    apps: tuple[AppSettings, ...]
+    agent: str | None
+    shared: GuardSettings
+    peers: Path
+    timeout: float = 10.0
+
+
+def _shared(args: argparse.Namespace, fail_open: bool, ask_wait: float) -> GuardSettings:
+    if ask_wait < 0 or args.read_timeout <= 0:
+        raise ConfigError("--ask-wait must be >= 0 and --read-timeout > 0")
+    poll = float(os.environ.get("CLAROS_ASK_POLL", "1.0"))
+    start_wait = float(os.environ.get("CLAROS_START_WAIT", "5.0"))
+    return GuardSettings(
+        fail_open=fail_open,
+        ask_wait=ask_wait,
+        poll_interval=poll,
+        read_timeout=args.read_timeout,
+        start_wait=start_wait,
+    )
+
+
+def _timeout(args: argparse.Namespace) -> float:
+    value = args.timeout if args.timeout is not None else os.environ.get("CLAROS_TIMEOUT", "10")
+    try:
+        timeout = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"CLAROS_TIMEOUT {value!r} is not a number of seconds") from exc
+    if timeout <= 0:
+        raise ConfigError("the Claros timeout must be more than 0 seconds")
+    return timeout
+
+
+def plan_from_args(args: argparse.Namespace) -> GuardPlan:
+    command = list(args.upstream_command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.config:
+        if command or args.upstream_url or args.app:
+            raise ConfigError(
+                "--config lists the servers: leave out --app, --upstream-url and the command"
+            )
+        config = load_config(args.config)
+        return GuardPlan(
+            url=args.url or config.url(),
+            key=args.key or config.key(),
+            apps=tuple(config.apps()),
+            agent=config.agent,
+            shared=_shared(args, config.fail_open or args.fail_open, config.ask_wait),
+            peers=peer_dir(),
+            timeout=_timeout(args),
+        )
+    if not args.app:
+        raise ConfigError("name the app: --app NAME")
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$", args.app):
+        raise ConfigError(f"--app {args.app!r}: use {NAME_HELP}")
+    if bool(command) == bool(args.upstream_url):
+        raise ConfigError("give the server to wrap: `-- COMMAND [ARGS...]` or --upstream-url URL")
+    spec = (
+        UpstreamSpec(url=args.upstream_url)
+        if args.upstream_url
+        else UpstreamSpec(command=command[0], args=tuple(command[1:]))
+    )
+    app = AppSettings(args.app, spec, frozenset(args.read), frozenset(args.write))
+    return GuardPlan(
+        url=args.url or os.environ.get("CLAROS_URL"),
+        key=args.key or os.environ.get("CLAROS_KEY"),
+        apps=(app,),
+        agent=args.app,
+        shared=_shared(args, args.fail_open, args.ask_wait),
+        peers=peer_dir(),
+        timeout=_timeout(args),
+    )
+
+
+async def _listen_for_peers(server: PeerServer) -> None:
+    try:
+        await server.run()
+    except (GuardError, OSError) as exc:
+        log.error("%s: not answering other guards: %s", server.source.name, exc)
+
+
+async def _signals(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        async for _ in received:
+            stop.set()
+            return
+
+
+async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
+    api = HttpClarosApi(plan.url, plan.key, timeout=plan.timeout)
+    ensure_private_dir(plan.peers)
+    key = api.key
+    peers = PeerClient(plan.peers, key, timeout=plan.shared.read_timeout)
+    reporter = Reporter()
+    apps = {
+        a.name: GuardedApp(a, plan.shared, api=api, peers=peers, reporter=reporter)
+        for a in plan.apps
+    }
+    for app in apps.values():
+        app.siblings = {name: other for name, other in apps.items() if other is not app}
+        app.expects_agent = stdio and app.name == plan.agent
+    stop = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(reporter.run)
+            tg.start_soon(_signals, stop)
+            for app in apps.values():
+                await tg.start(app.run)
+                tg.start_soon(_listen_for_peers, PeerServer(app, plan.peers, key))
+            if plan.agent and stdio:
+                tg.start_soon(_serve_agent, apps[plan.agent], stop)
+            await stop.wait()
+            await reporter.drain(5.0)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await api.aclose()
+    return 0
+
+
+async def _serve_agent(app: GuardedApp, stop: anyio.Event) -> None:
+    try:
+        async with agent_stdio() as (read, write):
+            await AgentSession(app, read, write).run()
+    finally:
+        stop.set()
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=os.environ.get("CLAROS_LOG", "INFO").upper(),
+        format="claros guard: %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        plan = plan_from_args(args)
+        if not plan.url or not plan.key:
+            HttpClarosApi(plan.url, plan.key)  # raises the clear error
+        return anyio.run(serve, plan)
+    except ConfigError as exc:
+        print(f"claros guard: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: one clear line, the traceback only when asked for
+        log.debug("the guard stopped", exc_info=True)
+        print(
+            f"claros guard: stopped by an unexpected error: {exc!r} (CLAROS_LOG=DEBUG shows where)",
+            file=sys.stderr,
+        )
+        return 1

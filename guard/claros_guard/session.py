@@ -1,0 +1,193 @@
+"""The agent's MCP session with the guard, the handshake protocol era (2025-11-25 and
+earlier). A client that probes the 2026-07-28 protocol (``server/discover``) is told the
+method is not found and falls back to the handshake, as the SDK client does.
+
+Everything is relayed as JSON-RPC, params rebuilt without the caller's envelope
+(``upstream.forward_params``): requests and their results, errors, progress (under the
+agent's own token), cancellation (the dispatcher cancels the forwarded request), the
+server's notifications (logging, list changes, resource updates) and its requests to the
+client (sampling, elicitation, roots), which wait for the agent's ``initialized``.
+
+One method is not only relayed: ``tools/call`` of a tool that is not a read goes through
+the check policy first (``policy.Policy``), and its outcome is reported after it ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from mcp.shared.dispatcher import DispatchContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+
+from claros_guard.app import GuardedApp
+from claros_guard.errors import GuardError, UpstreamError
+from claros_guard.identity import agent_info, new_call_id, new_session
+from claros_guard.policy import Call, Verdict, outcome_of
+from claros_guard.transport import ReadStream, WriteStream
+from claros_guard.upstream import forward_params
+
+__all__ = ["AgentSession", "tool_error"]
+
+log = logging.getLogger("claros_guard.session")
+
+Ctx = DispatchContext[TransportContext]
+_LOCAL_NOTIFICATIONS = frozenset({"notifications/initialized", "notifications/cancelled"})
+_INITIALIZED_WAIT = 30.0
+_RESTART = "Restart this MCP server in your client if it keeps failing."
+
+
+def tool_error(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+class AgentSession:
+    def __init__(self, app: GuardedApp, read: ReadStream, write: WriteStream) -> None:
+        self.app = app
+        self.dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+            read, write, inline_methods=frozenset({"initialize"})
+        )
+        self.session = new_session()
+        self.client_info: dict[str, Any] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.agent: dict[str, Any] = agent_info(None, self.session)
+        self.initialized = anyio.Event()  # the agent sent notifications/initialized
+        self._answered_initialize = False
+
+    async def run(self) -> None:
+        upstream = self.app.upstream
+        upstream.notify_agent = self._to_agent_notify
+        upstream.request_agent = self._to_agent_request
+        try:
+            await self.dispatcher.run(self._on_request, self._on_notify)
+        finally:
+            upstream.notify_agent = None
+            upstream.request_agent = None
+
+    # -- from the agent ------------------------------------------------------------------
+
+    async def _on_request(
+        self, dctx: Ctx, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if method == "initialize":
+            return await self._initialize(params or {})
+        if method == "ping":
+            return {}
+        if method == "server/discover":
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+        if not self._answered_initialize:
+            raise MCPError(INVALID_REQUEST, "initialize first")
+        try:
+            if method == "tools/call":
+                return await self._call_tool(dctx, params or {})
+            return await self._forward(dctx, method, params)
+        except UpstreamError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
+
+    async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        info = params.get("clientInfo")
+        self.client_info = dict(info) if isinstance(info, Mapping) else {}
+        caps = params.get("capabilities")
+        self.client_capabilities = dict(caps) if isinstance(caps, Mapping) else {}
+        self.agent = agent_info(self.client_info, self.session)
+        self.app.agent_name = self.agent["name"]
+        self.app.agent_hello.set()
+        try:
+            result = await self.app.initialize(dict(params))
+        except GuardError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
+        self._answered_initialize = True
+        return dict(result)
+
+    async def _forward(
+        self, dctx: Ctx, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        progress = dctx.progress if _has_progress_token(params) else None
+        return await self.app.upstream.request(method, forward_params(params), on_progress=progress)
+
+    async def _call_tool(self, dctx: Ctx, params: Mapping[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if self.app.upstream.failure:
+            return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
+        if not isinstance(name, str) or self.app.is_read_tool(name):
+            try:
+                return await self._forward(dctx, "tools/call", params)
+            except UpstreamError as exc:
+                return tool_error(f"The call may not have run: {exc}. {_RESTART}")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            return tool_error("The call was not run: its arguments must be a JSON object.")
+        arguments = dict(arguments or {})
+        call = Call(self.app.name, name, arguments, {**self.agent, "call_id": new_call_id()})
+        progress = dctx.progress if _has_progress_token(params) else None
+        with self.app.reporter.checking():
+            verdict = await self.app.policy.decide(call, progress)
+        if not verdict.forward:
+            return tool_error(verdict.message or "Blocked by Claros.")
+        if self.app.upstream.failure:
+            self._report(call, verdict, None, f"not run: {self.app.upstream.failure}")
+            return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
+        try:
+            result = await self._forward(dctx, "tools/call", params)
+        except MCPError as exc:
+            self._report(call, verdict, None, f"the server answered an error: {exc.message}")
+            raise
+        except UpstreamError as exc:
+            self._report(call, verdict, None, str(exc))
+            return tool_error(f"The call may not have run: {exc}. {_RESTART}")
+        except anyio.get_cancelled_exc_class():
+            self._report(call, verdict, None, "cancelled by the agent while it ran")
+            raise
+        self._report(call, verdict, result, None)
+        return _with_notes(result, verdict)
+
+    def _report(
+        self, call: Call, verdict: Verdict, result: Mapping[str, Any] | None, error: str | None
+    ) -> None:
+        status, summary = outcome_of(result, error)
+        job = self.app.policy.report_job(call, verdict, status, summary)
+        if job is not None:
+            self.app.reporter.submit(f"outcome of {call.app} {call.tool}", job)
+
+    async def _on_notify(self, dctx: Ctx, method: str, params: Mapping[str, Any] | None) -> None:
+        if method == "notifications/initialized":
+            self.initialized.set()
+            return
+        if method in _LOCAL_NOTIFICATIONS or not self._answered_initialize:
+            return
+        await self.app.upstream.notify(method, params)
+
+    # -- from the wrapped server to the agent ----------------------------------------------------
+
+    async def _to_agent_notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        if self._answered_initialize:
+            await self.dispatcher.notify(method, params)
+
+    async def _to_agent_request(
+        self, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        with anyio.move_on_after(_INITIALIZED_WAIT):
+            await self.initialized.wait()
+        if not self.initialized.is_set():
+            raise MCPError(
+                INVALID_REQUEST, f"the agent has not finished initializing; {method} was not sent"
+            )
+        return await self.dispatcher.send_raw_request(method, params)
+
+
+def _has_progress_token(params: Mapping[str, Any] | None) -> bool:
+    meta = (params or {}).get("_meta")
+    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
+
+
+def _with_notes(result: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    if not verdict.notes:
+        return result
+    content = list(result.get("content") or [])
+    content += [{"type": "text", "text": note} for note in verdict.notes]
+    return {**result, "content": content}

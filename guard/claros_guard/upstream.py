@@ -1,0 +1,271 @@
+"""The wrapped server: one MCP client connection, carried as raw JSON-RPC.
+
+The guard is the wrapped server's only client. It initializes the server with the
+agent's own ``initialize`` (protocol version, capabilities, client info) when the agent
+connects within ``start_wait`` seconds, so negotiation is end to end; otherwise (a guard
+that serves only other guards, or an agent that is late) it initializes with its own.
+Requests are forwarded as JSON (``JSONRPCDispatcher``, the SDK's MCP-agnostic layer), so
+fields the guard does not know pass through untouched.
+
+What the server sends on its own goes to ``notify_agent`` / ``request_agent``, set by the
+agent's session; ``tools/list_changed`` also refreshes the tool table and calls
+``tools_changed`` (the guard registers the tools with Claros again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.shared.dispatcher import CallOptions, DispatchContext, ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from claros_guard import VERSION
+from claros_guard.errors import ReadFailedError, UpstreamError
+from claros_guard.transport import UpstreamSpec, upstream
+
+__all__ = ["Upstream", "forward_params"]
+
+log = logging.getLogger("claros_guard.upstream")
+
+_ENVELOPE = "io.modelcontextprotocol/"
+_MAX_TOOL_PAGES = 100
+
+NotifyFn = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+RequestFn = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+
+
+def forward_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Params to send on: a copy without the caller's protocol envelope in ``_meta``
+    (``io.modelcontextprotocol/*``) and without its ``progressToken`` (the dispatcher puts
+    its own, and progress is relayed back under the caller's)."""
+    if params is None:
+        return None
+    out = dict(params)
+    meta = out.pop("_meta", None)
+    if isinstance(meta, Mapping):
+        kept = {
+            k: v for k, v in meta.items() if k != "progressToken" and not k.startswith(_ENVELOPE)
+        }
+        if kept:
+            out["_meta"] = kept
+    return out
+
+
+class Upstream:
+    def __init__(
+        self,
+        app: str,
+        spec: UpstreamSpec,
+        *,
+        start_timeout: float = 60.0,
+        read_timeout: float = 30.0,
+    ) -> None:
+        self.app = app
+        self.spec = spec
+        self.start_timeout = start_timeout
+        self.read_timeout = read_timeout
+        self.result: dict[str, Any] | None = None
+        self.version = LATEST_HANDSHAKE_VERSION
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.failure: str | None = None
+        self.ready = anyio.Event()  # initialized, or failed
+        self.closed = anyio.Event()
+        self.notify_agent: NotifyFn | None = None
+        self.request_agent: RequestFn | None = None
+        self.tools_changed: Callable[[], Awaitable[None]] | None = None
+        self._dispatcher: JSONRPCDispatcher[TransportContext] | None = None
+        self._connected = anyio.Event()
+        self._lock = anyio.Lock()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Spawn (or connect to) the server and carry messages until it goes away."""
+        started = False
+        try:
+            async with upstream(self.spec) as (read, write):
+                dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(read, write)
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    await tg.start(self._carry, dispatcher)
+                    self._dispatcher = dispatcher
+                    self._connected.set()
+                    task_status.started()
+                    started = True
+            self._fail(f"the wrapped server ({self.spec.describe()}) closed the connection")
+        except Exception as exc:
+            self._fail(f"the wrapped server ({self.spec.describe()}) could not be started: {exc}")
+        finally:
+            self._tg = None
+            self._connected.set()
+            self.closed.set()
+            if not started:
+                task_status.started()
+
+    async def _carry(
+        self,
+        dispatcher: JSONRPCDispatcher[TransportContext],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        try:
+            await dispatcher.run(self._on_request, self._on_notify, task_status=task_status)
+        except anyio.get_cancelled_exc_class():
+            self._fail(f"the wrapped server ({self.spec.describe()}) was stopped", quiet=True)
+            raise
+        self._fail(f"the wrapped server ({self.spec.describe()}) closed the connection")
+
+    def _fail(self, why: str, *, quiet: bool = False) -> None:
+        if self.failure is None:
+            self.failure = why
+            log.log(logging.INFO if quiet else logging.ERROR, "%s: %s", self.app, why)
+        self.ready.set()
+
+    async def initialize(self, agent_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Initialize the server once; later calls return the first result."""
+        async with self._lock:
+            if self.result is not None:
+                return self.result
+            if self.failure:
+                raise UpstreamError(self.failure)
+            params = forward_params(agent_params) or {
+                "protocolVersion": LATEST_HANDSHAKE_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "claros-guard", "version": VERSION},
+            }
+            try:
+                with anyio.fail_after(self.start_timeout):
+                    await self._connected.wait()
+                dispatcher = self._live()
+                result = await dispatcher.send_raw_request(
+                    "initialize",
+                    params,
+                    {"timeout": self.start_timeout, "cancel_on_abandon": False},
+                )
+                self.version = str(result.get("protocolVersion") or self.version)
+                await dispatcher.notify("notifications/initialized", None, self._opts())
+                await self.refresh_tools()
+            except (MCPError, TimeoutError, UpstreamError) as exc:
+                self._fail(
+                    f"the wrapped server ({self.spec.describe()}) did not initialize: "
+                    f"{exc or 'timed out'}"
+                )
+                raise UpstreamError(str(self.failure)) from exc
+            self.result = result
+            self.ready.set()
+            return result
+
+    def _live(self) -> JSONRPCDispatcher[TransportContext]:
+        if self.failure:
+            raise UpstreamError(self.failure)
+        if self._dispatcher is None:
+            raise UpstreamError(f"the wrapped server ({self.spec.describe()}) is not running")
+        return self._dispatcher
+
+    def _opts(self, **more: Any) -> CallOptions:
+        opts: CallOptions = {"headers": {MCP_PROTOCOL_VERSION_HEADER: self.version}}
+        opts.update(more)  # type: ignore[typeddict-item]
+        return opts
+
+    # -- requests to the server ----------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        on_progress: ProgressFnT | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Forward a request; raises ``MCPError`` as the server answered, ``UpstreamError``
+        when the server is not there."""
+        if self.result is None:
+            await self.initialize()
+        dispatcher = self._live()
+        opts = self._opts()
+        if on_progress is not None:
+            opts["on_progress"] = on_progress
+        if timeout is not None:
+            opts["timeout"] = timeout
+        try:
+            return await dispatcher.send_raw_request(method, params, opts)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise UpstreamError(
+                    f"the wrapped server ({self.spec.describe()}) closed the connection during "
+                    f"{method}"
+                ) from exc
+            raise
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        if self._dispatcher is not None and not self.failure:
+            await self._dispatcher.notify(method, params, self._opts())
+
+    async def call_read(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run a read for the guard itself (bounded by ``read_timeout``)."""
+        try:
+            return await self.request(
+                "tools/call",
+                {"name": tool, "arguments": arguments},
+                timeout=self.read_timeout,
+            )
+        except MCPError as exc:
+            raise ReadFailedError(f"{tool} of {self.app} failed: {exc.message}") from exc
+        except UpstreamError as exc:
+            raise ReadFailedError(f"{tool} of {self.app} could not run: {exc}") from exc
+
+    async def refresh_tools(self) -> None:
+        tools: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
+        for _ in range(_MAX_TOOL_PAGES):
+            params = {"cursor": cursor} if cursor else None
+            page = await self._live().send_raw_request(
+                "tools/list", params, self._opts(timeout=self.start_timeout)
+            )
+            for tool in page.get("tools") or []:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    tools[tool["name"]] = tool
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        self.tools = tools
+
+    # -- what the server sends on its own --------------------------------------------------
+
+    async def _on_request(
+        self, dctx: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        if self.request_agent is None:
+            raise MCPError(METHOD_NOT_FOUND, f"no agent is connected to answer {method}")
+        return await self.request_agent(method, params)
+
+    async def _on_notify(
+        self, dctx: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+    ) -> None:
+        # Progress for our requests and cancellations of the server's requests are applied
+        # by the dispatcher itself; everything else goes on to the agent.
+        if method in ("notifications/progress", "notifications/cancelled"):
+            return
+        if method == "notifications/tools/list_changed" and self.result is not None:
+            try:
+                await self.refresh_tools()
+            except (MCPError, UpstreamError) as exc:
+                log.warning("%s: cannot list the tools again: %s", self.app, exc)
+            if self.tools_changed is not None:
+                await self.tools_changed()
+        if self.notify_agent is not None:
+            await self.notify_agent(method, params)

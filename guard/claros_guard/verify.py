@@ -1,0 +1,636 @@
+"""``claros verify``: re-check a workspace's ledger on your own machine.
+
+    claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--progress]
+    claros verify --export FILE [--checkpoints FILE] [--save FILE] [--progress]
+
+Online, it downloads the ledger (``GET /v1/ledger/entries`` page by page), the signed
+checkpoints and the public keys, and checks everything here with the very code the server
+uses (``claros.ledger.ChainVerifier``). With an audit or admin key every record is
+compared with its entry; with an agent or service key, the chain and signatures only.
+Offline, ``--export`` checks an evidence export (``GET /api/evidence/export``): every
+record, every link, every signature and the export's own signature, with no key and no
+access to Claros.
+
+``--save FILE`` keeps the checkpoints that were just verified (and the public keys). Put
+that file where Claros cannot change it. Later, ``--checkpoints FILE`` proves the log was
+not rewritten since: each saved checkpoint must still be in the log and match it.
+
+Exit 0 when everything holds; 1 on any failure (each printed as ``FAIL: seq N (kind):
+what differs``); 2 on usage or I/O errors. Never imports boto3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from claros.evidence.lines import (
+    EXPORT_FORMAT,
+    LineError,
+    is_entry_line,
+    parse_entry_line,
+    parse_typed_line,
+)
+from claros.ledger import (
+    ChainVerifier,
+    Checkpoint,
+    Entry,
+    Failure,
+    PublicKey,
+    VerifyReport,
+    key_id_for,
+    verify_signature,
+)
+
+__all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
+
+SAVED_FORMAT = "claros-checkpoints/1"
+PAGE = 10_000
+
+
+class VerifyError(Exception):
+    """A usage or I/O problem: nothing could be verified (exit 2)."""
+
+
+# --- progress ---------------------------------------------------------------------------
+class Progress:
+    """A one-line progress bar on stderr, at most a few updates a second."""
+
+    def __init__(self, enabled: bool, total: int | None = None, stream: IO[str] | None = None):
+        self.enabled = enabled
+        self.total = total
+        self.stream = stream or sys.stderr
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.2:
+            return
+        self._last = now
+        if self.total:
+            width = 30
+            filled = min(width, width * done // self.total)
+            bar = "#" * filled + "." * (width - filled)
+            text = f"\rverifying [{bar}] {done:,} / {self.total:,} entries"
+        else:
+            text = f"\rverifying: {done:,} entries"
+        self.stream.write(text)
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --- saved checkpoints ------------------------------------------------------------------
+@dataclass
+class Saved:
+    """A file of checkpoints saved earlier (``--save``), and the keys that signed them."""
+
+    path: str
+    workspace: str
+    checkpoints: dict[int, Checkpoint]
+    keys: list[PublicKey]
+
+
+def load_saved(path: str) -> Saved:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise VerifyError(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("checkpoints"), list):
+        raise VerifyError(f"{path} holds no checkpoints (save them with claros verify --save)")
+    try:
+        checkpoints = [Checkpoint.from_json(c) for c in data["checkpoints"]]
+        keys = [PublicKey.from_json(k) for k in data.get("public_keys") or data.get("keys") or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(f"{path}: a checkpoint or key is malformed: {exc}") from exc
+    if not checkpoints:
+        raise VerifyError(f"{path} holds no checkpoints: it proves nothing")
+    workspaces = {cp.workspace for cp in checkpoints}
+    if len(workspaces) != 1:
+        raise VerifyError(f"{path} mixes workspaces: {', '.join(sorted(workspaces))}")
+    return Saved(path, workspaces.pop(), {cp.seq: cp for cp in checkpoints}, keys)
+
+
+class SavedCheck:
+    """Compares saved checkpoints with a log as its entries go past."""
+
+    def __init__(self, saved: Saved, log_keys: Iterable[PublicKey], where: str) -> None:
+        self.saved = saved
+        self.where = where
+        self.failures: list[Failure] = []
+        keys = {k.key_id: k for k in [*saved.keys, *log_keys] if _genuine(k)}
+        self.want: dict[int, Checkpoint] = {}
+        for seq, cp in sorted(saved.checkpoints.items()):
+            key = keys.get(cp.key_id)
+            if key is None:
+                self._fail(seq, f"saved checkpoint signed by unknown key {cp.key_id}")
+            elif not verify_signature(key, cp.message(), cp.signature):
+                self._fail(seq, f"saved checkpoint has a bad signature (key {cp.key_id})")
+            else:
+                self.want[seq] = cp
+        self.seen: dict[int, Entry] = {}
+
+    def _fail(self, seq: int, problem: str, kind: str = "checkpoint") -> None:
+        self.failures.append(Failure(seq, kind, problem))
+
+    def observe(self, entry: Entry) -> None:
+        if entry.seq in self.want:
+            self.seen[entry.seq] = entry
+
+    def finish(self, log_checkpoints: Mapping[int, Checkpoint], report: VerifyReport) -> None:
+        rewritten = "log rewritten since saved checkpoints"
+        for seq, cp in self.want.items():
+            theirs = log_checkpoints.get(seq)
+            if theirs is None:
+                self._fail(
+                    seq,
+                    f"{rewritten}: {self.where} no longer has the checkpoint at "
+                    f"seq {seq} (saved hash {cp.hash})",
+                )
+            elif theirs.hash != cp.hash:
+                self._fail(
+                    seq,
+                    f"{rewritten}: the saved checkpoint says hash {cp.hash}, "
+                    f"{self.where}'s says {theirs.hash}",
+                )
+            entry = self.seen.get(seq)
+            if entry is not None and entry.hash != cp.hash:
+                self._fail(
+                    seq,
+                    f"{rewritten}: the saved checkpoint says hash {cp.hash}, the "
+                    f"entry has {entry.hash}",
+                    entry.kind,
+                )
+            elif entry is None and seq > (report.last_seq or 0):
+                self._fail(
+                    seq,
+                    f"tail cut off: saved checkpoint at seq {seq} but the log ends "
+                    f"at seq {report.last_seq or 0}",
+                )
+
+    @property
+    def matched(self) -> int:
+        failed = {f.seq for f in self.failures}
+        return sum(1 for seq in self.want if seq not in failed)
+
+
+def _genuine(key: PublicKey) -> bool:
+    try:
+        raw = base64.b64decode(key.public_key, validate=True)
+    except ValueError:
+        return False
+    return len(raw) == 32 and key_id_for(raw) == key.key_id
+
+
+def save_checkpoints(
+    path: str,
+    workspace: str,
+    checkpoints: Iterable[Checkpoint],
+    keys: Iterable[PublicKey],
+    source: str,
+) -> int:
+    cps = sorted(checkpoints, key=lambda c: c.seq)
+    data = {
+        "format": SAVED_FORMAT,
+        "workspace": workspace,
+        "saved_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": source,
+        "public_keys": [k.to_json() for k in keys],
+        "checkpoints": [c.to_json() for c in cps],
+    }
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise VerifyError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return len(cps)
+
+
+# --- the result -------------------------------------------------------------------------
+@dataclass
+class Result:
+    what: str  # "export FILE" or "the ledger at URL"
+    workspace: str
+    report: VerifyReport
+    records: str  # how records were compared, in words
+    lines: list[str] = field(default_factory=list)  # further facts to print
+    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
+    keys: list[PublicKey] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    def print(self, out: IO[str]) -> None:
+        rep = self.report
+        span = f"seq {rep.first_seq}..{rep.last_seq}" if rep.entries else "none"
+        last_cp = rep.last_checkpoint_seq
+        print(f"claros verify: {self.what}, workspace {self.workspace}", file=out)
+        print(f"  entries:     {rep.entries:,} ({span})", file=out)
+        print(f"  records:     {self.records}", file=out)
+        print(
+            f"  checkpoints: {rep.checkpoints_verified:,} verified"
+            + (f", the last at seq {last_cp}" if last_cp is not None else "")
+            + f"; {rep.unsigned_tail:,} entries after the last checkpoint",
+            file=out,
+        )
+        for line in self.lines:
+            print(f"  {line}", file=out)
+        for failure in rep.failures:
+            print(f"FAIL: {failure}", file=out)
+        n = len(rep.failures)
+        status = "OK" if self.ok else f"FAIL ({n} failure{'s' if n != 1 else ''})"
+        print(f"{status}: {self.what}", file=out)
+
+
+# --- an export, offline -----------------------------------------------------------------
+class _ExportReader:
+    """Reads an export in one pass: header, keys and checkpoints, entries, signature."""
+
+    def __init__(self, name: str, saved: Saved | None, progress: Progress) -> None:
+        self.name = name
+        self.saved = saved
+        self.progress = progress
+        self.digest = hashlib.sha256()
+        self.header: dict[str, Any] = {}
+        self.keys: list[PublicKey] = []
+        self.checkpoints: dict[int, Checkpoint] = {}
+        self.extra: list[Failure] = []
+        self.verifier: ChainVerifier | None = None
+        self.saved_check: SavedCheck | None = None
+        self.signature: dict[str, Any] | None = None
+        self.signed_digest = b""
+        self.line_no = 0
+
+    def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
+        self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
+
+    def read(self, lines: Iterator[bytes]) -> None:
+        self._header(next(lines, b""))
+        for line in lines:
+            self.line_no += 1
+            if self.signature is not None:
+                self._fail("more lines after the export's signature line")
+                self.digest.update(line)
+                continue
+            if is_entry_line(line):
+                self._entry(line)
+            else:
+                self._typed(line)
+            self.digest.update(line)
+
+    def _header(self, line: bytes) -> None:
+        self.line_no = 1
+        try:
+            header = parse_typed_line(line) if line.strip() else {}
+        except LineError as exc:
+            raise VerifyError(f"{self.name} is not a Claros evidence export: {exc}") from None
+        if header.get("type") != "header" or header.get("format") != EXPORT_FORMAT:
+            raise VerifyError(
+                f"{self.name} is not a Claros evidence export (its first line should be a "
+                f'header with "format": "{EXPORT_FORMAT}")'
+            )
+        if not isinstance(header.get("workspace"), str):
+            raise VerifyError(f"{self.name}: the header names no workspace")
+        self.header = header
+        self.digest.update(line)
+        total = header.get("entries")
+        self.progress.total = total if isinstance(total, int) and total > 0 else None
+
+    def _typed(self, line: bytes) -> None:
+        try:
+            data = parse_typed_line(line)
+            kind = data.get("type")
+            if kind == "signature":
+                self.signature = data
+                self.signed_digest = self.digest.digest()
+                return
+            if self.verifier is not None:
+                self._fail(f"a {kind} line among the entries (keys and checkpoints come first)")
+                return
+            fields = {k: v for k, v in data.items() if k != "type"}
+            if kind == "public_key":
+                self.keys.append(PublicKey.from_json(fields))
+            elif kind == "checkpoint":
+                cp = Checkpoint.from_json(fields)
+                self.checkpoints[cp.seq] = cp
+            else:
+                self._fail(f"unknown line type {kind!r}")
+        except (LineError, KeyError, TypeError, ValueError) as exc:
+            self._fail(f"malformed line: {exc}")
+
+    def _start(self) -> ChainVerifier:
+        workspace = str(self.header["workspace"])
+        verifier = ChainVerifier(
+            workspace, self.checkpoints.values(), self.keys, compare_records=True
+        )
+        if self.saved is not None:
+            self.saved_check = SavedCheck(self.saved, self.keys, "the export")
+        self.verifier = verifier
+        return verifier
+
+    def _entry(self, line: bytes) -> None:
+        verifier = self.verifier or self._start()
+        try:
+            parsed = parse_entry_line(line)
+        except LineError as exc:
+            self._fail(f"malformed entry: {exc}")
+            return
+        verifier.feed_raw(parsed.entry, parsed.raw if parsed.has_record else None)
+        if self.saved_check is not None:
+            self.saved_check.observe(parsed.entry)
+        if self.progress.enabled:
+            self.progress.update(verifier.report.entries)
+
+    def finish(self) -> Result:
+        verifier = self.verifier or self._start()
+        report = verifier.finish()
+        report.failures.extend(self.extra)
+        lines = [self._check_header(report), self._check_signature(report)]
+        if self.saved_check is not None:
+            self.saved_check.finish(self.checkpoints, report)
+            report.failures.extend(self.saved_check.failures)
+            lines.append(_saved_line(self.saved_check))
+        else:
+            lines.append(
+                "anchors:     none given; this export vouches for itself. Pass --checkpoints "
+                "FILE (saved with --save) to prove it against a copy Claros cannot change"
+            )
+        return Result(
+            what=f"export {self.name}",
+            workspace=str(self.header["workspace"]),
+            report=report,
+            records=f"{report.records_compared:,} compared (every record, offline)",
+            lines=[line for line in lines if line],
+            checkpoints=self.checkpoints,
+            keys=self.keys,
+        )
+
+    def _check_header(self, report: VerifyReport) -> str:
+        h = self.header
+        last, first = h.get("last_seq"), h.get("first_seq")
+        if isinstance(last, int) and last > (report.last_seq or 0):
+            problem = (
+                f"tail cut off: the header says the log ends at seq {last}, the export ends "
+                f"at seq {report.last_seq or 0}"
+            )
+            report.failures.append(Failure(last, None, problem))
+        if isinstance(first, int) and report.first_seq is not None and first < report.first_seq:
+            problem = (
+                f"missing entries: the header says the log starts at seq {first}, the export "
+                f"at seq {report.first_seq}"
+            )
+            report.failures.append(Failure(report.first_seq, None, problem))
+        made = h.get("exported_at")
+        when = (
+            dt.datetime.fromtimestamp(made / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if isinstance(made, int)
+            else "?"
+        )
+        return f"exported:    {when}"
+
+    def _check_signature(self, report: VerifyReport) -> str:
+        def fail(problem: str) -> None:
+            report.failures.append(Failure(None, "signature", problem))
+
+        sig = self.signature
+        if sig is None:
+            fail("the export is not signed: its last line is no signature (cut off?)")
+            return ""
+        expected = self.signed_digest.hex()
+        claimed = str(sig.get("sha256"))
+        if claimed != expected:
+            fail(
+                f"export edited: sha256 of its lines is {expected}, the signature line says "
+                f"{claimed}"
+            )
+        try:
+            # Checked over what the line claims: an edit is named once, above; a signature
+            # that does not hold even for its own digest is named as well.
+            signed = bytes.fromhex(claimed)
+        except ValueError:
+            signed = self.signed_digest
+        key_id = str(sig.get("key_id"))
+        key = next((k for k in self.keys if k.key_id == key_id and _genuine(k)), None)
+        if key is None:
+            fail(f"export signed by unknown key {key_id}")
+        elif not verify_signature(key, signed, str(sig.get("signature"))):
+            fail(f"bad export signature (key {key_id})")
+        return f"signature:   the export as a whole, by {key_id} (Ed25519 over its sha256)"
+
+
+def _saved_line(check: SavedCheck) -> str:
+    return (
+        f"anchors:     {check.matched} of {len(check.saved.checkpoints)} saved checkpoints "
+        f"({check.saved.path}) still match"
+    )
+
+
+def verify_export(path: str, saved: Saved | None, progress: Progress) -> Result:
+    name = Path(path).name if path != "-" else "(stdin)"
+    try:
+        handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
+    except OSError as exc:
+        raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    reader = _ExportReader(name, saved, progress)
+    try:
+        reader.read(iter(handle))
+    except OSError as exc:
+        raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+        progress.close()
+    result = reader.finish()
+    if saved is not None and saved.workspace != result.workspace:
+        raise VerifyError(
+            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
+            f"the export is of {result.workspace}"
+        )
+    return result
+
+
+# --- the ledger, online -----------------------------------------------------------------
+def _online_pages(client: Any, progress: Progress) -> Iterator[bytes]:
+    since = 0
+    while True:
+        response = client.request(
+            "GET", "/v1/ledger/entries", params={"since": since, "limit": PAGE}
+        )
+        lines = response.content.splitlines()
+        if not lines:
+            return
+        yield from lines
+        try:
+            since = int(response.headers["x-claros-next"])
+        except (KeyError, ValueError) as exc:
+            raise VerifyError("Claros answered a page without x-claros-next") from exc
+
+
+def _checkpoints_of(client: Any) -> list[Checkpoint]:
+    out: list[Checkpoint] = []
+    since = 0
+    while True:
+        body = client.json("GET", "/v1/ledger/checkpoints", params={"since": since, "limit": PAGE})
+        out += [Checkpoint.from_json(c) for c in body.get("checkpoints", [])]
+        if body.get("next") is None:
+            return out
+        since = int(body["next"])
+
+
+def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Result:
+    keys_body = client.json("GET", "/v1/ledger/pubkey")
+    workspace = str(keys_body["workspace"])
+    if saved is not None and saved.workspace != workspace:
+        raise VerifyError(
+            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
+            f"this key's workspace is {workspace}"
+        )
+    keys = [PublicKey.from_json(k) for k in keys_body.get("keys", [])]
+    checkpoints = _checkpoints_of(client)
+    progress.total = max((cp.seq for cp in checkpoints), default=0) or None
+    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True)
+    check = SavedCheck(saved, keys, "the server") if saved is not None else None
+    with_records = without = 0
+    try:
+        for line in _online_pages(client, progress):
+            try:
+                parsed = parse_entry_line(line)
+            except LineError as exc:
+                verifier.report.failures.append(Failure(None, None, f"malformed entry: {exc}"))
+                continue
+            if parsed.has_record:
+                verifier.feed_raw(parsed.entry, parsed.raw)
+                with_records += 1
+            else:
+                verifier.feed(parsed.entry)
+                without += 1
+            if check is not None:
+                check.observe(parsed.entry)
+            progress.update(verifier.report.entries)
+    finally:
+        progress.close()
+    report = verifier.finish()
+    by_seq = {cp.seq: cp for cp in checkpoints}
+    lines = []
+    if check is not None:
+        check.finish(by_seq, report)
+        report.failures.extend(check.failures)
+        lines.append(_saved_line(check))
+    if without and not with_records:
+        records = (
+            "not compared: this key does not read records, so the chain and "
+            "signatures only (use an audit key to compare every record)"
+        )
+    else:
+        records = f"{report.records_compared:,} compared (this key reads records)"
+    return Result(
+        f"the ledger at {client.http.base_url}", workspace, report, records, lines, by_seq, keys
+    )
+
+
+# --- the command ------------------------------------------------------------------------
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``claros verify``, for the ``claros`` command's subparsers."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "verify",
+        help="re-check the ledger (or an evidence export) on this machine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--url", help="the Claros server (default $CLAROS_URL)")
+    parser.add_argument("--key", help="an audit, admin or agent key (default $CLAROS_KEY)")
+    parser.add_argument("--export", metavar="FILE", help="verify this evidence export offline")
+    parser.add_argument(
+        "--checkpoints",
+        metavar="FILE",
+        help="checkpoints saved earlier: prove the log was not rewritten since",
+    )
+    parser.add_argument(
+        "--save", metavar="FILE", help="keep the checkpoints just verified (when all holds)"
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar even when stderr is not a terminal",
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _verify(args: argparse.Namespace, progress: Progress) -> Result:
+    saved = load_saved(args.checkpoints) if args.checkpoints else None
+    if args.export:
+        if args.url or args.key:
+            raise VerifyError("--export verifies a file offline: leave out --url and --key")
+        return verify_export(args.export, saved, progress)
+    from claros_guard.client import ApiError, Client, ClientError
+
+    try:
+        with Client(args.url, args.key, timeout=120) as client:
+            return verify_online(client, saved, progress)
+    except ClientError as exc:
+        raise VerifyError(str(exc)) from exc
+    except ApiError as exc:
+        raise VerifyError(f"Claros refused: {exc.status}: {exc.message}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(f"Claros answered something unexpected: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = Progress(bool(args.progress) or sys.stderr.isatty())
+    try:
+        result = _verify(args, progress)
+        result.print(sys.stdout)
+        if args.save:
+            if not result.ok:
+                print(
+                    f"claros verify: not saved to {args.save}: verification failed", file=sys.stderr
+                )
+            else:
+                n = save_checkpoints(
+                    args.save,
+                    result.workspace,
+                    result.checkpoints.values(),
+                    result.keys,
+                    result.what,
+                )
+                print(
+                    f"saved {n} checkpoints to {args.save}: keep a copy where Claros cannot "
+                    "change it (a git repository, a write-once bucket, your SIEM)"
+                )
+    except VerifyError as exc:
+        print(f"claros verify: {exc}", file=sys.stderr)
+        return 2
+    return 0 if result.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="claros")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["verify", *(sys.argv[1:] if argv is None else argv)])
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,316 @@
+"""The guard's pure parts, alone: classification, records and rows, needs (and their
+cache), the check policy against a fake Claros, identity, forwarded params."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from claros_guard.classify import Classifier, by_name, words
+from claros_guard.errors import (
+    ClarosRefusedError,
+    ClarosUnavailableError,
+    NotAReadError,
+    ReadFailedError,
+)
+from claros_guard.identity import agent_name
+from claros_guard.needs import NeedResolver
+from claros_guard.policy import Call, Policy, outcome_of
+from claros_guard.records import record_of, rows_of
+from claros_guard.upstream import forward_params
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("get_order", True),
+        ("listInvoices", True),
+        ("search-files", True),
+        ("read", True),
+        ("invoice_read", True),
+        ("order.list", True),
+        ("customer_info", True),
+        ("cancel_order_list", False),
+        ("invoice_submit", False),
+        ("refund_create", False),
+        ("orders", False),
+        ("", False),
+        ("set_status", False),
+        ("getOrder", True),
+    ],
+)
+def test_read_by_name(name: str, read: bool) -> None:
+    assert by_name(name) is read
+
+
+def test_the_hint_decides_first_then_the_command_line_then_the_name() -> None:
+    classify = Classifier.of(reads=["sync_orders", "delete_x"], writes=["get_token"])
+    assert classify.is_read("delete_x", {"readOnlyHint": False}) is False
+    assert classify.is_read("get_token", {"readOnlyHint": True}) is True
+    assert classify.is_read("sync_orders") is True and classify.is_read("get_token") is False
+    assert classify.is_read("list_things") is True and classify.is_read("frobnicate") is False
+    assert classify.why("get_token") == "--write"
+    assert words("getOrderHTTP-v2.final") == ["get", "order", "http", "v2", "final"]
+
+
+def result(
+    value: Any = None, *, text: list[str] | None = None, error: bool = False
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": [{"type": "text", "text": t} for t in text or []]}
+    if value is not None:
+        out["structuredContent"] = value
+    if error:
+        out["isError"] = True
+    return out
+
+
+def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
+    assert record_of(result({"id": 1}), "t") == {"id": 1}
+    assert record_of(result({"result": {"id": 1}}), "t") == {"id": 1}  # the SDK's wrapping
+    assert record_of(result(text=['{"id": 2}']), "t") == {"id": 2}
+    assert record_of(result(text=['[{"id": 3}]']), "t") == {"id": 3}
+    assert rows_of(result({"result": [1, 2]}), "t") == [1, 2]
+    assert rows_of(result({"total": 2, "items": [1, 2]}), "t") == [1, 2]
+    assert rows_of(result({"page": 1, "hits": [5]}), "t") == [5]
+    assert rows_of(result(text=['{"a": 1}', '{"a": 2}']), "t") == [{"a": 1}, {"a": 2}]
+    with pytest.raises(ReadFailedError, match="t failed: no such order"):
+        record_of(result(text=["no such order"], error=True), "t")
+    with pytest.raises(ReadFailedError, match="text that is not JSON"):
+        record_of(result(text=["Order 7: 20 EUR"]), "t")
+    with pytest.raises(ReadFailedError, match="did not return a record"):
+        record_of(result([1, 2]), "t")
+    with pytest.raises(ReadFailedError, match="did not return rows"):
+        rows_of(result({"a": 1}), "t")
+    with pytest.raises(ReadFailedError, match="neither structuredContent nor text"):
+        rows_of(result(), "t")
+
+
+class Reader:
+    def __init__(self, answers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+        self.answers = answers
+        self.reads: list[tuple[str | None, str, dict[str, Any]]] = []
+
+    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.reads.append((app, tool, arguments))
+        if tool not in self.answers:
+            raise NotAReadError(f"{tool} is not a read")
+        return self.answers[tool](arguments)
+
+
+async def test_needs_reduce_rows_here_and_cache_lookups_per_value_for_60_s() -> None:
+    now = [1000.0]
+    reader = Reader(
+        {
+            "item_read": lambda a: result({"code": a["code"], "group": "Raw"}),
+            "refund_list": lambda a: result(
+                {
+                    "result": [
+                        {"c": "C-7", "amount": 5},
+                        {"c": "C-9", "amount": 50},
+                        {"c": "C-7", "amount": 20},
+                    ]
+                }
+            ),
+        }
+    )
+    resolver = NeedResolver(reader, clock=lambda: now[0])
+    needs = [
+        {
+            "key": 'lookups[0]:"A"',
+            "kind": "lookup",
+            "tool": "item_read",
+            "arguments": {"code": "A"},
+        },
+        {
+            "key": "queries[0]",
+            "kind": "query",
+            "tool": "refund_list",
+            "arguments": {},
+            "where": {"c": "C-7"},
+            "op": "max",
+            "field": "amount",
+        },
+        {
+            "key": "queries[1]",
+            "kind": "query",
+            "tool": "refund_list",
+            "arguments": {},
+            "app": "shop",
+            "where": {"amount": {"gt": 10}},
+            "op": "count",
+        },
+    ]
+    answers = await resolver.resolve(needs)
+    assert answers == {
+        'lookups[0]:"A"': {"code": "A", "group": "Raw"},
+        "queries[0]": 20,
+        "queries[1]": 2,
+    }
+    assert reader.reads[-1][0] == "shop"
+    await resolver.resolve(needs[:1])
+    now[0] += 59
+    await resolver.resolve(needs[:1])
+    assert [r[1] for r in reader.reads].count("item_read") == 1  # cached
+    now[0] += 2
+    await resolver.resolve(needs[:1])
+    assert [r[1] for r in reader.reads].count("item_read") == 2  # expired after 60 s
+    with pytest.raises(NotAReadError, match="order_delete is not a read"):
+        await resolver.resolve(
+            [{"key": "fetch", "kind": "fetch", "tool": "order_delete", "arguments": {}}]
+        )
+    with pytest.raises(ReadFailedError, match="'sql' read"):
+        await resolver.resolve([{"key": "x", "kind": "sql", "tool": "t", "arguments": {}}])
+
+
+class FakeClaros:
+    """Answers checks from a script; records what the guard sent."""
+
+    def __init__(self, answers: list[dict[str, Any] | Exception]) -> None:
+        self.answers = answers
+        self.checks: list[dict[str, Any]] = []
+        self.asks: dict[str, list[str]] = {}
+        self.reports: list[tuple[str, Any]] = []
+
+    async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.checks.append(dict(body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def ask(self, ask_id: str) -> dict[str, Any]:
+        statuses = self.asks[ask_id]
+        return {
+            "ask_id": ask_id,
+            "status": statuses.pop(0) if len(statuses) > 1 else statuses[0],
+            "decided_by": "admin@example.com",
+        }
+
+    async def outcome(self, check_id: str, status: str, summary: str | None) -> None:
+        self.reports.append(("outcome", (check_id, status, summary)))
+
+    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
+        self.reports.append(("by_call", (tool_use_id, status, summary)))
+
+    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None:
+        self.reports.append(("unchecked", dict(body)))
+
+    async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+        return {}
+
+
+CALL = Call("shop", "refund_create", {"order": "1187", "amount": 150}, {"name": "claude-code"})
+ASK = {
+    "result": "ask",
+    "check_id": "chk_1",
+    "messages": [{"rule_id": "half", "message": "Half."}],
+    "ask": {"ask_id": "ask_1", "routed_to": ["dana@example.com"], "expires_at": 9e12},
+}
+
+
+def policy(claros: FakeClaros, **kw: Any) -> Policy:
+    reader = Reader({"order_read": lambda a: result({"id": a["id"], "total": 200})})
+    return Policy(claros, NeedResolver(reader), poll_interval=0.01, **kw)
+
+
+async def test_a_check_answers_its_needs_and_decides() -> None:
+    claros = FakeClaros(
+        [
+            {
+                "allowed": False,
+                "result": "need",
+                "need": [
+                    {
+                        "key": "fetch",
+                        "kind": "fetch",
+                        "tool": "order_read",
+                        "arguments": {"id": "1187"},
+                    }
+                ],
+            },
+            {
+                "result": "nudge",
+                "check_id": "chk_2",
+                "messages": [{"rule_id": "n", "message": "Note."}],
+            },
+        ]
+    )
+    verdict = await policy(claros).decide(CALL)
+    assert verdict.forward and verdict.result == "nudge" and verdict.notes == ["Claros (n): Note."]
+    assert claros.checks[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
+
+
+async def test_stop_blocks_and_failures_block_unless_fail_open() -> None:
+    stop = {"result": "stop", "check_id": "chk_3", "messages": [{"rule_id": "s", "message": "No."}]}
+    verdict = await policy(FakeClaros([stop])).decide(CALL)
+    assert not verdict.forward and verdict.message is not None
+    assert verdict.message.startswith("Blocked by Claros rule s: No. The call was not run")
+    down = ClarosUnavailableError("cannot reach Claros")
+    assert not (await policy(FakeClaros([down])).decide(CALL)).forward
+    opened = await policy(FakeClaros([down]), fail_open=True).decide(CALL)
+    assert opened.forward and opened.unchecked == "cannot reach Claros"
+    refused = ClarosRefusedError(401, "bad key")
+    closed = await policy(FakeClaros([refused]), fail_open=True).decide(CALL)
+    assert not closed.forward and "(401): bad key" in str(closed.message)
+
+
+async def test_an_ask_waits_reports_progress_and_uses_the_approval() -> None:
+    claros = FakeClaros([ASK, {"result": "allow", "check_id": "chk_4"}])
+    claros.asks["ask_1"] = ["open", "open", "approved"]
+    progress: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    verdict = await policy(claros, ask_wait=5).decide(CALL, on_progress)
+    assert verdict.forward and verdict.check_id == "chk_4"
+    assert claros.checks[1]["approval"] == "ask_1"
+    assert progress[0] == "Waiting for dana@example.com to approve (Claros ask ask_1)"
+
+
+async def test_an_open_ask_is_remembered_and_a_denial_explained() -> None:
+    claros = FakeClaros([ASK])
+    claros.asks["ask_1"] = ["open"]
+    guard = policy(claros, ask_wait=0.05)
+    first = await guard.decide(CALL)
+    assert not first.forward and "Claros asked dana@example.com to approve" in str(first.message)
+    claros.asks["ask_1"] = ["denied"]
+    second = await guard.decide(CALL)  # no second check: the same question
+    assert len(claros.checks) == 1
+    assert "Not approved: admin@example.com denied this call (rule half: Half)" in str(
+        second.message
+    )
+    assert guard.export_asks() == {}
+
+
+async def test_reports_after_a_call() -> None:
+    claros = FakeClaros([{"result": "allow", "check_id": "chk_5"}])
+    guard = policy(claros)
+    verdict = await guard.decide(CALL)
+    job = guard.report_job(CALL, verdict, *outcome_of(result(text=["Refund R-9 created"])))
+    assert job is not None
+    await job()
+    assert claros.reports == [("outcome", ("chk_5", "ok", "Refund R-9 created"))]
+    assert outcome_of(None, "cancelled") == ("error", "cancelled")
+    assert outcome_of(result(text=["boom"], error=True)) == ("error", "boom")
+
+
+def test_agent_names_and_forwarded_params() -> None:
+    assert agent_name({"name": "claude-code"}) == "claude-code"
+    assert agent_name({"name": "cursor-vscode"}) == "cursor"
+    assert agent_name({"name": "claude-ai"}) == "claude-desktop"
+    assert agent_name({"name": "My Agent <3"}) == "My Agent 3"
+    assert agent_name(None) == "unknown-mcp-client"
+    params = {
+        "name": "t",
+        "_meta": {"progressToken": 7, "io.modelcontextprotocol/clientInfo": {}, "vendor/x": 1},
+    }
+    assert forward_params(params) == {"name": "t", "_meta": {"vendor/x": 1}}
+    assert forward_params({"_meta": {"progressToken": 1}}) == {}
+
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
