@@ -14,6 +14,7 @@ import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["Result", "best_of", "in_child", "report"]
@@ -40,12 +41,24 @@ def best_of(name: str, items: int, fn: Callable[[], Any], repeat: int = 3) -> Re
     return Result(name, best, items)
 
 
+def _peak_kb() -> int:
+    """This process's peak resident memory. Linux keeps ``ru_maxrss`` across exec, so a
+    spawned child would report its parent's peak if that was higher; VmHWM starts afresh
+    with the new program."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     start = time.perf_counter()
     items = fn(*args)
     seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    conn.send((seconds, items, peak_kb / 1024))
+    conn.send((seconds, items, _peak_kb() / 1024))
     conn.close()
 
 

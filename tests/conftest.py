@@ -100,3 +100,15 @@ def kms_ed25519(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 # --- end of stores and AWS ------------------------------------------------------------
+
+
+# ======================================================================================
+# Web app and `claros login`: no test reads or writes the developer's own saved sign-in
+# (~/.config/claros/credentials.json), which client commands fall back on.
+# ======================================================================================
+@pytest.fixture(autouse=True)
+def _isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
+
+
+# --- end of web app and claros login ---------------------------------------------------

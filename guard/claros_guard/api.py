@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import httpx
 
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
+from claros_guard.login import resolve_connection
 
 __all__ = ["ClarosApi", "HttpClarosApi"]
 
@@ -64,10 +65,12 @@ class HttpClarosApi:
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
+        url, key = resolve_connection(url, key)
         if not url:
             raise ConfigError("no Claros URL: pass --url or set CLAROS_URL")
         if not key:
-            raise ConfigError("no Claros key: pass --key or set CLAROS_KEY")
+            raise ConfigError("no Claros key: pass --key, set CLAROS_KEY or run claros login")
         self.url = url.rstrip("/")
         self.key = key
         self._http = httpx.AsyncClient(

@@ -9,11 +9,21 @@ import re
 import httpx
 import pytest
 
+from claros.api.app import FUNCTIONS, build_resolver
 from claros.api.http import PERMISSIONS
 from claros.auth import KEY_KINDS
+from claros.wiring import Services
 from tests.api.conftest import Keys, bearer, check_body
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _every_route(services: Services) -> None:
+    """Declare every function's routes first: PERMISSIONS fills as routes are declared, and
+    the local server builds its resolvers only on a thread's first request."""
+    build_resolver(services, FUNCTIONS)
+    assert len(PERMISSIONS) >= 40, sorted(PERMISSIONS)
 
 
 def _call(http: httpx.Client, method: str, path: str, headers: dict[str, str]) -> httpx.Response:

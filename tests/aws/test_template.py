@@ -31,10 +31,24 @@ ROUTES = {
         ("GET", "/v1/ledger/checkpoints"),
         ("GET", "/v1/ledger/entries"),
         ("GET", "/api/evidence/verify"),
+        ("GET", "/api/evidence/stream"),
+        ("GET", "/api/evidence/aiuc1"),
+        ("GET", "/api/evidence/oversight"),
     },
     "CheckpointFunction": {("POST", "/v1/ledger/checkpoints")},
     "AdminFunction": set(),
+    "ExportFunction": {("GET", "/api/evidence/export"), ("GET", "/api/evidence/report")},
+    "PruneFunction": {
+        ("GET", "/api/evidence/retention"),
+        ("PUT", "/api/evidence/retention"),
+        ("POST", "/api/evidence/prune"),
+    },
 }
+# Functions that sign with the workspace's KMS key: checkpoints, and what the export and
+# prune functions sign (the export, the report, a checkpoint at the head or the prune point).
+SIGNERS = {"CheckpointFunction", "ExportFunction", "PruneFunction"}
+# The one function whose role (named by LedgerPruneRoleName) may delete ledger entries.
+PRUNER = "PruneFunction"
 
 
 def _offline_env(tmp_path: Path) -> dict[str, str]:
@@ -65,11 +79,25 @@ def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]
     return {n: r for n, r in template["Resources"].items() if r["Type"] == kind}
 
 
-def _statements(function: dict[str, Any]) -> list[dict[str, Any]]:
+def _statements(function: dict[str, Any], template: dict[str, Any] | None = None) -> list[Any]:
+    """The function's policy statements: its own Policies, or its Role's."""
     out = []
+    role = function["Properties"].get("Role")
+    if role is not None:
+        assert template is not None, "pass the template to read a function's Role"
+        logical_id = role["Fn::GetAtt"][0]
+        for policy in template["Resources"][logical_id]["Properties"]["Policies"]:
+            out.extend(policy["PolicyDocument"]["Statement"])
+        return out
     for policy in function["Properties"].get("Policies", []):
         out.extend(policy.get("Statement", []))
     return out
+
+
+def _plain(statements: list[Any]) -> list[dict[str, Any]]:
+    """Statements, with those behind a condition (``!If [Cond, statement, NoValue]``) as if
+    the condition held."""
+    return [s["Fn::If"][1] if "Fn::If" in s else s for s in statements]
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -152,7 +180,8 @@ def test_samconfig_defaults() -> None:
     config = tomllib.loads((REPO / "samconfig.toml").read_text())
     assert config["default"]["global"]["parameters"]["stack_name"] == "claros"
     deploy = config["default"]["deploy"]["parameters"]
-    assert deploy["capabilities"] == "CAPABILITY_IAM"
+    # The prune role has the name the ledger table's resource policy names.
+    assert deploy["capabilities"] == "CAPABILITY_IAM CAPABILITY_NAMED_IAM"
     assert deploy["resolve_s3"] is True and deploy["confirm_changeset"] is True
 
 
@@ -266,18 +295,56 @@ def test_table_properties_the_helper_cannot_make_are_refused(moto_aws: None) -> 
 def test_the_ledger_is_append_only_for_every_function(template: dict[str, Any]) -> None:
     ledger = {"Fn::GetAtt": ["LedgerTable", "Arn"]}
     for logical_id, function in _resources(template, "AWS::Serverless::Function").items():
-        statements = _statements(function)
+        statements = _plain(_statements(function, template))
         denied = {
             action
             for s in statements
             if s["Effect"] == "Deny" and ledger in _as_list(s["Resource"])
             for action in _as_list(s["Action"])
         }
-        assert LEDGER_WRITES <= denied, logical_id
+        allowed = {
+            action
+            for s in statements
+            if s["Effect"] == "Allow" and ledger in _as_list(s["Resource"])
+            for action in _as_list(s["Action"])
+        }
+        if logical_id == PRUNER:
+            # Pruning deletes entries in batches; it never updates one.
+            assert "dynamodb:UpdateItem" in denied and "dynamodb:UpdateItem" not in allowed
+            assert allowed & LEDGER_WRITES == {"dynamodb:BatchWriteItem"}
+        else:
+            assert LEDGER_WRITES <= denied, logical_id
+            assert not allowed & LEDGER_WRITES, logical_id
         for s in statements:
-            if s["Effect"] == "Allow" and ledger in _as_list(s["Resource"]):
-                assert not set(_as_list(s["Action"])) & LEDGER_WRITES, logical_id
             assert "*" not in _as_list(s["Action"]) and "dynamodb:*" not in _as_list(s["Action"])
+
+
+def test_only_the_prune_role_may_delete_entries(template: dict[str, Any]) -> None:
+    function = template["Resources"][PRUNER]["Properties"]
+    role = template["Resources"][function["Role"]["Fn::GetAtt"][0]]
+    assert role["Type"] == "AWS::IAM::Role"
+    # The role has the very name the ledger table's resource policy lets delete.
+    assert role["Properties"]["RoleName"] == {"Ref": "LedgerPruneRoleName"}
+    trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [t["Principal"] for t in trust] == [{"Service": "lambda.amazonaws.com"}]
+    others = [
+        f for n, f in _resources(template, "AWS::Serverless::Function").items() if n != PRUNER
+    ]
+    assert all("Role" not in f["Properties"] for f in others)
+
+
+def test_the_export_bucket_expires_its_copies(template: dict[str, Any]) -> None:
+    bucket = template["Resources"]["ExportBucket"]["Properties"]
+    [rule] = bucket["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and rule["Prefix"] == "exports/"
+    assert rule["ExpirationInDays"] == {"Ref": "ExportExpiryDays"}
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    export = template["Resources"]["ExportFunction"]["Properties"]
+    assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {"Ref": "ExportBucket"}
+    [write] = [s for s in _statements(template["Resources"]["ExportFunction"])
+               if s.get("Sid") == "WriteExports"]  # fmt: skip
+    assert write["Resource"] == {"Fn::Sub": "${ExportBucket.Arn}/exports/*"}
 
 
 def test_the_ledger_table_policy_denies_rewrites(template: dict[str, Any]) -> None:
@@ -289,23 +356,23 @@ def test_the_ledger_table_policy_denies_rewrites(template: dict[str, Any]) -> No
     assert "LedgerPruneRoleName" in condition["Fn::Sub"]
 
 
-def test_only_the_checkpoint_function_may_sign(template: dict[str, Any]) -> None:
+def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
     for logical_id, function in _resources(template, "AWS::Serverless::Function").items():
         kms = {
             action
-            for s in _statements(function)
+            for s in _plain(_statements(function, template))
             if s["Effect"] == "Allow"
             for action in _as_list(s["Action"])
             if action.startswith("kms:")
         }
-        if logical_id == "CheckpointFunction":
+        if logical_id in SIGNERS:
             assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias", "kms:Sign"} <= kms
             assert {"kms:TagResource", "kms:DescribeKey", "kms:GetPublicKey"} <= kms
         else:
             assert kms == {"kms:DescribeKey", "kms:GetPublicKey"}, logical_id
     [create] = [
         s
-        for s in _statements(template["Resources"]["CheckpointFunction"])
+        for s in _plain(_statements(template["Resources"]["CheckpointFunction"]))
         if s["Action"] == "kms:CreateKey"
     ]
     assert create["Condition"]["StringEquals"]["kms:KeySpec"] == "ECC_NIST_EDWARDS25519"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import sqlite3
 import threading
@@ -104,6 +105,25 @@ def test_chain_verifies_with_records(store: Store) -> None:
     report = verify_entries(WS, store.entries_with_records(WS), compare_records=True)
     assert report.ok, report.failures
     assert (report.entries, report.records_compared, report.last_seq) == (25, 25, 25)
+
+
+def test_records_as_the_bytes_that_were_hashed(store: Store) -> None:
+    """entries_with_raw_records gives each record as its canonical JSON: the very bytes
+    payload_sha256 hashed, which exports write as they are."""
+    records = [{"n": i, "amount": Decimal("12.50"), "who": "dana", "note": "café \"x\"",
+                "empty": None, "nested": {"b": 1, "a": [1, {}]}} for i in range(12)]  # fmt: skip
+    for i, record in enumerate(records):
+        store.append(WS, "check", f"r{i}", record)
+    store.append(WS, "outcome", "r0", {"status": "ok"})
+    got = list(store.entries_with_raw_records(WS, since=3, limit=7))
+    assert [e.seq for e, _ in got] == list(range(4, 11))
+    for (entry, raw), record in zip(got, records[3:10], strict=True):
+        assert raw == canonical(record).encode()
+        assert hashlib.sha256(raw).hexdigest() == entry.payload_sha256
+    with_records = {e.seq: r for e, r in store.entries_with_records(WS)}
+    for entry, raw in store.entries_with_raw_records(WS):
+        assert raw is not None and canonical(with_records[entry.seq]).encode() == raw
+    assert list(store.entries_with_raw_records("nobody")) == []
 
 
 def test_append_writes_docs_atomically(store: Store) -> None:

@@ -1,6 +1,10 @@
 """``python -m claros.ledger``: operations on the server's own ledger.
 
     verify [--workspace W] [--data DIR]   re-check chain, records and checkpoint signatures
+    prune [--workspace W] [--data DIR]    drop entries older than the workspace's retention,
+                                          below a checkpoint signed first at the last one
+    verify-report REPORT.json [--keys F]  check a signed monthly report (keys: the output
+                                          of GET /v1/ledger/pubkey; default: this server's)
     rotate-key --workspace W [--data DIR] a new signing key (old public keys stay listed)
 
 Exit 0 when everything holds, 1 on any failure (each printed with seq, kind and what is
@@ -12,10 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from claros import jsonutil
 from claros.checkpoints import sign_checkpoint
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
+from claros.ledger import PublicKey
 from claros.signing import SigningError
 from claros.store.base import GLOBAL, Store, StoreError
 from claros.wiring import build_services, open_store
@@ -89,6 +96,73 @@ def _rotate(args: argparse.Namespace, settings: Settings) -> int:
         services.close()
 
 
+def _prune(args: argparse.Namespace, settings: Settings) -> int:
+    from claros.errors import ClarosError
+    from claros.evidence.retention import prune, retention_days
+
+    services = build_services(settings)
+    try:
+        names = _workspaces(services.store, args.workspace)
+        if not names:
+            print("no workspaces yet: nothing to prune")
+        for name in names:
+            if retention_days(services.store, name) is None:
+                print(f"workspace {name}: no retention is set: every record is kept")
+                continue
+            try:
+                done = prune(services, name)
+            except ClarosError as exc:
+                print(f"claros.ledger: workspace {name}: {exc.message}", file=sys.stderr)
+                return 2
+            print(f"workspace {name}: {done['message']}")
+            if done["pruned"]:
+                print(f"  {done['entries_deleted']} entries and {done['records_deleted']} "
+                      f"records deleted; checkpoint at seq {done['through_seq']}")  # fmt: skip
+        return 0
+    finally:
+        services.close()
+
+
+def _report_keys(args: argparse.Namespace, settings: Settings, workspace: str) -> list[PublicKey]:
+    if args.keys:
+        data = jsonutil.loads(Path(args.keys).read_bytes())
+        listed = data.get("keys") if isinstance(data, dict) else data
+        if not isinstance(listed, list):
+            raise ValueError(f"{args.keys} lists no keys (save GET /v1/ledger/pubkey)")
+        return [PublicKey.from_json(k) for k in listed]
+    if settings.store == "sqlite" and not (Path(settings.data_dir) / "claros.db").is_file():
+        raise ValueError(
+            f"no Claros data in {settings.data_dir}: pass --keys FILE (GET /v1/ledger/pubkey)"
+        )
+    store = open_store(settings)
+    try:
+        return store.public_keys(workspace)
+    finally:
+        store.close()
+
+
+def _verify_report(args: argparse.Namespace, settings: Settings) -> int:
+    from claros.evidence.report import verify_signed_report
+
+    doc = jsonutil.loads(Path(args.report).read_bytes())
+    report = doc.get("report") if isinstance(doc, dict) else None
+    if not isinstance(report, dict):
+        print(f"FAIL: {args.report} is not a signed Claros report (no report object)")
+        return 1
+    workspace = str(report.get("workspace"))
+    problems = verify_signed_report(doc, _report_keys(args, settings, workspace))
+    for problem in problems:
+        print(f"FAIL: {problem}")
+    if problems:
+        print(f"FAIL: {args.report}")
+        return 1
+    print(
+        f"OK: {args.report}: workspace {workspace}, workflow {report.get('workflow_id')}, "
+        f"month {report.get('month')}, signed by {doc['signature']['key_id']}"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m claros.ledger",
@@ -100,6 +174,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     verify.add_argument("--workspace", help="only this workspace (default: every one)")
     verify.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
     verify.set_defaults(run=_verify)
+    prune = sub.add_parser("prune", help="drop entries older than the retention (signed first)")
+    prune.add_argument("--workspace", help="only this workspace (default: every one)")
+    prune.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    prune.set_defaults(run=_prune)
+    report = sub.add_parser("verify-report", help="check a signed monthly report")
+    report.add_argument("report", help="the report's JSON (GET /api/evidence/report)")
+    report.add_argument("--keys", help="the workspace's public keys (GET /v1/ledger/pubkey)")
+    report.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    report.set_defaults(run=_verify_report)
     rotate = sub.add_parser("rotate-key", help="make a new signing key for a workspace")
     rotate.add_argument("--workspace", required=True)
     rotate.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
@@ -110,6 +193,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings.model_copy(update={"data_dir": args.data})
     try:
         return int(args.run(args, settings))
-    except (StoreError, OSError) as exc:
+    except (StoreError, OSError, ValueError) as exc:
         print(f"claros.ledger: {exc}", file=sys.stderr)
         return 2

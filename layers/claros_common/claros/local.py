@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -21,6 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 from claros import jsonutil
 from claros.api.app import FUNCTIONS, build_resolver
 from claros.api.http import ClarosResolver
+from claros.api.streaming import accepting
 from claros.checkpoints import due_checkpoints
 from claros.wiring import Services
 
@@ -28,6 +30,7 @@ __all__ = ["LocalServer", "serve"]
 
 log = logging.getLogger("claros.local")
 
+_STREAM_CHUNK = 256 * 1024  # bytes of a streamed body written per chunk
 _TEXT_TYPES = ("application/json", "application/x-ndjson", "text/")
 
 
@@ -102,8 +105,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raw = self.rfile.read(length) if length else b""
         event = self._event(raw)
-        result = self.server.resolver().resolve(event, _LambdaContext())
-        self._write_result(result)
+        with accepting() as pending:
+            result = self.server.resolver().resolve(event, _LambdaContext())
+        if pending.chunks is not None and int(result.get("statusCode", 200)) == 200:
+            self._write_stream(result, pending.chunks)
+        else:
+            self._write_result(result)
 
     def _event(self, raw: bytes) -> dict[str, Any]:
         url = urlsplit(self.path)
@@ -170,6 +177,34 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _write_stream(self, result: dict[str, Any], chunks: Iterable[bytes]) -> None:
+        """A body a route streamed (claros.api.streaming): HTTP/1.1 chunked, written as it
+        is made, so memory stays flat whatever its size. A failure half-way leaves out the
+        last chunk: the client sees a cut-off body, never a complete-looking one."""
+        self.send_response(int(result.get("statusCode", 200)))
+        for name, value in (result.get("headers") or {}).items():
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, str(value))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        buffer: list[bytes] = []
+        held = 0
+        try:
+            for chunk in chunks:
+                buffer.append(chunk)
+                held += len(chunk)
+                if held >= _STREAM_CHUNK:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (held, b"".join(buffer)))
+                    buffer, held = [], 0
+            if held:
+                self.wfile.write(b"%x\r\n%s\r\n" % (held, b"".join(buffer)))
+            self.wfile.write(b"0\r\n\r\n")
+        except Exception:
+            log.exception("a streamed answer failed half-way")
+            self.close_connection = True
+
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
 
@@ -220,8 +255,12 @@ class LocalServer:
             except Exception:  # keep beating; the next round retries
                 log.exception("heartbeat checkpoint failed")
 
+    def _serve(self) -> None:
+        # A short poll so stop() returns quickly (the default waits up to 0.5 s).
+        self.httpd.serve_forever(poll_interval=0.05)
+
     def start(self) -> LocalServer:
-        for target in (self.httpd.serve_forever, self._heartbeat):
+        for target in (self._serve, self._heartbeat):
             thread = threading.Thread(target=target, daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -10,7 +10,7 @@ counts outcomes reported for a check that said stop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,8 +28,10 @@ __all__ = [
     "OUTCOME_GUARDS",
     "OutcomeByCall",
     "OutcomeRequest",
+    "CoverageCounter",
     "UncheckedRequest",
     "coverage",
+    "coverage_between",
     "record_outcome",
     "record_outcome_by_call",
     "record_unchecked",
@@ -124,47 +126,62 @@ def record_unchecked(
     return {"unchecked_id": ref, "seq": entry.seq}
 
 
-def _records_since(
-    store: Store, workspace: str, since_ts: int
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    for entry, rec in store.entries_with_records(workspace):
-        if entry.ts >= since_ts and rec is not None:
-            yield entry.kind, rec
+class CoverageCounter:
+    """Coverage per agent from the records of a window, fed one at a time (``add``): the
+    coverage route and the monthly report count the same way."""
 
+    def __init__(self) -> None:
+        self._agents: dict[str, dict[str, Any]] = {}
 
-def coverage(store: Store, workspace: str, *, days: int, now: int | None = None) -> dict[str, Any]:
-    since = (now or now_ms()) - days * 86_400_000
-    agents: dict[str, dict[str, Any]] = {}
-
-    def slot(name: str) -> dict[str, Any]:
-        return agents.setdefault(
+    def _slot(self, name: str) -> dict[str, Any]:
+        return self._agents.setdefault(
             name,
             {"agent": name, "checked": 0, "unchecked": 0, "outcomes": 0, "ran_after_stop": 0,
              "guards": set()},
         )  # fmt: skip
 
-    for kind, rec in _records_since(store, workspace, since):
+    def add(self, kind: str, rec: Mapping[str, Any]) -> None:
         if kind in ("check", "unchecked"):
             agent = rec.get("agent") or {}
-            s = slot(str(agent.get("name", "unknown")))
+            s = self._slot(str(agent.get("name", "unknown")))
             s["checked" if kind == "check" else "unchecked"] += 1
             guard = (agent.get("via") or {}).get("guard")
             if guard:
                 s["guards"].add(guard)
         elif kind == "outcome":
-            s = slot(str(rec.get("agent") or "unknown"))
+            s = self._slot(str(rec.get("agent") or "unknown"))
             s["outcomes"] += 1
             if rec.get("check_result") == "stop":
                 s["ran_after_stop"] += 1
-    out = []
-    for name in sorted(agents):
-        s = agents[name]
-        guards = sorted(s.pop("guards"))
-        s["guards"] = guards
-        reports = any(g in OUTCOME_GUARDS for g in guards)
-        total = s["checked"] + s["unchecked"]
-        s["coverage"] = round(s["checked"] / total, 4) if reports and total else None
-        if not reports:
-            s["coverage_note"] = "this agent's guard does not send outcomes: coverage unknown"
-        out.append(s)
+
+    def agents(self) -> list[dict[str, Any]]:
+        out = []
+        for name in sorted(self._agents):
+            s = dict(self._agents[name])
+            guards = sorted(s.pop("guards"))
+            s["guards"] = guards
+            reports = any(g in OUTCOME_GUARDS for g in guards)
+            total = s["checked"] + s["unchecked"]
+            s["coverage"] = round(s["checked"] / total, 4) if reports and total else None
+            if not reports:
+                s["coverage_note"] = "this agent's guard does not send outcomes: coverage unknown"
+            out.append(s)
+        return out
+
+
+def coverage_between(store: Store, workspace: str, start: int, end: int) -> list[dict[str, Any]]:
+    """Coverage per agent over the entries stamped in [start, end)."""
+    from claros.evidence.activity import records_between
+
+    counter = CoverageCounter()
+    for entry, rec in records_between(store, workspace, start, end):
+        counter.add(entry.kind, rec)
+    return counter.agents()
+
+
+def coverage(store: Store, workspace: str, *, days: int, now: int | None = None) -> dict[str, Any]:
+    now = now or now_ms()
+    since = now - days * 86_400_000
+    # Up to now, and the clock skew past it: what a writer stamped a moment ahead counts.
+    out = coverage_between(store, workspace, since, now + 60_000)
     return {"workspace": workspace, "days": days, "since": since, "agents": out}

@@ -1,15 +1,20 @@
-"""Routes of the evidence function: the ledger, its checkpoints and keys, verification."""
+"""Routes of the evidence function, which only reads: the ledger, its checkpoints and keys,
+verification, the stream for SIEMs, the AIUC-1 pack and oversight per owner."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from claros import jsonutil
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.auth import ALL_KINDS, Principal
+from claros.evidence.aiuc1 import aiuc1_pack
+from claros.evidence.lines import entry_line
+from claros.evidence.oversight import oversight
 from claros.evidence.verify import verify_workspace
+from claros.ledger import Entry
 
 __all__ = ["register"]
 
@@ -17,10 +22,14 @@ ADMINS = frozenset({"admin"})
 # Admin and audit keys read records; the other kinds get the chain without them.
 RECORD_READERS = frozenset({"admin", "audit"})
 MAX_PAGE = 10_000
+# A Lambda answers at most 6 MB (JSON-escaped): a page stops near this many bytes.
+MAX_PAGE_BYTES = 4_000_000
+MAX_DAYS = 3660
 
 
 def register(app: ClarosResolver) -> None:
     store = app.services.store
+    settings = app.services.settings
 
     @routed(app, "GET", "/v1/ledger/pubkey", ALL_KINDS)
     def pubkeys(principal: Principal) -> Any:
@@ -42,23 +51,49 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "GET", "/v1/ledger/entries", ALL_KINDS)
     def entries(principal: Principal) -> Response[str]:
-        since = query_int(app, "since", 0)
-        limit = query_int(app, "limit", 1000, minimum=1, maximum=MAX_PAGE)
-        lines = []
-        last = since
-        if principal.kind in RECORD_READERS:
-            for entry, record in store.entries_with_records(
-                principal.workspace, since=since, limit=limit
-            ):
-                lines.append(jsonutil.dumps({**entry.to_json(), "event": record}))
-                last = entry.seq
-        else:
-            for entry in store.entries(principal.workspace, since=since, limit=limit):
-                lines.append(jsonutil.dumps(entry.to_json()))
-                last = entry.seq
-        body = "".join(line + "\n" for line in lines)
-        return Response(200, "application/x-ndjson", body, headers={"x-claros-next": str(last)})
+        return _page(app, principal, with_records=principal.kind in RECORD_READERS)
 
     @routed(app, "GET", "/api/evidence/verify", ADMINS)
     def verify(principal: Principal) -> Any:
         return json_response(verify_workspace(store, principal.workspace).to_json())
+
+    @routed(app, "GET", "/api/evidence/stream", ADMINS)
+    def stream(principal: Principal) -> Response[str]:
+        return _page(app, principal, with_records=True)
+
+    @routed(app, "GET", "/api/evidence/aiuc1", ADMINS)
+    def aiuc1(principal: Principal) -> Any:
+        days = query_int(app, "days", 90, minimum=1, maximum=MAX_DAYS)
+        fast = query_int(app, "fast_seconds", settings.fast_approval_s, maximum=86_400)
+        return aiuc1_pack(store, principal.workspace, days=days, fast_seconds=fast)
+
+    @routed(app, "GET", "/api/evidence/oversight", ADMINS)
+    def owners(principal: Principal) -> Any:
+        days = query_int(app, "days", 90, minimum=1, maximum=MAX_DAYS)
+        fast = query_int(app, "fast_seconds", settings.fast_approval_s, maximum=86_400)
+        return oversight(store, principal.workspace, days=days, fast_seconds=fast)
+
+
+def _page(app: ClarosResolver, principal: Principal, *, with_records: bool) -> Response[str]:
+    """One page of entries as JSON lines (the stream's shape: each record, when given, is
+    its canonical JSON as ``event``), at most ``limit`` lines and about MAX_PAGE_BYTES;
+    ``x-claros-next`` is the seq to resume from."""
+    since = query_int(app, "since", 0)
+    limit = query_int(app, "limit", 1000, minimum=1, maximum=MAX_PAGE)
+    store = app.services.store
+    lines: list[bytes] = []
+    size, last = 0, since
+    ws = principal.workspace
+    rows: Iterator[tuple[Entry, bytes | None]] = (
+        store.entries_with_raw_records(ws, since=since, limit=limit)
+        if with_records
+        else ((entry, None) for entry in store.entries(ws, since=since, limit=limit))
+    )
+    for entry, raw in rows:
+        line = entry_line(entry, raw, with_record=with_records)
+        if lines and size + len(line) > MAX_PAGE_BYTES:
+            break  # the rest comes with the next page
+        lines.append(line)
+        size, last = size + len(line), entry.seq
+    body = b"".join(lines).decode("utf-8")
+    return Response(200, "application/x-ndjson", body, headers={"x-claros-next": str(last)})

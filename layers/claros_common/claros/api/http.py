@@ -4,6 +4,14 @@ Powertools keeps the current event on a class attribute (``BaseRouter.current_ev
 which is fine in Lambda (one request at a time) but would mix requests up in the local
 server's threads. ``ClarosResolver`` keeps it per thread instead; the local server also
 builds one resolver per thread.
+
+Who calls: every route states the key kinds it accepts (``PERMISSIONS``). The caller is the
+``Authorization: Bearer`` key; a route declared with ``web=True`` (every GET route unless it
+says otherwise, and the web app's pages) also accepts a signed-in person's session cookie
+when no Authorization header is sent; on a state-changing method the cookie must come with
+the session's CSRF token and a same-site Origin (``claros.web.sessions``). The few routes a
+person or a CLI reaches before holding any credential are declared with ``public()`` and
+listed, with why, in ``PUBLIC``.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ from __future__ import annotations
 import base64
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -22,14 +31,19 @@ from claros import jsonutil
 from claros.auth import Principal, authenticate, require
 from claros.config import Settings
 from claros.errors import BadRequestError, PayloadTooLargeError
+from claros.web.sessions import session_principal
 from claros.wiring import Services
 
 __all__ = [
     "PERMISSIONS",
+    "PUBLIC",
     "ClarosResolver",
     "Handler",
+    "caller",
+    "declare",
     "json_response",
     "parse_body",
+    "public",
     "query_int",
     "routed",
 ]
@@ -47,6 +61,9 @@ Handler = Callable[..., Any]
 # (method, path) -> the key kinds the route accepts. Filled as routes are declared; the
 # permission test walks it so no route escapes the route x kind matrix.
 PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {}
+# (method, path) -> why the route takes no credential at all. tests/web pins this set, so a
+# new public route is a deliberate, reviewed change.
+PUBLIC: dict[tuple[str, str], str] = {}
 
 
 class ClarosResolver(APIGatewayHttpResolver):
@@ -76,6 +93,21 @@ class ClarosResolver(APIGatewayHttpResolver):
         self._local.lambda_context = context
         return super().resolve(event, context)
 
+    @property
+    def acting_principal(self) -> Principal | None:
+        return cast("Principal | None", self._local.__dict__.get("acting"))
+
+    @contextmanager
+    def acting_as(self, principal: Principal) -> Iterator[None]:
+        """Resolve in-process requests as ``principal``, already authenticated by the caller
+        (a web page showing another route's answer). Only code can set it, never a request;
+        the route still checks the principal's kind."""
+        self._local.acting = principal
+        try:
+            yield
+        finally:
+            self._local.acting = None
+
 
 def json_response(
     body: Any, status: int = 200, headers: Mapping[str, str] | None = None
@@ -83,27 +115,72 @@ def json_response(
     return Response(status, "application/json", jsonutil.dumps(body), headers=headers)
 
 
-def routed(
-    app: ClarosResolver, method: str, path: str, kinds: frozenset[str] | set[str]
-) -> Callable[[Handler], Handler]:
-    """Declare a route and the key kinds it accepts; the handler gets the Principal first.
-
-    ``path`` is written the API Gateway way (``/v1/check/{check_id}/outcome``)."""
+def declare(method: str, path: str, kinds: frozenset[str] | set[str]) -> str:
+    """Record the kinds a route accepts; returns the route as Powertools writes it."""
     kinds = frozenset(kinds)
+    if (method, path) in PUBLIC:
+        raise RuntimeError(f"{method} {path} is declared public")
     previous = PERMISSIONS.setdefault((method, path), kinds)
     if previous != kinds:
         raise RuntimeError(f"{method} {path} declared twice with different kinds")
-    rule = path.replace("{", "<").replace("}", ">")
+    return path.replace("{", "<").replace("}", ">")
+
+
+def caller(app: ClarosResolver, kinds: frozenset[str], *, web: bool) -> Principal:
+    """Who is calling, and that their kind may: the bearer key; with ``web`` and no
+    Authorization header, the session cookie (CSRF-checked on state-changing methods)."""
+    acting = app.acting_principal
+    if acting is not None:
+        return require(acting, kinds)
+    event = app.current_event
+    header = event.headers.get("authorization")
+    if web and not header:
+        found = session_principal(app.services, event)
+        if found is not None:
+            return require(found, kinds)
+    return require(authenticate(app.services.store, header), kinds)
+
+
+def routed(
+    app: ClarosResolver,
+    method: str,
+    path: str,
+    kinds: frozenset[str] | set[str],
+    *,
+    web: bool | None = None,
+) -> Callable[[Handler], Handler]:
+    """Declare a route and the key kinds it accepts; the handler gets the Principal first.
+
+    ``path`` is written the API Gateway way (``/v1/check/{check_id}/outcome``). ``web``:
+    also accept a signed-in person's session cookie; by default GET routes do (reading
+    what the person's key may read, e.g. an export link on a page) and others do not."""
+    kinds = frozenset(kinds)
+    rule = declare(method, path, kinds)
+    by_session = method == "GET" if web is None else web
 
     def decorate(fn: Handler) -> Handler:
         @functools.wraps(fn)
         def handler(**params: str) -> Any:
-            event = app.current_event
-            principal = authenticate(app.services.store, event.headers.get("authorization"))
-            require(principal, kinds)
-            return fn(principal, **params)
+            return fn(caller(app, kinds, web=by_session), **params)
 
         app.route(rule, method)(handler)
+        return fn
+
+    return decorate
+
+
+def public(
+    app: ClarosResolver, method: str, path: str, *, reason: str
+) -> Callable[[Handler], Handler]:
+    """Declare a route that takes no credential (``reason`` says why); the handler gets
+    only the path parameters. Keep these few: sign-in, device sign-in, static files."""
+    if (method, path) in PERMISSIONS:
+        raise RuntimeError(f"{method} {path} is declared with key kinds")
+    PUBLIC[(method, path)] = reason
+    rule = path.replace("{", "<").replace("}", ">")
+
+    def decorate(fn: Handler) -> Handler:
+        app.route(rule, method)(fn)
         return fn
 
     return decorate

@@ -172,6 +172,13 @@ class Store(Protocol):
         """Entries with seq > since, ascending, each with its record (None if deleted)."""
         ...
 
+    def entries_with_raw_records(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[Entry, bytes | None]]:
+        """As ``entries_with_records``, each record as the bytes it is kept as: its canonical
+        JSON, the very bytes ``payload_sha256`` hashed. Exports write them as they are."""
+        ...
+
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None: ...
 
     def prune(self, workspace: str, through_seq: int) -> PruneResult:

@@ -447,6 +447,29 @@ class DynamoStore:
         if page:
             yield from self._with_records(workspace, page)
 
+    def entries_with_raw_records(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[Entry, bytes | None]]:
+        page: list[Entry] = []
+        for item in self._ledger_query(workspace, since, limit):
+            page.append(_entry(item))
+            if len(page) == self.page_size:
+                yield from self._with_raw_records(workspace, page)
+                page = []
+        if page:
+            yield from self._with_raw_records(workspace, page)
+
+    def _with_raw_records(
+        self, workspace: str, page: list[Entry]
+    ) -> Iterator[tuple[Entry, bytes | None]]:
+        found = self._batch_get_records(workspace, {f"{e.kind}#{e.ref_id}" for e in page})
+        for e in page:
+            item = found.get(f"{e.kind}#{e.ref_id}")
+            if item is not None and int(item["seq"]["N"]) == e.seq:
+                yield e, zlib.decompress(item["body"]["B"])  # the canonical JSON, as hashed
+            else:
+                yield e, None
+
     def _with_records(
         self, workspace: str, page: list[Entry]
     ) -> Iterator[tuple[Entry, dict[str, Any] | None]]:

@@ -245,6 +245,21 @@ class SqliteStore:
         for row in cur:
             yield _entry(row), (jsonutil.loads(row[8]) if row[8] is not None else None)
 
+    def entries_with_raw_records(
+        self, workspace: str, *, since: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[Entry, bytes | None]]:
+        # The body column holds the record's canonical JSON as it was hashed.
+        cur = self._conn().execute(
+            "SELECT l.workspace, l.seq, l.kind, l.ref_id, l.ts, l.payload_sha256, l.prev_hash,"
+            " l.hash, CAST(r.body AS BLOB) FROM ledger l LEFT JOIN records r"
+            " ON r.workspace = l.workspace AND r.kind = l.kind AND r.ref_id = l.ref_id"
+            " AND r.seq = l.seq"
+            " WHERE l.workspace = ? AND l.seq > ? ORDER BY l.seq LIMIT ?",
+            (workspace, since, -1 if limit is None else limit),
+        )
+        for row in cur:
+            yield Entry(*row[:8]), row[8]
+
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
         row = (
             self._conn()

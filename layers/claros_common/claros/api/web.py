@@ -1,0 +1,634 @@
+"""Routes of the web app (/app) and of device sign-in (/v1/device/*), in the admin function.
+
+Pages are server-rendered HTML with plain forms. A page accepts a signed-in person's
+session cookie (state-changing forms carry the session's CSRF token) or, for scripts, a
+bearer key. Browsers (``Accept: text/html`` or a form post) get HTML, redirects and error
+pages; other clients get JSON, with the API's error shape.
+
+Parts of Evidence that other routes serve (retention, the AIUC-1 pack, oversight) are
+asked in-process, as the signed-in person, through a resolver holding every function's
+routes; a route this server lacks shows as "not available". Downloads that other functions
+serve (the export, the printable report) are plain links: GET routes take the cookie too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.shared.cookies import Cookie
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from claros import jsonutil
+from claros.api.http import (
+    PERMISSIONS,
+    ClarosResolver,
+    Handler,
+    caller,
+    declare,
+    json_response,
+    parse_json,
+    public,
+    validation_details,
+)
+from claros.asks import AnswerRequest, answer_ask
+from claros.auth import Principal, create_key
+from claros.checkpoints import sign_checkpoint
+from claros.clock import now_ms
+from claros.errors import (
+    BadRequestError,
+    ClarosError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    UnavailableError,
+)
+from claros.evidence.aiuc1 import aiuc1_pack
+from claros.evidence.oversight import oversight
+from claros.evidence.retention import get_retention, set_retention
+from claros.evidence.verify import verify_workspace
+from claros.mapping.service import list_mappings
+from claros.rules.service import list_rules
+from claros.timeline import timeline
+from claros.web import pages, sessions
+from claros.web.device import answer_device, device_view, poll_device, start_device
+from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
+from claros.web.html import Safe, render
+from claros.web.views import agents_of, answered_asks, open_asks
+
+__all__ = ["register"]
+
+log = logging.getLogger("claros.web")
+
+M = TypeVar("M", bound=BaseModel)
+ADMINS = frozenset({"admin"})
+PEOPLE = frozenset({"admin", "agent"})
+HTML = "text/html; charset=utf-8"
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+# --- inputs -----------------------------------------------------------------------------
+class AnswerForm(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    decision: Literal["approve", "deny"]
+    note: str | None = Field(None, max_length=2000)
+
+    @field_validator("note")
+    @classmethod
+    def _blank(cls, note: str | None) -> str | None:
+        return note.strip() or None if note is not None else None
+
+
+class SignInForm(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    key: str | None = Field(None, max_length=200)
+    next: str | None = Field(None, max_length=500)
+
+
+class RetentionForm(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    days: int = Field(ge=1, le=36_500)
+
+
+class AuditKeyForm(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    label: str = Field("", max_length=100)
+
+
+class DeviceAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    user_code: str = Field(min_length=1, max_length=20)
+    decision: Literal["approve", "deny"]
+
+
+class DeviceCodeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    client: str = Field("claros-cli", min_length=1, max_length=64)
+    name: str = Field("", max_length=128)
+
+
+class DeviceTokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    device_code: str = Field(min_length=1, max_length=128)
+
+
+def _headers(app: ClarosResolver) -> Mapping[str, str]:
+    return app.current_event.headers
+
+
+def _is_form(app: ClarosResolver) -> bool:
+    content_type = (_headers(app).get("content-type") or "").split(";")[0].strip().lower()
+    return content_type == "application/x-www-form-urlencoded"
+
+
+def _wants_html(app: ClarosResolver) -> bool:
+    return _is_form(app) or "text/html" in (_headers(app).get("accept") or "")
+
+
+def read_input(app: ClarosResolver, model: type[M], *, empty_ok: bool = False) -> M:
+    """The request's form fields or JSON object, validated by ``model`` (400 with a reason)."""
+    form = sessions.form_fields(app.current_event, app.services.settings.max_body_bytes)
+    if form is not None:
+        value: Any = {k: v for k, v in form.items() if k != "csrf"}
+    elif empty_ok and not (app.current_event.body or "").strip():
+        value = {}
+    else:
+        value = parse_json(app.current_event, app.services.settings)
+    if not isinstance(value, dict):
+        raise BadRequestError(f"the body must be a JSON object, not {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        details = validation_details(exc)
+        first = details[0]
+        raise BadRequestError(
+            f"invalid request: {first['field']}: {first['problem']}", details=details
+        ) from exc
+
+
+# --- responses --------------------------------------------------------------------------
+def html_response(
+    body: str, status: int = 200, *, cookies: list[Cookie] | None = None
+) -> Response[str]:
+    return Response(status, HTML, body, headers=dict(PAGE_HEADERS), cookies=cookies or [])
+
+
+def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response[str]:
+    headers = {"Location": location, "Cache-Control": "no-store"}
+    return Response(303, HTML, "", headers=headers, cookies=cookies or [])
+
+
+def safe_next(value: str | None) -> str:
+    """Where to go after signing in: a path of this app, never another site."""
+    if not value:
+        return "/app"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/app") or "\\" in value:
+        return "/app"
+    return value
+
+
+def _chrome(app: ClarosResolver, principal: Principal | None, active: str = "") -> pages.Chrome:
+    session_id = sessions.read_session_id(app.current_event)
+    csrf = sessions.csrf_token(session_id) if session_id and principal else None
+    return pages.Chrome(principal, csrf, active)
+
+
+def _error(app: ClarosResolver, principal: Principal | None, exc: ClarosError) -> Response[str]:
+    event = app.current_event
+    if exc.status == 401:
+        cookies = [sessions.clear_cookie(event.headers)] if sessions.read_session_id(event) else []
+        method = event.request_context.http.method
+        back = event.path if method == "GET" else "/app"
+        why = "expired" if "expired" in exc.message else "signin"
+        query = urlencode({"next": back, "why": why})
+        return redirect(f"/app/signin?{query}", cookies=cookies)
+    return html_response(
+        pages.error_page(_chrome(app, principal), exc.status, exc.message), exc.status
+    )
+
+
+def page(
+    app: ClarosResolver, method: str, path: str, kinds: frozenset[str]
+) -> Callable[[Handler], Handler]:
+    """A web route: declared with its kinds like ``routed``, reached by bearer key or session
+    cookie (CSRF-checked on POST); errors become pages for browsers, JSON for the rest."""
+    rule = declare(method, path, kinds)
+
+    def decorate(fn: Handler) -> Handler:
+        @functools.wraps(fn)
+        def handler(**params: str) -> Any:
+            principal: Principal | None = None
+            try:
+                principal = caller(app, kinds, web=True)
+                return fn(principal, **params)
+            except ClarosError as exc:
+                if not _wants_html(app):
+                    raise
+                return _error(app, principal, exc)
+
+        app.route(rule, method)(handler)
+        return fn
+
+    return decorate
+
+
+# --- in-process calls to other functions' routes ----------------------------------------
+_internal: weakref.WeakKeyDictionary[ClarosResolver, ClarosResolver] = weakref.WeakKeyDictionary()
+_internal_lock = threading.Lock()
+
+
+def _everything(app: ClarosResolver) -> ClarosResolver:
+    """A resolver with every function's routes (built once per resolver, i.e. per thread)."""
+    with _internal_lock:
+        found = _internal.get(app)
+        if found is None:
+            from claros.api.app import FUNCTIONS, build_resolver  # app.py imports this module
+
+            found = build_resolver(app.services, FUNCTIONS)
+            _internal[app] = found
+    return found
+
+
+def serves(app: ClarosResolver, method: str, path: str) -> bool:
+    """Whether this server has the route (any function's)."""
+    _everything(app)
+    return (method, path) in PERMISSIONS
+
+
+def call_route(
+    app: ClarosResolver,
+    principal: Principal,
+    method: str,
+    path: str,
+    *,
+    query: Mapping[str, str] | None = None,
+    body: Mapping[str, Any] | None = None,
+) -> Fetched:
+    """Ask another route in-process as ``principal`` (its kinds still apply)."""
+    route = f"{method} {path}"
+    if not serves(app, method, path):
+        return Fetched(route)
+    outer = app.current_event
+    headers = {
+        k: v
+        for k, v in outer.headers.items()
+        if k not in ("authorization", "cookie", "content-type", "content-length")
+    }
+    headers["accept"] = "application/json"
+    if body is not None:
+        headers["content-type"] = "application/json"
+    context = dict(outer.raw_event.get("requestContext") or {})
+    context["http"] = {**(context.get("http") or {}), "method": method, "path": path}
+    event = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": urlencode(query or {}),
+        "headers": headers,
+        "queryStringParameters": dict(query) if query else None,
+        "requestContext": context,
+        "body": jsonutil.dumps(dict(body)) if body is not None else None,
+        "isBase64Encoded": False,
+    }
+    internal = _everything(app)
+    with internal.acting_as(principal):
+        result = internal.resolve(event, app.lambda_context)
+    status = int(result.get("statusCode", 500))
+    try:
+        parsed = jsonutil.loads(result.get("body") or "null")
+    except ValueError:
+        parsed = None
+    return Fetched(route, status, parsed)
+
+
+# --- the routes -------------------------------------------------------------------------
+def register(app: ClarosResolver) -> None:
+    _sign_in_routes(app)
+    _home_routes(app)
+    _admin_routes(app)
+    _evidence_routes(app)
+    _device_routes(app)
+
+    @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
+    def static(name: str) -> Response[str | bytes]:
+        content_type = pages.STATIC.get(name)
+        if content_type is None:
+            raise NotFoundError(f"no static file {name!r}")
+        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+        return Response(200, content_type, pages.static_file(name).decode(), headers=headers)
+
+
+_SIGN_IN_NOTES = {
+    "signed_out": "You are signed out.",
+    "expired": "Your session ended. Sign in again.",
+    "signin": "Sign in to continue.",
+}
+
+
+def _sign_in_routes(app: ClarosResolver) -> None:
+    services = app.services
+
+    @public(app, "GET", "/app/signin", reason="the sign-in form")
+    def signin_form() -> Response[str]:
+        event = app.current_event
+        query = event.query_string_parameters or {}
+        target = safe_next(query.get("next"))
+        session_id = sessions.read_session_id(event)
+        if session_id:
+            try:
+                sessions.load_session(services.store, session_id)
+                return redirect(target)
+            except ClarosError:
+                pass
+        note = _SIGN_IN_NOTES.get(
+            "signed_out" if "signed_out" in query else query.get("why", ""), ""
+        )
+        return html_response(pages.signin_page(next_path=target, note=note))
+
+    @public(app, "POST", "/app/signin", reason="turns a person's key into a session")
+    def signin() -> Response[str]:
+        event = app.current_event
+        form = _is_form(app)
+        try:
+            sessions.check_origin(event.headers)
+            body = read_input(app, SignInForm, empty_ok=True)
+            header = event.headers.get("authorization") or ""
+            key = body.key or (header.partition(" ")[2].strip() if header else "")
+            if not key:
+                raise BadRequestError("give your key")
+            session_id, principal = sessions.open_session(services.store, key)
+        except ClarosError as exc:
+            if not form:
+                raise
+            target = safe_next((sessions.form_fields(event, 10_000) or {}).get("next"))
+            page_ = pages.signin_page(next_path=target, error=exc.message)
+            return html_response(page_, exc.status)
+        cookie = sessions.session_cookie(session_id, event.headers)
+        if form:
+            return redirect(safe_next(body.next), cookies=[cookie])
+        answer = {
+            "person": principal.person,
+            "workspace": principal.workspace,
+            "kind": principal.kind,
+            "csrf": sessions.csrf_token(session_id),
+            "expires_in": sessions.SESSION_TTL_S,
+        }
+        response = json_response(answer)
+        response.cookies.append(cookie)
+        return response
+
+    @page(app, "POST", "/app/signout", PEOPLE)
+    def signout(principal: Principal) -> Response[str]:
+        event = app.current_event
+        session_id = sessions.read_session_id(event)
+        if session_id:
+            sessions.close_session(services.store, session_id)
+        cookie = sessions.clear_cookie(event.headers)
+        if _wants_html(app):
+            return redirect("/app/signin?signed_out=1", cookies=[cookie])
+        response = json_response({"signed_out": True})
+        response.cookies.append(cookie)
+        return response
+
+
+def _home_routes(app: ClarosResolver) -> None:
+    services = app.services
+    store = services.store
+
+    @page(app, "GET", "/app", PEOPLE)
+    def home(principal: Principal) -> Response[str]:
+        query = app.current_event.query_string_parameters or {}
+        before = query.get("before") or None
+        if before is not None and len(before) > 100:
+            raise BadRequestError("before is not a timeline position")
+        flash = Safe("")
+        if query.get("answered") and query.get("decision") in ("approved", "denied"):
+            flash = pages.notice(
+                render("You {d} ask <code>{a}</code>.", d=query["decision"], a=query["answered"]),
+                "ok",
+            )
+        body = pages.home_page(
+            _chrome(app, principal, "home"),
+            asks=open_asks(store, principal),
+            answered=answered_asks(store, principal),
+            agents=agents_of(store, principal),
+            timeline=timeline(store, principal, limit=25, before=before),
+            now=now_ms(),
+            flash=flash,
+        )
+        return html_response(body)
+
+    @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE)
+    def answer(principal: Principal, ask_id: str) -> Response[str]:
+        form = read_input(app, AnswerForm)
+        result = answer_ask(
+            services, principal, ask_id, AnswerRequest(decision=form.decision, note=form.note)
+        )
+        if _wants_html(app):
+            query = urlencode({"answered": ask_id, "decision": result["status"]})
+            return redirect(f"/app?{query}#asks")
+        return json_response(result)
+
+
+# The saved-checkpoints file of claros_guard.verify (SAVED_FORMAT), which the server
+# package does not import.
+SAVED_CHECKPOINTS = "claros-checkpoints/1"
+
+
+def _admin_routes(app: ClarosResolver) -> None:
+    services = app.services
+    store = services.store
+
+    @page(app, "GET", "/app/rules", ADMINS)
+    def rules(principal: Principal) -> Response[str]:
+        found = list_rules(store, principal.workspace, versions=True)
+        body = pages.rules_page(
+            _chrome(app, principal, "rules"), found, list_mappings(store, principal.workspace)
+        )
+        return html_response(body)
+
+    @page(app, "GET", "/app/evidence", ADMINS)
+    def evidence(principal: Principal) -> Response[str]:
+        query = app.current_event.query_string_parameters or {}
+        flash = Safe("")
+        if query.get("retention") == "saved":
+            flash = pages.notice("Retention saved.", "ok")
+        return html_response(
+            evidence_page(
+                _chrome(app, principal, "evidence"), _evidence(app, principal), flash=flash
+            )
+        )
+
+
+def _evidence_routes(app: ClarosResolver) -> None:
+    services = app.services
+    store = services.store
+
+    @page(app, "GET", "/app/evidence/checkpoints", ADMINS)
+    def checkpoints(principal: Principal) -> Response[str]:
+        """Today's checkpoints, in the file ``claros verify --save`` writes (so
+        ``claros verify --checkpoints`` reads it). Locally the unsigned tail is signed
+        first; in AWS only the checkpoint function signs, so the file ends at its last."""
+        workspace = principal.workspace
+        head = store.head(workspace)
+        latest = store.latest_checkpoint(workspace)
+        if (
+            services.settings.inline_checkpoints
+            and head
+            and (latest is None or latest.seq < head.seq)
+        ):
+            sign_checkpoint(store, services.signer, head)
+        now = dt.datetime.now(dt.UTC)
+        body = {
+            "format": SAVED_CHECKPOINTS,
+            "workspace": workspace,
+            "saved_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source": _base_url(app),
+            "public_keys": [k.to_json() for k in store.public_keys(workspace)],
+            "checkpoints": [cp.to_json() for cp in store.checkpoints(workspace)],
+        }
+        name = f"claros-checkpoints-{now.date().isoformat()}.json"
+        headers = {
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "Cache-Control": "no-store",
+        }
+        return json_response(body, headers=headers)
+
+    @page(app, "POST", "/app/evidence/retention", ADMINS)
+    def retention(principal: Principal) -> Response[str]:
+        form = read_input(app, RetentionForm)
+        # The domain call, not the route: in AWS the retention routes live in the prune
+        # function, while setting retention needs only what this function may do.
+        saved = set_retention(app.services.store, principal, form.days)
+        if _wants_html(app):
+            return redirect("/app/evidence?retention=saved#retention")
+        return json_response(saved)
+
+    @page(app, "POST", "/app/evidence/audit-keys", ADMINS)
+    def audit_key(principal: Principal) -> Response[str]:
+        form = read_input(app, AuditKeyForm, empty_ok=True)
+        if not principal.person:
+            raise ForbiddenError("an audit key is made by a workspace admin")
+        key = create_key(
+            store, principal.workspace, "audit", made_by=principal.person, label=form.label
+        )
+        if _wants_html(app):
+            body = pages.audit_key_page(
+                _chrome(app, principal, "evidence"), key=key, label=form.label
+            )
+            return html_response(body, 201)
+        answer = {"key": key, "kind": "audit", "label": form.label, "made_by": principal.person}
+        return json_response(answer, 201, headers={"Cache-Control": "no-store"})
+
+
+_RELAYED: dict[int, type[ClarosError]] = {
+    400: BadRequestError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+}
+
+
+def _relayed(done: Fetched) -> ClarosError:
+    """Another route's error, as ours (a 5xx there is a 503 here)."""
+    message = done.body.get("message") if isinstance(done.body, dict) else None
+    text = str(message or f"{done.route} answered {done.status}")
+    return _RELAYED.get(int(done.status or 503), UnavailableError)(text)
+
+
+def _direct(route: str, compute: Callable[[], Any]) -> Fetched:
+    try:
+        return Fetched(route, 200, compute())
+    except ClarosError as exc:
+        return Fetched(route, exc.status, exc.to_json())
+
+
+def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
+    store, workspace = app.services.store, principal.workspace
+    fast = app.services.settings.fast_approval_s
+    now = dt.datetime.now(dt.UTC)
+    workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
+    return EvidenceData(
+        workspace=workspace,
+        verify=verify_workspace(store, workspace).to_json(),
+        checkpoint=store.latest_checkpoint(workspace),
+        public_keys=len(store.public_keys(workspace)),
+        available={
+            "export": serves(app, "GET", "/api/evidence/export"),
+            "stream": serves(app, "GET", "/api/evidence/stream"),
+            "report": serves(app, "GET", "/api/evidence/report"),
+        },
+        presigned_export=bool(app.services.settings.export_bucket),
+        # Domain calls, not routes: in AWS those routes live in other functions.
+        retention=_direct("GET /api/evidence/retention", lambda: get_retention(store, workspace)),
+        aiuc1=_direct(
+            "GET /api/evidence/aiuc1",
+            lambda: aiuc1_pack(store, workspace, days=90, fast_seconds=fast),
+        ),
+        oversight=_direct(
+            "GET /api/evidence/oversight",
+            lambda: oversight(store, workspace, days=90, fast_seconds=fast),
+        ),
+        workflows=workflows,
+        month=now.strftime("%Y-%m"),
+        today=now.date().isoformat(),
+    )
+
+
+def _base_url(app: ClarosResolver) -> str:
+    headers = _headers(app)
+    host = headers.get("host") or app.current_event.request_context.domain_name
+    proto = headers.get("x-forwarded-proto") or (
+        "http" if sessions.is_local_host(headers) else "https"
+    )
+    return f"{proto}://{host}"
+
+
+def _device_routes(app: ClarosResolver) -> None:
+    store = app.services.store
+
+    @public(app, "POST", "/v1/device/code", reason="a CLI without a key starts device sign-in")
+    def device_code() -> Response[str]:
+        body = read_input(app, DeviceCodeRequest, empty_ok=True)
+        address = app.current_event.request_context.http.source_ip or "unknown"
+        started = start_device(store, client=body.client, name=body.name, address=address)
+        base = _base_url(app)
+        started["verification_uri"] = f"{base}/app/device"
+        started["verification_uri_complete"] = (
+            f"{base}/app/device?code={quote(started['user_code'])}"
+        )
+        return json_response(started, 201, headers={"Cache-Control": "no-store"})
+
+    @public(app, "POST", "/v1/device/token", reason="the CLI polls with its device code")
+    def device_token() -> Response[str]:
+        body = read_input(app, DeviceTokenRequest)
+        return json_response(
+            poll_device(store, body.device_code), headers={"Cache-Control": "no-store"}
+        )
+
+    @page(app, "GET", "/app/device", PEOPLE)
+    def device(principal: Principal) -> Response[str]:
+        code = (app.current_event.query_string_parameters or {}).get("code", "")[:20]
+        chrome = _chrome(app, principal)
+        if not code:
+            return html_response(pages.device_page(chrome, view=None))
+        try:
+            view = device_view(store, code)
+        except (BadRequestError, NotFoundError) as exc:
+            if not _wants_html(app):
+                raise
+            body = pages.device_page(chrome, view=None, code=code, error=exc.message)
+            return html_response(body, exc.status)
+        return html_response(pages.device_page(chrome, view=view, now=now_ms()))
+
+    @page(app, "POST", "/app/device", PEOPLE)
+    def device_answer(principal: Principal) -> Response[str]:
+        form = read_input(app, DeviceAnswer)
+        view = answer_device(store, principal, form.user_code, form.decision)
+        if _wants_html(app):
+            return html_response(pages.device_page(_chrome(app, principal), view=view))
+        return json_response(view)

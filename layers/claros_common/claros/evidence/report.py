@@ -1,0 +1,430 @@
+"""The signed monthly report, per workflow and calendar month (UTC).
+
+It holds the rules in force (version, hash, owner, response, confirmer), check counts by
+result, near-misses, approvals by decision and authority, overrides by verdict, coverage
+by agent, oversight per owner, the chain's verify result and a fresh signed checkpoint.
+
+A record belongs to the workflow when it names one of the workflow's rule versions: a
+check through its ``rules`` (every rule that applied to the call), an approval through
+its ``rules``, an override through its check's rules or the rule it names; an outcome
+through its check; an unchecked write when its (app, tool) is one the workflow's rules
+apply to.
+
+The JSON is signed with the workspace's ledger key through the Signer (a key file
+locally, KMS in AWS): Ed25519 over the 32-byte sha256 of the report as canonical JSON.
+``python -m claros.ledger verify-report report.json`` checks it.
+"""
+
+from __future__ import annotations
+
+import base64
+import calendar
+import hashlib
+import html
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from claros.canonical import canonical_bytes
+from claros.checkpoints import sign_checkpoint
+from claros.clock import now_ms
+from claros.errors import BadRequestError, NotFoundError
+from claros.evidence.activity import RuleVersion, Versions, load_versions, records_between
+from claros.evidence.oversight import OversightCounter
+from claros.evidence.verify import verify_workspace
+from claros.ledger import PublicKey, key_id_for, verify_signature
+from claros.outcomes import CoverageCounter
+from claros.store.base import Store
+from claros.wiring import Services
+
+__all__ = [
+    "REPORT_FORMAT",
+    "ActivityCounter",
+    "build_report",
+    "month_window",
+    "render_html",
+    "sign_report",
+    "verify_signed_report",
+]
+
+REPORT_FORMAT = "claros-report/1"
+NEAR_MISS_ITEMS = 50
+_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+RESULTS = ("allow", "nudge", "ask", "stop")
+
+
+def month_window(month: str) -> tuple[int, int]:
+    """[start, end) of a calendar month (UTC), in ms."""
+    found = _MONTH.match(month or "")
+    if not found:
+        raise BadRequestError(f"query parameter month must be YYYY-MM, not {month!r}")
+    year, mon = int(found.group(1)), int(found.group(2))
+    start = calendar.timegm((year, mon, 1, 0, 0, 0)) * 1000
+    end = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0)) * 1000
+    return start, end
+
+
+class ActivityCounter:
+    """Check counts by result, near-misses, approvals, overrides: fed record by record."""
+
+    def __init__(self) -> None:
+        self.checks: Counter[str] = Counter()
+        self.severity: Counter[str] = Counter()
+        self.amounts: dict[str, Decimal] = {}
+        self.near: deque[dict[str, Any]] = deque(maxlen=NEAR_MISS_ITEMS)
+        self.decisions: Counter[str] = Counter()
+        self.authorities: Counter[str] = Counter()
+        self.verdicts: Counter[str] = Counter()
+
+    def add(self, seq: int, kind: str, rec: Mapping[str, Any]) -> None:
+        if kind == "check":
+            self.checks[str(rec.get("result"))] += 1
+            if rec.get("severity"):
+                self._near_miss(seq, rec)
+        elif kind == "approval":
+            self.decisions[str(rec.get("decision"))] += 1
+            self.authorities[str(rec.get("authority"))] += 1
+        elif kind == "override":
+            self.verdicts[str(rec.get("verdict"))] += 1
+
+    def _near_miss(self, seq: int, rec: Mapping[str, Any]) -> None:
+        self.severity[str(rec["severity"])] += 1
+        amount = rec.get("amount")
+        currency = str(rec.get("currency") or "unknown")
+        if amount is not None:
+            try:
+                self.amounts[currency] = self.amounts.get(currency, Decimal(0)) + Decimal(
+                    str(amount)
+                )
+            except ArithmeticError:
+                pass
+        self.near.append(
+            {
+                "seq": seq,
+                "check_id": rec.get("check_id"),
+                "ts": rec.get("ts"),
+                "app": rec.get("app"),
+                "tool": rec.get("tool"),
+                "result": rec.get("result"),
+                "severity": rec.get("severity"),
+                "amount": str(amount) if amount is not None else None,
+                "currency": rec.get("currency"),
+                "rules": [r.get("id") for r in rec.get("rules") or [] if r.get("matched")],
+            }
+        )
+
+    def checks_json(self) -> dict[str, Any]:
+        by_result = {r: self.checks.get(r, 0) for r in RESULTS}
+        by_result.update({k: v for k, v in self.checks.items() if k not in by_result})
+        return {"total": sum(self.checks.values()), "by_result": by_result}
+
+    def near_misses_json(self) -> dict[str, Any]:
+        return {
+            "total": sum(self.severity.values()),
+            "by_severity": {s: self.severity.get(s, 0) for s in ("high", "medium", "low")},
+            "amounts_by_currency": {c: str(a) for c, a in sorted(self.amounts.items())},
+            "latest": list(self.near),
+        }
+
+    def approvals_json(self) -> dict[str, Any]:
+        return {
+            "total": sum(self.decisions.values()),
+            "by_decision": dict(sorted(self.decisions.items())),
+            "by_authority": dict(sorted(self.authorities.items())),
+        }
+
+    def overrides_json(self) -> dict[str, Any]:
+        return {
+            "total": sum(self.verdicts.values()),
+            "by_verdict": dict(sorted(self.verdicts.items())),
+        }
+
+
+def _rule_json(v: RuleVersion) -> dict[str, Any]:
+    return {
+        "id": v.id,
+        "version": v.version,
+        "hash": v.hash,
+        "title": v.title,
+        "owners": list(v.owners),
+        "response": v.response,
+        "mode": v.mode,
+        "confirm": dict(v.confirm),
+        "confirmed_by": v.confirm.get("confirmed_by"),
+        "in_force_from": v.opened_at,
+        "in_force_until": v.closed_at,
+    }
+
+
+class _Workflow:
+    """Which records belong to one workflow."""
+
+    def __init__(self, store: Store, workspace: str, versions: Versions, start: int, end: int):
+        self.store, self.workspace = store, workspace
+        self.versions = versions
+        self.ids = {v.id for v in versions.values()}
+        self.maps: set[tuple[str, str]] = set()
+        for v in versions.values():
+            if v.in_force(start, end):
+                self.maps |= v.maps()
+        self.checks: set[str] = set()
+
+    def _names(self, refs: Any) -> bool:
+        for ref in refs or ():
+            if isinstance(ref, Mapping):
+                try:
+                    key = (str(ref.get("id")), int(ref.get("version")))  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    continue
+                if key in self.versions:
+                    return True
+        return False
+
+    def holds(self, kind: str, rec: Mapping[str, Any]) -> bool:
+        if kind == "check":
+            if self._names(rec.get("rules")):
+                self.checks.add(str(rec.get("check_id")))
+                return True
+            return False
+        if kind == "approval":
+            return self._names(rec.get("rules"))
+        if kind == "override":
+            return self._names(rec.get("check_rules")) or rec.get("rule_id") in self.ids
+        if kind == "outcome":
+            check_id = str(rec.get("check_id"))
+            if check_id in self.checks:
+                return True
+            check = self.store.get_record(self.workspace, "check", check_id)
+            return check is not None and self._names(check.get("rules"))
+        if kind == "unchecked":
+            return (str(rec.get("app")), str(rec.get("tool"))) in self.maps
+        return False
+
+
+def build_report(
+    services: Services,
+    workspace: str,
+    workflow_id: str,
+    month: str,
+    *,
+    fast_seconds: int,
+    now: int | None = None,
+) -> dict[str, Any]:
+    """The report (unsigned): one pass over the month's entries."""
+    store = services.store
+    if not workflow_id:
+        raise BadRequestError("query parameter workflow_id is required")
+    start, end = month_window(month)
+    every = load_versions(store, workspace)
+    versions = {k: v for k, v in every.items() if v.workflow_id == workflow_id}
+    if not versions:
+        raise NotFoundError(f"no workflow {workflow_id!r}: no rule was ever written for it")
+    workflow = _Workflow(store, workspace, versions, start, end)
+    activity = ActivityCounter()
+    coverage = CoverageCounter()
+    oversight = OversightCounter(
+        every, start=start, end=end, fast_seconds=fast_seconds,
+        only=lambda v: v.workflow_id == workflow_id,
+    )  # fmt: skip
+    for entry, rec in records_between(store, workspace, start, end):
+        if not workflow.holds(entry.kind, rec):
+            continue
+        activity.add(entry.seq, entry.kind, rec)
+        coverage.add(entry.kind, rec)
+        oversight.add(entry.kind, rec)
+    chain = verify_workspace(store, workspace).to_json()
+    chain["failures"] = chain["failures"][:20]
+    head = store.head(workspace)
+    checkpoint = (
+        sign_checkpoint(store, services.signer, head, services.anchor).to_json() if head else None
+    )
+    in_force = sorted(
+        (v for v in versions.values() if v.in_force(start, end)), key=lambda v: (v.id, v.version)
+    )
+    return {
+        "format": REPORT_FORMAT,
+        "workspace": workspace,
+        "workflow_id": workflow_id,
+        "month": month,
+        "from": start,
+        "until": end,
+        "generated_at": now if now is not None else now_ms(),
+        "fast_seconds": fast_seconds,
+        "rules": [_rule_json(v) for v in in_force],
+        "checks": activity.checks_json(),
+        "near_misses": activity.near_misses_json(),
+        "approvals": activity.approvals_json(),
+        "overrides": activity.overrides_json(),
+        "coverage": coverage.agents(),
+        "oversight": oversight.result(),
+        "chain": chain,
+        "checkpoint": checkpoint,
+    }
+
+
+def report_digest(report: Mapping[str, Any]) -> bytes:
+    return hashlib.sha256(canonical_bytes(report)).digest()
+
+
+def sign_report(services: Services, workspace: str, report: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"report", "signature"}``: Ed25519 over sha256(canonical JSON of the report)."""
+    key = services.signer.active_key(workspace)
+    services.store.add_public_key(key)
+    digest = report_digest(report)
+    key_id, signature = services.signer.sign(workspace, digest)
+    return {
+        "report": dict(report),
+        "signature": {
+            "algorithm": "Ed25519",
+            "signed": "sha256 of the report as canonical JSON",
+            "sha256": digest.hex(),
+            "key_id": key_id,
+            "public_key": key.public_key if key.key_id == key_id else None,
+            "signature": base64.b64encode(signature).decode(),
+        },
+    }
+
+
+def verify_signed_report(doc: Any, keys: Iterable[PublicKey]) -> list[str]:
+    """What is wrong with a signed report (empty: it holds). ``keys`` are the workspace's
+    public keys from a source the reader trusts, never the report's own copy."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("report"), Mapping):
+        return ["not a signed Claros report: no report object"]
+    sig = doc.get("signature")
+    if not isinstance(sig, Mapping):
+        return ["the report is not signed: no signature object"]
+    problems = []
+    digest = report_digest(doc["report"])
+    if sig.get("sha256") != digest.hex():
+        problems.append(
+            f"report edited: sha256 of the report is {digest.hex()}, the signature says "
+            f"{sig.get('sha256')}"
+        )
+    key_id = str(sig.get("key_id"))
+    known = {k.key_id: k for k in keys if key_id_for(base64.b64decode(k.public_key)) == k.key_id}
+    key = known.get(key_id)
+    if key is None:
+        problems.append(f"signed by unknown key {key_id}")
+    elif not verify_signature(key, digest, str(sig.get("signature"))):
+        problems.append(f"bad signature (key {key_id})")
+    return problems
+
+
+# --- the printable page -----------------------------------------------------------------
+def _e(value: Any) -> str:
+    if value is None:
+        return "—"
+    return html.escape(str(value), quote=True)
+
+
+def _table(headers: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _counts(title: str, counts: Mapping[str, Any]) -> str:
+    return f"<h3>{_e(title)}</h3>" + _table(["", "count"], sorted(counts.items()))
+
+
+def render_html(signed: Mapping[str, Any]) -> str:
+    """The same report as a printable page; every value is escaped."""
+    r, sig = signed["report"], signed["signature"]
+    parts = [
+        f"<h1>Claros monthly report: {_e(r['workflow_id'])}, {_e(r['month'])}</h1>",
+        f"<p>Workspace {_e(r['workspace'])}. Generated at {_e(r['generated_at'])} (ms since "
+        "the epoch, UTC). Evidence for an audit, not a certification.</p>",
+        "<h2>Rules in force</h2>",
+        _table(
+            ["rule", "title", "version", "hash", "owners", "response", "confirmed by", "made by"],
+            [
+                (
+                    x["id"],
+                    x["title"],
+                    x["version"],
+                    x["hash"],
+                    ", ".join(x["owners"]) or None,
+                    x["response"],
+                    x["confirmed_by"],
+                    x["confirm"].get("made_by"),
+                )
+                for x in r["rules"]
+            ],  # fmt: skip
+        ),
+        "<h2>Checks</h2>",
+        f"<p>{_e(r['checks']['total'])} checks.</p>",
+        _counts("By result", r["checks"]["by_result"]),
+        "<h2>Near-misses</h2>",
+        _counts("By severity", r["near_misses"]["by_severity"]),
+        _counts("Amounts by currency", r["near_misses"]["amounts_by_currency"]),
+        _table(
+            ["seq", "check", "tool", "result", "severity", "amount", "currency"],
+            [
+                (
+                    n["seq"],
+                    n["check_id"],
+                    f"{n['app']} {n['tool']}",
+                    n["result"],
+                    n["severity"],
+                    n["amount"],
+                    n["currency"],
+                )
+                for n in r["near_misses"]["latest"]
+            ],  # fmt: skip
+        ),
+        "<h2>Approvals</h2>",
+        _counts("By decision", r["approvals"]["by_decision"]),
+        _counts("By authority", r["approvals"]["by_authority"]),
+        "<h2>Overrides</h2>",
+        _counts("By verdict", r["overrides"]["by_verdict"]),
+        "<h2>Coverage by agent</h2>",
+        _table(
+            ["agent", "checked", "unchecked", "coverage", "ran after stop"],
+            [
+                (a["agent"], a["checked"], a["unchecked"], a["coverage"], a["ran_after_stop"])
+                for a in r["coverage"]
+            ],  # fmt: skip
+        ),
+        "<h2>Oversight per owner</h2>",
+        _table(
+            ["owner", "false stop rate", "miss rate", "approved too fast", "median s to decide"],
+            [
+                (
+                    o["owner"],
+                    o["false_stop_rate"],
+                    o["miss_rate"],
+                    o["approved_too_fast"],
+                    o["median_seconds_to_decide"],
+                )
+                for o in r["oversight"]
+            ],  # fmt: skip
+        ),
+        "<h2>The chain</h2>",
+        f"<p>Verify: {'OK' if r['chain']['ok'] else 'FAILED'}; {_e(r['chain']['entries'])} "
+        f"entries, {_e(r['chain']['checkpoints_verified'])} checkpoints verified.</p>",
+        _table(
+            ["seq", "kind", "problem"],
+            [(f["seq"], f["kind"], f["problem"]) for f in r["chain"]["failures"]],
+        ),  # fmt: skip
+        "<h3>Checkpoint signed for this report</h3>",
+        _table(
+            ["seq", "hash", "key", "signature"],
+            [(c["seq"], c["hash"], c["key_id"], c["signature"]) for c in [r["checkpoint"]] if c],
+        ),  # fmt: skip
+        "<h2>Signature</h2>",
+        f"<p>Ed25519 over sha256 <code>{_e(sig['sha256'])}</code> of the report as canonical "
+        f"JSON, key <code>{_e(sig['key_id'])}</code>: <code>{_e(sig['signature'])}</code>. "
+        "Check the JSON with <code>python -m claros.ledger verify-report</code>.</p>",
+    ]
+    style = (
+        "body{font-family:sans-serif;margin:2em;color:#111}table{border-collapse:collapse;"
+        "margin:.5em 0 1em}td,th{border:1px solid #999;padding:.2em .5em;text-align:left;"
+        "font-size:.9em}code{word-break:break-all}@media print{h2{break-before:auto}}"
+    )
+    title = f"Claros report {_e(r['workflow_id'])} {_e(r['month'])}"
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )

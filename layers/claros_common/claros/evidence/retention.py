@@ -1,0 +1,148 @@
+"""Retention and pruning (evidence.txt, "Retention").
+
+A workspace keeps every record until an admin sets a retention of at least 183 days (six
+months, as EU AI Act Art 26(6) asks of deployers). Pruning, run on demand only (never on a
+schedule), first signs a checkpoint at the last entry it drops (the last entry older than
+the retention), then deletes those entries and their checks, approvals, overrides and
+outcomes; rule and mapping versions are never deleted. The chain then verifies from that
+checkpoint. The newest entry is never dropped, so the log always shows where it goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from claros.auth import Principal
+from claros.checkpoints import sign_checkpoint
+from claros.clock import now_ms
+from claros.errors import BadRequestError, ConflictError
+from claros.evidence.activity import DAY_MS
+from claros.ledger import Checkpoint, Entry
+from claros.store.base import DocWrite, Store
+from claros.wiring import Services
+
+__all__ = [
+    "FLOOR_DAYS",
+    "MAX_DAYS",
+    "RetentionRequest",
+    "get_retention",
+    "prune",
+    "retention_days",
+    "set_retention",
+]
+
+FLOOR_DAYS = 183
+MAX_DAYS = 36_500
+SETTINGS, KEY = "settings", "retention"
+_FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
+
+
+class RetentionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # None removes the setting: every record is kept.
+    days: int | None
+
+
+def retention_days(store: Store, workspace: str) -> int | None:
+    doc = store.get_doc(workspace, SETTINGS, KEY)
+    return int(doc.value["days"]) if doc else None
+
+
+def set_retention(store: Store, principal: Principal, days: int | None) -> dict[str, Any]:
+    workspace = principal.workspace
+    if days is None:
+        store.write_docs([DocWrite(workspace, SETTINGS, KEY, None)])
+        return get_retention(store, workspace)
+    if days < FLOOR_DAYS:
+        raise BadRequestError(
+            f"retention must be at least {FLOOR_DAYS} days ({_FLOOR_REASON}); got {days}"
+        )
+    if days > MAX_DAYS:
+        raise BadRequestError(f"retention is at most {MAX_DAYS} days; got {days}")
+    value = {"days": days, "set_by": principal.person or principal.key_id, "set_at": now_ms()}
+    store.write_docs([DocWrite(workspace, SETTINGS, KEY, value)])
+    return get_retention(store, workspace)
+
+
+def _checkpoint_at(store: Store, workspace: str, seq: int) -> Checkpoint | None:
+    found = store.checkpoints(workspace, since=seq - 1, limit=1)
+    return found[0] if found and found[0].seq == seq else None
+
+
+def _brief(entry: Entry) -> dict[str, Any]:
+    return {"seq": entry.seq, "kind": entry.kind, "ref_id": entry.ref_id, "ts": entry.ts}
+
+
+def get_retention(store: Store, workspace: str) -> dict[str, Any]:
+    doc = store.get_doc(workspace, SETTINGS, KEY)
+    first = next(iter(store.entries(workspace, limit=1)), None)
+    body: dict[str, Any] = {
+        "workspace": workspace,
+        "days": None,
+        "floor_days": FLOOR_DAYS,
+        "oldest_record": _brief(first) if first else None,
+        "pruned_through": None,
+        "verifies_from": None,
+    }
+    if doc is None:
+        body["message"] = "no retention is set: every record is kept"
+    else:
+        body.update(
+            days=doc.value["days"], set_by=doc.value.get("set_by"), set_at=doc.value.get("set_at")
+        )
+        body["message"] = f"records older than {doc.value['days']} days may be pruned"
+    if first is not None and first.seq > 1:
+        body["pruned_through"] = first.seq - 1
+        anchor = _checkpoint_at(store, workspace, first.seq - 1)
+        body["verifies_from"] = anchor.to_json() if anchor else None
+        body["chain"] = (
+            f"the chain verifies from the signed checkpoint at seq {first.seq - 1}"
+            if anchor
+            else f"no signed checkpoint at seq {first.seq - 1}: the chain cannot verify"
+        )
+    elif first is not None:
+        body["chain"] = "nothing was pruned: the chain verifies from its first entry"
+    return body
+
+
+def _last_older_than(store: Store, workspace: str, cutoff: int) -> Entry | None:
+    """The last entry of the run of entries older than ``cutoff`` at the start of the log,
+    never the newest entry. Reads only the entries it would drop, and one more."""
+    head = store.head(workspace)
+    last: Entry | None = None
+    for entry in store.entries(workspace):
+        if entry.ts >= cutoff or (head is not None and entry.seq >= head.seq):
+            break
+        last = entry
+    return last
+
+
+def prune(services: Services, workspace: str, *, now: int | None = None) -> dict[str, Any]:
+    store = services.store
+    days = retention_days(store, workspace)
+    if days is None:
+        raise ConflictError("no retention is set: every record is kept, nothing is pruned")
+    cutoff = (now if now is not None else now_ms()) - days * DAY_MS
+    last = _last_older_than(store, workspace, cutoff)
+    body: dict[str, Any] = {"workspace": workspace, "days": days, "cutoff": cutoff}
+    if last is None:
+        return {**body, "pruned": False, "message": f"nothing is older than {days} days"}
+    # Sign first: the deletes are allowed only below a signed checkpoint, and the chain
+    # verifies from it afterwards.
+    cp = sign_checkpoint(store, services.signer, last, services.anchor)
+    done = store.prune(workspace, last.seq)
+    return {
+        **body,
+        "pruned": True,
+        "through_seq": done.through_seq,
+        "entries_deleted": done.entries_deleted,
+        "records_deleted": done.records_deleted,
+        "checkpoint": cp.to_json(),
+        "message": (
+            f"dropped the entries through seq {last.seq}; the chain verifies from the "
+            f"checkpoint signed there; rule and mapping versions are kept"
+        ),
+    }

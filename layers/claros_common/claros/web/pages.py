@@ -1,0 +1,642 @@
+"""The pages, as HTML strings: layout, sign-in, Home, Rules, Evidence, device sign-in.
+
+Everything dynamic goes through ``claros.web.html`` (escaped unless ``Safe``). Pages are
+plain forms and links; ``/app/static/claros.js`` only adds copy buttons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from claros.auth import Principal
+from claros.web.html import (
+    NOTHING,
+    Safe,
+    attrs,
+    badge,
+    join,
+    json_block,
+    relative,
+    render,
+    short_hash,
+    time_tag,
+)
+from claros.web.views import COVERAGE_DAYS, AgentSummary
+
+__all__ = [
+    "STATIC",
+    "Chrome",
+    "audit_key_page",
+    "device_page",
+    "error_page",
+    "home_page",
+    "layout",
+    "rules_page",
+    "signin_page",
+    "static_file",
+]
+
+STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript; charset=utf-8"}
+
+
+@cache
+def static_file(name: str) -> bytes:
+    return (resources.files("claros.web") / "static" / name).read_bytes()
+
+
+@cache
+def _version() -> str:
+    digest = hashlib.sha256()
+    for name in sorted(STATIC):
+        digest.update(static_file(name))
+    return digest.hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class Chrome:
+    """What every signed-in page's frame needs: who, their CSRF token, the current tab."""
+
+    principal: Principal | None
+    csrf: str | None
+    active: str = ""
+
+
+def csrf_field(chrome: Chrome) -> Safe:
+    if not chrome.csrf:
+        return Safe("")
+    return render('<input type="hidden" name="csrf" value="{v}">', v=chrome.csrf)
+
+
+def _nav(chrome: Chrome) -> Safe:
+    principal = chrome.principal
+    if principal is None:
+        return Safe("")
+    tabs = [("home", "/app", "Home")]
+    if principal.is_admin:
+        tabs += [("rules", "/app/rules", "Rules"), ("evidence", "/app/evidence", "Evidence")]
+    links = join(
+        render(
+            '<li><a href="{href}" {current}>{label}</a></li>',
+            href=href,
+            label=label,
+            current=attrs(aria_current="page" if key == chrome.active else None),
+        )
+        for key, href, label in tabs
+    )
+    return render(
+        '<nav class="tabs" aria-label="Main"><ul>{links}</ul></nav>'
+        '<div class="who"><span class="who-name">{person}</span>'
+        '<span class="who-ws">{workspace} · {kind}</span>'
+        '<form method="post" action="/app/signout">{csrf}'
+        '<button class="btn btn-quiet" type="submit">Sign out</button></form></div>',
+        links=links,
+        person=principal.person or "",
+        workspace=principal.workspace,
+        kind="admin" if principal.is_admin else "member",
+        csrf=csrf_field(chrome),
+    )
+
+
+def layout(
+    title: str, body: Safe, chrome: Chrome, *, lede: str | Safe = "", flash: Safe = NOTHING
+) -> str:
+    head = render('<p class="lede">{lede}</p>', lede=lede) if lede else Safe("")
+    return render(
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
+        "<title>{title} · Claros</title>"
+        '<link rel="stylesheet" href="/app/static/claros.css?v={v}">'
+        '<script src="/app/static/claros.js?v={v}" defer></script></head>'
+        '<body><a class="skip" href="#main">Skip to content</a>'
+        '<header class="topbar"><div class="topbar-inner">'
+        '<a class="brand" href="/app"><span class="brand-mark" aria-hidden="true"></span>'
+        "Claros</a>{nav}</div></header>"
+        '<main id="main" tabindex="-1"><div class="page-head"><h1>{title}</h1>{head}</div>'
+        "{flash}{body}</main>"
+        '<footer class="foot"><p>Claros checks agents\' writes before they run and keeps a '
+        "tamper-evident record of every decision.</p></footer></body></html>\n",
+        title=title,
+        v=_version(),
+        nav=_nav(chrome),
+        head=head,
+        flash=flash,
+        body=body,
+    )
+
+
+def notice(message: str | Safe, tone: str = "ok") -> Safe:
+    role = "alert" if tone == "danger" else "status"
+    return render(
+        '<div class="notice notice-{tone}" role="{role}">{message}</div>',
+        tone=tone,
+        role=role,
+        message=message,
+    )
+
+
+def section(section_id: str, title: str, body: Safe, *, extra: Safe = NOTHING) -> Safe:
+    return render(
+        '<section class="section" id="{id}" aria-labelledby="{id}-h">'
+        '<div class="section-head"><h2 id="{id}-h">{title}</h2>{extra}</div>{body}</section>',
+        id=section_id,
+        title=title,
+        body=body,
+        extra=extra,
+    )
+
+
+def empty(text: str | Safe) -> Safe:
+    return render('<p class="empty">{text}</p>', text=text)
+
+
+def _count(n: int) -> Safe:
+    return render('<span class="count" aria-label="{n} items">{n}</span>', n=n)
+
+
+def _money(amount: Any, currency: Any) -> str:
+    if amount is None:
+        return ""
+    return f"{amount} {currency}" if currency else str(amount)
+
+
+# --- sign-in ----------------------------------------------------------------------------
+def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
+    alert = notice(error, "danger") if error else (notice(note, "info") if note else Safe(""))
+    body = render(
+        '<div class="signin card">{alert}'
+        '<form method="post" action="/app/signin" class="stack">'
+        '<input type="hidden" name="next" value="{next}">'
+        '<div class="field"><label for="key">Your key</label>'
+        '<input id="key" name="key" type="password" required autofocus autocomplete="off" '
+        'spellcheck="false" aria-describedby="key-hint" placeholder="ck_…">'
+        '<p class="hint" id="key-hint">An admin or agent key of yours. Service and audit '
+        "keys cannot sign in. Admins make keys with "
+        "<code>python -m claros.auth create --kind agent --person you@example.com</code>; "
+        "on a laptop, <code>claros login</code> gets one for you.</p></div>"
+        '<button class="btn btn-primary" type="submit">Sign in</button></form></div>',
+        alert=alert,
+        next=next_path,
+    )
+    return layout("Sign in", body, Chrome(None, None), lede="Claros keeps agents in check.")
+
+
+# --- Home -------------------------------------------------------------------------------
+def _arguments(arguments: Mapping[str, Any]) -> Safe:
+    if not arguments:
+        return Safe("")
+    rows = join(
+        render(
+            "<div><dt>{k}</dt><dd>{v}</dd></div>",
+            k=k,
+            v=v if isinstance(v, str | int | float) else json_block(v),
+        )
+        for k, v in list(arguments.items())[:12]
+    )
+    return render('<dl class="args">{rows}</dl>', rows=rows)
+
+
+def _ask_card(ask: Mapping[str, Any], chrome: Chrome, now: int) -> Safe:
+    messages = join(
+        render("<li>{m}</li>", m=m.get("message", "")) for m in ask.get("messages") or []
+    )
+    agent = ask.get("agent") or {}
+    disabled = bool(ask.get("own_key"))
+    own = (
+        notice(
+            "You signed in with the key that asked: it cannot answer its own ask. "
+            "Sign in with another key of yours to answer.",
+            "warn",
+        )
+        if disabled
+        else Safe("")
+    )
+    money = _money(ask.get("amount"), ask.get("currency"))
+    return render(
+        '<article class="card ask" aria-labelledby="{id}-t">'
+        '<header class="ask-head"><h3 id="{id}-t"><span class="app">{app}</span> · '
+        '<span class="tool">{tool}</span></h3>{badge}{amount}</header>'
+        '<ul class="messages">{messages}</ul>'
+        '<p class="meta">For {obo} · by {agent} · opened {opened} · expires {expires}</p>'
+        "{args}{own}"
+        '<form method="post" action="/app/asks/{id}/answer" class="answer">{csrf}'
+        '<div class="field"><label for="{id}-note">Note <span class="opt">(optional)</span>'
+        '</label><input id="{id}-note" name="note" type="text" maxlength="2000" {dis}></div>'
+        '<div class="actions">'
+        '<button class="btn btn-primary" type="submit" name="decision" value="approve" {dis}>'
+        'Approve</button><button class="btn btn-danger" type="submit" name="decision" '
+        'value="deny" {dis}>Deny</button></div></form></article>',
+        id=ask["ask_id"],
+        app=ask.get("app"),
+        tool=ask.get("tool"),
+        badge=badge("ask"),
+        amount=render('<span class="amount">{m}</span>', m=money) if money else Safe(""),
+        messages=messages,
+        obo=ask.get("on_behalf_of") or "nobody",
+        agent=agent.get("name") or "an agent",
+        opened=relative(int(ask["opened_at"]), now),
+        expires=relative(int(ask["expires_at"]), now),
+        args=_arguments(ask.get("arguments") or {}),
+        own=own,
+        csrf=csrf_field(chrome),
+        dis=attrs(disabled=disabled),
+    )
+
+
+def _meter(agent: AgentSummary) -> Safe:
+    value = agent.coverage
+    if value is None:
+        why = (
+            "no writes counted yet"
+            if agent.reports_outcomes
+            else "unknown: this agent's guard does not send outcomes"
+        )
+        return render('<p class="coverage muted">Coverage {why}</p>', why=why)
+    pct = round(value * 100)
+    return render(
+        '<div class="coverage"><div class="coverage-label"><span>Coverage</span>'
+        "<strong>{pct}%</strong></div>"
+        '<meter min="0" max="100" value="{pct}" aria-label="Coverage {pct} percent">'
+        "{pct}%</meter>"
+        '<p class="hint">{checked} checked · {unchecked} ran unchecked · {stop} ran after a '
+        "stop</p></div>",
+        pct=pct,
+        checked=agent.checked,
+        unchecked=agent.unchecked,
+        stop=agent.ran_after_stop,
+    )
+
+
+def _agent_card(agent: AgentSummary, now: int) -> Safe:
+    pills = join(
+        render('<li>{badge}<span class="n">{n}</span></li>', badge=badge(result), n=n)
+        for result, n in sorted(agent.counts.items())
+    )
+    flagged = join(
+        render(
+            '<li>{badge} <span class="call">{app} · {tool}</span> {rules}'
+            '<span class="amount">{money}</span> <span class="when">{when}</span></li>',
+            badge=badge(str(item.get("result"))),
+            app=item.get("app"),
+            tool=item.get("tool"),
+            rules=join(
+                render('<span class="rule">{t}</span>', t=r.get("title")) for r in item["rules"]
+            ),
+            money=_money(item.get("amount"), item.get("currency")),
+            when=relative(int(item["ts"]), now),
+        )
+        for item in agent.flagged
+    )
+    flagged_list = (
+        render('<h4>Stopped, asked or nudged on</h4><ul class="flagged">{f}</ul>', f=flagged)
+        if agent.flagged
+        else empty("Nothing stopped, asked or nudged.")
+    )
+    return render(
+        '<article class="card agent"><h3>{name}</h3><ul class="pills">{pills}</ul>'
+        "{meter}{flagged}</article>",
+        name=agent.name,
+        pills=pills,
+        meter=_meter(agent),
+        flagged=flagged_list,
+    )
+
+
+def _answered(asks: Sequence[Mapping[str, Any]]) -> Safe:
+    if not asks:
+        return empty("You have not answered any ask yet.")
+    rows = join(
+        render(
+            "<tr><td>{app} · {tool}</td><td>{decision}</td><td>{by}</td><td>{authority}</td>"
+            '<td class="note">{note}</td><td>{when}</td></tr>',
+            app=a.get("app"),
+            tool=a.get("tool"),
+            decision=badge(str(a.get("status"))),
+            by=a.get("decided_by") or "",
+            authority=a.get("authority") or "",
+            note=a.get("note") or "",
+            when=time_tag(a.get("decided_at")),
+        )
+        for a in asks
+    )
+    return render(
+        '<div class="table-wrap"><table><thead><tr><th scope="col">Call</th>'
+        '<th scope="col">Answer</th><th scope="col">By</th><th scope="col">As</th>'
+        '<th scope="col">Note</th><th scope="col">When</th></tr></thead>'
+        "<tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
+def _timeline(body: Mapping[str, Any]) -> Safe:
+    items = body.get("items") or []
+    if not items:
+        return empty("No checks for you yet.")
+    rows = join(
+        render(
+            "<tr><td>{when}</td><td>{agent}</td><td>{app} · {tool}</td><td>{result}</td>"
+            '<td>{severity}</td><td class="num">{money}</td></tr>',
+            when=time_tag(i.get("ts")),
+            agent=i.get("agent") or "",
+            app=i.get("app"),
+            tool=i.get("tool"),
+            result=badge(str(i.get("result"))),
+            severity=i.get("severity") or "",
+            money=_money(i.get("amount"), i.get("currency")),
+        )
+        for i in items
+    )
+    more = (
+        render(
+            '<p class="pager"><a class="btn btn-quiet" href="/app?before={n}#timeline">'
+            "Older checks</a></p>",
+            n=body["next"],
+        )
+        if body.get("next")
+        else Safe("")
+    )
+    return render(
+        '<div class="table-wrap"><table><thead><tr><th scope="col">When</th>'
+        '<th scope="col">Agent</th><th scope="col">Call</th><th scope="col">Result</th>'
+        '<th scope="col">Severity</th><th scope="col" class="num">Amount</th></tr></thead>'
+        "<tbody>{rows}</tbody></table></div>{more}",
+        rows=rows,
+        more=more,
+    )
+
+
+def home_page(
+    chrome: Chrome,
+    *,
+    asks: Sequence[Mapping[str, Any]],
+    answered: Sequence[Mapping[str, Any]],
+    agents: Sequence[AgentSummary],
+    timeline: Mapping[str, Any],
+    now: int,
+    flash: Safe = NOTHING,
+) -> str:
+    ask_cards = (
+        join(_ask_card(a, chrome, now) for a in asks)
+        if asks
+        else empty("Nothing is waiting for you.")
+    )
+    agent_cards = (
+        render('<div class="grid">{c}</div>', c=join(_agent_card(a, now) for a in agents))
+        if agents
+        else empty(
+            Safe(
+                f"No agent has acted for you in the last {COVERAGE_DAYS} days. Sign a machine "
+                "in with <code>claros login</code>."
+            )
+        )
+    )
+    body = join(
+        [
+            section("asks", "Waiting for you", ask_cards, extra=_count(len(asks))),
+            section("agents", "Your agents", agent_cards),
+            section("answered", "Recently answered", _answered(answered)),
+            section("timeline", "Your timeline", _timeline(timeline)),
+        ]
+    )
+    person = chrome.principal.person if chrome.principal else ""
+    return layout(
+        "Home",
+        body,
+        chrome,
+        lede=f"Asks, agents and checks for {person}.",
+        flash=flash,
+    )
+
+
+# --- Rules ------------------------------------------------------------------------------
+def _versions(versions: Sequence[Mapping[str, Any]]) -> Safe:
+    rows = join(
+        render(
+            "<tr><td>v{version}</td><td>{hash}</td><td>{made_by}</td><td>{by}</td>"
+            "<td>{at}</td><td>{closed}</td></tr>",
+            version=v.get("version"),
+            hash=short_hash(v.get("hash")),
+            made_by=badge((v.get("confirm") or {}).get("made_by"), "muted"),
+            by=(v.get("confirm") or {}).get("confirmed_by") or "",
+            at=time_tag((v.get("confirm") or {}).get("confirmed_at")),
+            closed=_closed(v.get("closed")),
+        )
+        for v in reversed(list(versions))
+    )
+    return render(
+        '<div class="table-wrap"><table class="versions"><caption>Versions</caption><thead><tr>'
+        '<th scope="col">Version</th><th scope="col">Hash (sha256)</th>'
+        '<th scope="col">Made by</th><th scope="col">Confirmed by</th>'
+        '<th scope="col">Confirmed</th><th scope="col">Closed</th></tr></thead>'
+        "<tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
+def _closed(closed: Mapping[str, Any] | None) -> Safe:
+    if not closed:
+        return render('<span class="muted">in force</span>')
+    return render(
+        '{at} by {by}<br><span class="muted">{reason}</span>',
+        at=time_tag(closed.get("closed_at")),
+        by=closed.get("closed_by") or "",
+        reason=closed.get("reason") or "",
+    )
+
+
+def _rule_card(rule: Mapping[str, Any]) -> Safe:
+    written: Mapping[str, Any] = rule.get("rule") or {}
+    owners = written.get("owners") or []
+    when = written.get("when")
+    return render(
+        '<article class="card rule" id="rule-{id}" aria-labelledby="rule-{id}-t">'
+        '<header class="rule-head"><h3 id="rule-{id}-t">{title}</h3>'
+        '<div class="badges">{response}{mode}{status}</div></header>'
+        '<dl class="facts"><div><dt>Rule</dt><dd><code>{id}</code> v{version}</dd></div>'
+        "<div><dt>Hash</dt><dd>{hash}</dd></div>"
+        "<div><dt>Workflow</dt><dd>{workflow}</dd></div>"
+        "<div><dt>App · tools</dt><dd>{app} · {tools}</dd></div>"
+        "<div><dt>Owners</dt><dd>{owners}</dd></div>"
+        "<div><dt>When</dt><dd>{when}</dd></div>"
+        "<div><dt>Message</dt><dd>{message}</dd></div></dl>{versions}</article>",
+        id=rule.get("id"),
+        title=written.get("title") or rule.get("id"),
+        response=badge(str(written.get("response"))),
+        mode=badge("shadow", "info") if written.get("mode") == "shadow" else Safe(""),
+        status=badge(str(rule.get("status"))),
+        version=rule.get("version"),
+        hash=short_hash(rule.get("hash")),
+        workflow=written.get("workflow_id") or "",
+        app=written.get("app") or "",
+        tools=", ".join(written.get("tools") or []),
+        owners=", ".join(owners) if owners else Safe('<span class="warn-text">no owner</span>'),
+        when=render("<code>{w}</code>", w=when) if when else Safe("not judged (no expression)"),
+        message=written.get("message") or "",
+        versions=_versions(rule.get("versions") or []),
+    )
+
+
+def _mapping_needs(mapping: Mapping[str, Any]) -> str:
+    parts = []
+    if mapping.get("fetch"):
+        parts.append(f"fetch {mapping['fetch'].get('tool')}")
+    if mapping.get("derived"):
+        parts.append(f"{len(mapping['derived'])} derived")
+    if mapping.get("lookups"):
+        parts.append(f"{len(mapping['lookups'])} lookups")
+    if mapping.get("queries"):
+        parts.append(f"{len(mapping['queries'])} queries")
+    return ", ".join(parts) or "nothing"
+
+
+def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
+    if not mappings:
+        return empty("No mappings: tools are checked on their call's arguments alone.")
+    rows = join(
+        render(
+            "<tr><td>{app}</td><td><code>{tool}</code></td><td>v{version}</td><td>{hash}</td>"
+            "<td>{status}</td><td>{needs}</td><td>{by}<br>{at}</td>"
+            "<td><details><summary>Mapping</summary>{json}</details></td></tr>",
+            app=m.get("app"),
+            tool=m.get("tool"),
+            version=m.get("version"),
+            hash=short_hash(m.get("hash")),
+            status=badge(str(m.get("status"))),
+            needs=_mapping_needs(m.get("mapping") or {}),
+            by=m.get("saved_by") or "",
+            at=time_tag(m.get("saved_at")),
+            json=json_block(m.get("mapping") or {}),
+        )
+        for m in mappings
+    )
+    return render(
+        '<div class="table-wrap"><table><thead><tr><th scope="col">App</th>'
+        '<th scope="col">Tool</th><th scope="col">Version</th><th scope="col">Hash</th>'
+        '<th scope="col">Status</th><th scope="col">Needs</th><th scope="col">Saved</th>'
+        '<th scope="col">Details</th></tr></thead><tbody>{rows}</tbody></table></div>',
+        rows=rows,
+    )
+
+
+def rules_page(
+    chrome: Chrome, rules: Sequence[Mapping[str, Any]], mappings: Sequence[Mapping[str, Any]]
+) -> str:
+    cards = (
+        join(_rule_card(r) for r in rules)
+        if rules
+        else empty(Safe("No rules yet. Push some with <code>claros rules push rules.yaml</code>."))
+    )
+    body = join(
+        [
+            section("rules", "Rules", cards, extra=_count(len(rules))),
+            section("mappings", "Mappings per tool", _mappings(mappings)),
+        ]
+    )
+    return layout(
+        "Rules",
+        body,
+        chrome,
+        lede="Each rule's versions as written, with hash, owner, response and who confirmed them.",
+    )
+
+
+# --- device sign-in ---------------------------------------------------------------------
+def device_page(
+    chrome: Chrome,
+    *,
+    view: Mapping[str, Any] | None,
+    code: str = "",
+    error: str = "",
+    now: int = 0,
+) -> str:
+    person = chrome.principal.person if chrome.principal else ""
+    alert = notice(error, "danger") if error else Safe("")
+    if view is None or view["status"] not in ("pending", "approved", "denied"):
+        if view is not None:
+            alert = notice(f"Code {view['user_code']} is {view['status']}.", "danger")
+        body = render(
+            '<div class="card narrow">{alert}<form method="get" action="/app/device" '
+            'class="stack"><div class="field"><label for="code">Code from your terminal</label>'
+            '<input id="code" name="code" required autofocus autocomplete="off" '
+            'autocapitalize="characters" spellcheck="false" class="code-input" value="{code}" '
+            'placeholder="BCDF-GHJK" aria-describedby="code-hint">'
+            '<p class="hint" id="code-hint"><code>claros login</code> shows it.</p></div>'
+            '<button class="btn btn-primary" type="submit">Continue</button></form></div>',
+            alert=alert,
+            code=code,
+        )
+        return layout("Sign in a device", body, chrome, lede="Approve a claros login.")
+    if view["status"] != "pending":
+        done = (
+            notice("Approved. Go back to your terminal: it is signed in.", "ok")
+            if view["status"] == "approved"
+            else notice("Denied. The terminal gets no key.", "warn")
+        )
+        body = render('<div class="card narrow">{done}</div>', done=done)
+        return layout("Sign in a device", body, chrome)
+    body = render(
+        '<div class="card narrow">{alert}<p class="bigcode" aria-label="Code">{code}</p>'
+        '<dl class="facts"><div><dt>Program</dt><dd>{client}</dd></div>'
+        "<div><dt>Machine</dt><dd>{name}</dd></div>"
+        "<div><dt>From</dt><dd>{address}</dd></div>"
+        "<div><dt>Started</dt><dd>{started}</dd></div>"
+        "<div><dt>Expires</dt><dd>{expires}</dd></div></dl>"
+        '<p class="warn-text">Approve only if you started this yourself, just now. The '
+        "terminal gets a new agent key that acts for you ({person}).</p>"
+        '<form method="post" action="/app/device" class="actions">{csrf}'
+        '<input type="hidden" name="user_code" value="{code}">'
+        '<button class="btn btn-primary" type="submit" name="decision" value="approve">'
+        "Approve</button>"
+        '<button class="btn btn-danger" type="submit" name="decision" value="deny">Deny</button>'
+        "</form></div>",
+        alert=alert,
+        code=view["user_code"],
+        client=view.get("client") or "",
+        name=view.get("name") or "unnamed",
+        address=view.get("address") or "",
+        started=relative(int(view["created_at"]), now),
+        expires=relative(int(view["expires_at"]), now),
+        person=person,
+        csrf=csrf_field(chrome),
+    )
+    return layout("Sign in a device", body, chrome, lede="A terminal asks to act for you.")
+
+
+# --- audit key and errors ---------------------------------------------------------------
+def audit_key_page(chrome: Chrome, *, key: str, label: str) -> str:
+    body = render(
+        '<div class="card narrow">{warn}<div class="field"><label for="audit-key">Audit key'
+        '{label}</label><div class="copy-row"><input id="audit-key" class="mono" readonly '
+        'value="{key}"><button class="btn" type="button" data-copy="audit-key">Copy</button>'
+        "</div></div><p>It reads the log and its records, nothing else, and only while you "
+        "are an admin. Give it to your auditor for <code>claros verify</code>.</p>"
+        '<p><a class="btn btn-quiet" href="/app/evidence">Back to Evidence</a></p></div>',
+        warn=notice("Shown only now. Copy it somewhere safe: Claros keeps only its hash.", "warn"),
+        label=f" ({label})" if label else "",
+        key=key,
+    )
+    return layout("Audit key made", body, chrome)
+
+
+_TITLES = {
+    400: "That did not work",
+    401: "Sign in again",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Already changed",
+    413: "Too large",
+    429: "Slow down",
+}
+
+
+def error_page(chrome: Chrome, status: int, message: str) -> str:
+    body = render(
+        '<div class="card narrow">{alert}<p><a class="btn" href="/app">Back to Home</a></p></div>',
+        alert=notice(message, "danger"),
+    )
+    return layout(_TITLES.get(status, "Something went wrong"), body, chrome)

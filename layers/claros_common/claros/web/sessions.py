@@ -1,0 +1,282 @@
+"""Web sessions: a signed-in person's cookie, kept server-side.
+
+A person signs in with one of their keys (kind ``admin`` or ``agent``; a service key is
+tied to nobody and an audit key reads the log only, so both are refused). The server makes
+a random session id, sends it in a cookie (HttpOnly, SameSite=Strict, Path=/; outside
+localhost also Secure, under the ``__Host-`` prefix) and stores only the id's sha256, with
+the key's hash, the person, the workspace and an expiry (12 hours, never extended). Every
+request re-checks the key behind the session: a revoked key, or an admin key whose person
+is no longer an admin, ends it.
+
+The session acts with the key it was opened with (its ``key_id``), so the key that asked
+can never answer its own ask, in the browser either.
+
+CSRF: a state-changing request carried by the cookie must send the session's token (the
+``csrf`` form field, or the ``X-CSRF-Token`` header; a hash of the session id, so it needs
+no storage and dies with the session), and when the browser says where the request comes
+from (Origin, else Referer) it must be this site.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
+from claros.auth import Principal, authenticate, member_role
+from claros.clock import now_ms
+from claros.errors import BadRequestError, ForbiddenError, PayloadTooLargeError, UnauthorizedError
+from claros.store.base import GLOBAL, DocWrite, Store
+from claros.wiring import Services
+
+__all__ = [
+    "COOKIE",
+    "SECURE_COOKIE",
+    "SESSION_TTL_S",
+    "SIGN_IN_KINDS",
+    "check_csrf",
+    "check_origin",
+    "clear_cookie",
+    "close_session",
+    "cookie_name",
+    "csrf_token",
+    "form_fields",
+    "is_local_host",
+    "load_session",
+    "open_session",
+    "read_session_id",
+    "session_cookie",
+    "session_hash",
+    "session_principal",
+]
+
+SESSION_TTL_S = 12 * 3600
+COOKIE = "claros_session"
+SECURE_COOKIE = "__Host-claros_session"
+SIGN_IN_KINDS = frozenset({"admin", "agent"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+COLLECTION = "session"
+EXPIRY = "session_expiry"  # "<expires_at:013d>:<hash>", oldest first: swept at sign-in
+_SWEEP = 25
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def session_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+
+
+def csrf_token(session_id: str) -> str:
+    digest = hashlib.sha256(b"claros-csrf\n" + session_id.encode("utf-8")).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+# --- cookies ----------------------------------------------------------------------------
+def _host(headers: Mapping[str, str]) -> str:
+    return (headers.get("host") or "").strip().lower()
+
+
+def is_local_host(headers: Mapping[str, str]) -> bool:
+    """The request came to localhost (``claros serve``): cookies go without Secure."""
+    host = _host(headers)
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return name in _LOCAL_HOSTS or name.endswith(".localhost")
+
+
+def cookie_name(headers: Mapping[str, str]) -> str:
+    return COOKIE if is_local_host(headers) else SECURE_COOKIE
+
+
+def session_cookie(session_id: str, headers: Mapping[str, str]) -> Cookie:
+    return Cookie(
+        cookie_name(headers),
+        session_id,
+        path="/",
+        secure=not is_local_host(headers),
+        http_only=True,
+        max_age=SESSION_TTL_S,
+        same_site=SameSite.STRICT_MODE,
+    )
+
+
+def clear_cookie(headers: Mapping[str, str]) -> Cookie:
+    return Cookie(
+        cookie_name(headers),
+        "",
+        path="/",
+        secure=not is_local_host(headers),
+        http_only=True,
+        max_age=0,
+        same_site=SameSite.STRICT_MODE,
+    )
+
+
+def _cookies(event: Mapping[str, Any]) -> list[str]:
+    found = list(event.get("cookies") or [])
+    if not found:
+        header = (event.get("headers") or {}).get("cookie") or ""
+        found = [part.strip() for part in header.split(";") if part.strip()]
+    return found
+
+
+def read_session_id(event: Mapping[str, Any]) -> str | None:
+    """The session id from the request's cookie of this site's name, if any."""
+    name = cookie_name(event.get("headers") or {})
+    for cookie in _cookies(event):
+        key, _, value = cookie.partition("=")
+        if key.strip() == name and value.strip():
+            return value.strip()
+    return None
+
+
+# --- the session store ------------------------------------------------------------------
+def _key_principal(store: Store, digest: str) -> Principal:
+    """The key a session was opened with, re-checked as ``claros.auth.authenticate`` does."""
+    doc = store.get_doc(GLOBAL, "key", digest)
+    if doc is None or doc.value.get("revoked_at"):
+        raise UnauthorizedError("the key this session was opened with is revoked: sign in again")
+    info = doc.value
+    workspace, kind = str(info["workspace"]), str(info["kind"])
+    person = info.get("person")
+    if kind == "admin" and member_role(store, workspace, str(person)) != "admin":
+        raise UnauthorizedError("this session's person is no longer a workspace admin")
+    return Principal(workspace, kind, str(person) if person else None, digest[:16])
+
+
+def _sweep(store: Store, now: int) -> None:
+    """Delete a few expired sessions (the oldest first); sign-in pays for it."""
+    writes: list[DocWrite] = []
+    for doc in store.query_docs(GLOBAL, EXPIRY, limit=_SWEEP):
+        expires, _, digest = doc.key.partition(":")
+        if int(expires) > now:
+            break
+        writes += [
+            DocWrite(GLOBAL, EXPIRY, doc.key, None),
+            DocWrite(GLOBAL, COLLECTION, digest, None),
+        ]
+    if writes:
+        store.write_docs(writes)
+
+
+def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str, Principal]:
+    """Sign in with ``key``: (the new session id, who it is). Only a person's key may."""
+    principal = authenticate(store, f"Bearer {key.strip()}")
+    if principal.kind not in SIGN_IN_KINDS:
+        why = (
+            "a service key is tied to nobody"
+            if principal.kind == "service"
+            else "an audit key reads the log and its records, nothing else"
+        )
+        raise ForbiddenError(f"{why}: sign in with your own key (an admin or agent key)")
+    now = now or now_ms()
+    _sweep(store, now)
+    session_id = secrets.token_urlsafe(32)
+    digest = session_hash(session_id)
+    expires = now + SESSION_TTL_S * 1000
+    doc = {
+        "workspace": principal.workspace,
+        "person": principal.person,
+        "kind": principal.kind,
+        "key_hash": hashlib.sha256(key.strip().encode("utf-8")).hexdigest(),
+        "created_at": now,
+        "expires_at": expires,
+    }
+    store.write_docs(
+        [
+            DocWrite(GLOBAL, COLLECTION, digest, doc, 0),
+            DocWrite(GLOBAL, EXPIRY, f"{expires:013d}:{digest}", {}, 0),
+        ]
+    )
+    return session_id, principal
+
+
+def load_session(store: Store, session_id: str, *, now: int | None = None) -> Principal:
+    """The person behind a session id, or 401 (unknown, signed out, expired, key revoked)."""
+    if len(session_id) > 128:
+        raise UnauthorizedError("not a Claros session: sign in again")
+    doc = store.get_doc(GLOBAL, COLLECTION, session_hash(session_id))
+    if doc is None:
+        raise UnauthorizedError("you are signed out (or the session is unknown): sign in again")
+    if int(doc.value["expires_at"]) <= (now or now_ms()):
+        raise UnauthorizedError("your session expired: sign in again")
+    return _key_principal(store, str(doc.value["key_hash"]))
+
+
+def close_session(store: Store, session_id: str) -> None:
+    digest = session_hash(session_id)
+    doc = store.get_doc(GLOBAL, COLLECTION, digest)
+    if doc is None:
+        return
+    store.write_docs(
+        [
+            DocWrite(GLOBAL, COLLECTION, digest, None),
+            DocWrite(GLOBAL, EXPIRY, f"{int(doc.value['expires_at']):013d}:{digest}", None),
+        ]
+    )
+
+
+# --- CSRF -------------------------------------------------------------------------------
+def form_fields(event: Mapping[str, Any], max_bytes: int) -> dict[str, str] | None:
+    """An urlencoded form body as {name: first value}, or None when the body is not a form."""
+    headers = event.get("headers") or {}
+    content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
+    if content_type != "application/x-www-form-urlencoded":
+        return None
+    body = event.get("body") or ""
+    data = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
+    if len(data) > max_bytes:
+        raise PayloadTooLargeError(f"body is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequestError("the form is not UTF-8") from exc
+    parsed = parse_qs(text, keep_blank_values=True, max_num_fields=100)
+    return {name: values[0] for name, values in parsed.items()}
+
+
+def check_origin(headers: Mapping[str, str]) -> None:
+    origin = headers.get("origin")
+    source = origin if origin is not None else headers.get("referer")
+    if source is None:
+        return  # not a browser that says; the token still has to match
+    netloc = urlsplit(source).netloc.lower() if source != "null" else "null"
+    if netloc != _host(headers):
+        raise ForbiddenError(
+            f"cross-site request refused: it comes from {source!r}, not this site "
+            f"({_host(headers) or 'no Host'})"
+        )
+
+
+def check_csrf(event: Mapping[str, Any], session_id: str, max_bytes: int) -> None:
+    headers = event.get("headers") or {}
+    check_origin(headers)
+    form = form_fields(event, max_bytes)
+    sent = headers.get("x-csrf-token") or (form or {}).get("csrf") or ""
+    if not sent:
+        raise ForbiddenError(
+            "CSRF token missing: this request needs the page's form token; reload the page "
+            "and try again"
+        )
+    if not hmac.compare_digest(sent.encode("utf-8"), csrf_token(session_id).encode("utf-8")):
+        raise ForbiddenError(
+            "CSRF token does not match this session: reload the page and try again"
+        )
+
+
+def session_principal(services: Services, event: Mapping[str, Any]) -> Principal | None:
+    """The signed-in person of a request carrying a session cookie, None without one.
+
+    Raises 401 for a dead session and 403 when a state-changing request fails CSRF."""
+    session_id = read_session_id(event)
+    if session_id is None:
+        return None
+    principal = load_session(services.store, session_id)
+    method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "GET"))
+    if method.upper() not in SAFE_METHODS:
+        check_csrf(event, session_id, services.settings.max_body_bytes)
+    return principal

@@ -1,0 +1,34 @@
+// Claros web app: progressive enhancement only. Every page works without this file.
+"use strict";
+
+document.addEventListener("DOMContentLoaded", () => {
+  // Copy buttons: <button data-copy="id-of-input">.
+  for (const button of document.querySelectorAll("button[data-copy]")) {
+    button.addEventListener("click", async () => {
+      const field = document.getElementById(button.dataset.copy);
+      if (!field) return;
+      field.select();
+      try {
+        await navigator.clipboard.writeText(field.value);
+        button.textContent = "Copied";
+      } catch {
+        button.textContent = "Press Ctrl+C";
+      }
+    });
+  }
+
+  // In AWS the export answers with a presigned URL of the file: follow it.
+  for (const link of document.querySelectorAll("a[data-export='presigned']")) {
+    link.addEventListener("click", async (event) => {
+      event.preventDefault();
+      link.setAttribute("aria-busy", "true");
+      try {
+        const answer = await fetch(link.href, { headers: { accept: "application/json" } });
+        const body = await answer.json();
+        if (body.url) window.location.assign(body.url);
+      } finally {
+        link.removeAttribute("aria-busy");
+      }
+    });
+  }
+});
