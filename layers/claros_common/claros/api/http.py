@@ -234,7 +234,11 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def parse_body(app: ClarosResolver, model: type[M]) -> M:
-    value = parse_json(app.current_event, app.services.settings)
+    return validate_object(parse_json(app.current_event, app.services.settings), model)
+
+
+def validate_object(value: Any, model: type[M]) -> M:
+    """A parsed body as ``model``, or a 400 naming each field that is wrong."""
     if not isinstance(value, dict):
         raise BadRequestError(f"the body must be a JSON object, not {type(value).__name__}")
     try:

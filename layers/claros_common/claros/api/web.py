@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from claros import jsonutil
 from claros.api.http import (
@@ -36,7 +36,7 @@ from claros.api.http import (
     json_response,
     parse_json,
     public,
-    validation_details,
+    validate_object,
 )
 from claros.asks import AnswerRequest, answer_ask
 from claros.auth import Principal, create_key
@@ -157,16 +157,7 @@ def read_input(app: ClarosResolver, model: type[M], *, empty_ok: bool = False) -
         value = {}
     else:
         value = parse_json(app.current_event, app.services.settings)
-    if not isinstance(value, dict):
-        raise BadRequestError(f"the body must be a JSON object, not {type(value).__name__}")
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        details = validation_details(exc)
-        first = details[0]
-        raise BadRequestError(
-            f"invalid request: {first['field']}: {first['problem']}", details=details
-        ) from exc
+    return validate_object(value, model)
 
 
 # --- responses --------------------------------------------------------------------------
