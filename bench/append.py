@@ -43,11 +43,15 @@ def sample_row(i: int) -> dict[str, Any]:
 def run_threads(writers: int, total: int, work: Callable[[int], None]) -> float:
     per = total // writers
     barrier = threading.Barrier(writers + 1)
+    errors: list[BaseException] = []
 
     def body(w: int) -> None:
         barrier.wait()
-        for i in range(per):
-            work(w * per + i)
+        try:
+            for i in range(per):
+                work(w * per + i)
+        except BaseException as exc:  # a writer that died would make the figure a lie
+            errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(w,)) for w in range(writers)]
     for t in threads:
@@ -56,6 +60,8 @@ def run_threads(writers: int, total: int, work: Callable[[int], None]) -> float:
     start = time.perf_counter()
     for t in threads:
         t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} writer(s) failed") from errors[0]
     return time.perf_counter() - start
 
 
@@ -69,14 +75,18 @@ def sqlite_pair(writers: int, total: int, root: Path) -> tuple[Result, Result]:
             # The same settings the store uses: WAL, synchronous=NORMAL, one txn a row.
             conn = sqlite3.connect(root / f"plain-{writers}.db", isolation_level=None,
                                    check_same_thread=False, timeout=60)  # fmt: skip
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS records (workspace TEXT, kind TEXT, ref_id TEXT,"
-                " seq INTEGER, body TEXT, PRIMARY KEY (workspace, kind, ref_id))"
-            )
             local.conn = conn
         return conn
+
+    # The file's settings once, before the writers start (WAL needs a moment alone).
+    setup = sqlite3.connect(root / f"plain-{writers}.db", isolation_level=None)
+    setup.execute("PRAGMA journal_mode=WAL")
+    setup.execute(
+        "CREATE TABLE IF NOT EXISTS records (workspace TEXT, kind TEXT, ref_id TEXT,"
+        " seq INTEGER, body TEXT, PRIMARY KEY (workspace, kind, ref_id))"
+    )
+    setup.close()
 
     def plain(i: int) -> None:
         conn = plain_conn()
@@ -94,6 +104,9 @@ def sqlite_pair(writers: int, total: int, root: Path) -> tuple[Result, Result]:
     append_s = run_threads(writers, total, append)
     head = store.head("bench")
     assert head is not None and head.seq == total // writers * writers
+    check = sqlite3.connect(root / f"plain-{writers}.db")
+    assert check.execute("SELECT count(*) FROM records").fetchone()[0] == head.seq
+    check.close()
     store.close()
     return (
         Result(f"sqlite plain insert, {writers} writers", plain_s, total),
