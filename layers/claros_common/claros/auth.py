@@ -20,7 +20,7 @@ import hashlib
 import re
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -35,6 +35,7 @@ __all__ = [
     "create_key",
     "ensure_member",
     "ensure_workspace",
+    "workspaces",
     "hash_key",
     "require",
 ]
@@ -99,6 +100,17 @@ def ensure_workspace(store: Store, workspace: str) -> None:
             )
         except ConflictError:
             pass  # made meanwhile by someone else: fine
+
+
+def workspaces(store: Store) -> Iterator[str]:
+    """Every workspace's name, page by page."""
+    after: str | None = None
+    while True:
+        page = store.query_docs(GLOBAL, "workspace", after=after, limit=100)
+        yield from (doc.key for doc in page)
+        if len(page) < 100:
+            return
+        after = page[-1].key
 
 
 def member_role(store: Store, workspace: str, email: str) -> str | None:

@@ -8,16 +8,26 @@ so every checkpoint in the store can be verified from the store's key list.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from claros.anchor import Anchor
+from claros.auth import workspaces
 from claros.clock import now_ms
 from claros.ledger import Checkpoint, Entry, checkpoint_message
 from claros.signing import Signer
-from claros.store.base import GLOBAL, DocWrite, NewRecord, Store
+from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
-__all__ = ["due_checkpoints", "entry_at", "record", "sign_checkpoint"]
+__all__ = [
+    "Tail",
+    "due_checkpoints",
+    "entry_at",
+    "record",
+    "sign_checkpoint",
+    "sign_due",
+    "unsigned_tails",
+]
 
 
 def sign_checkpoint(
@@ -67,6 +77,56 @@ def record(
     return entries
 
 
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """A workspace's entries after its last checkpoint."""
+
+    head: Entry
+    last_seq: int  # the last signed seq (0: none)
+    oldest_ts: int  # when the oldest unsigned entry was written
+
+    @property
+    def entries(self) -> int:
+        return self.head.seq - self.last_seq
+
+    def due(self, *, every: int, max_age_s: int, now: int) -> bool:
+        # The tail's age is that of its oldest unsigned entry: steady traffic slower than
+        # N entries per max age must not postpone the heartbeat forever.
+        return self.entries >= every or now - self.oldest_ts >= max_age_s * 1000
+
+
+def unsigned_tails(store: Store) -> Iterator[Tail]:
+    """Each workspace whose chain has entries after its last checkpoint."""
+    for workspace in workspaces(store):
+        head = store.head(workspace)
+        if head is None:
+            continue
+        last = store.latest_checkpoint(workspace)
+        last_seq = last.seq if last else 0
+        if head.seq <= last_seq:
+            continue
+        oldest = next(iter(store.entries(workspace, since=last_seq, limit=1)), head)
+        yield Tail(head, last_seq, oldest.ts)
+
+
+def sign_due(
+    store: Store,
+    signer: Signer,
+    tails: Iterable[Tail],
+    *,
+    every: int,
+    max_age_s: int,
+    now: int | None = None,
+    anchor: Anchor | None = None,
+) -> list[Checkpoint]:
+    now = now or now_ms()
+    return [
+        sign_checkpoint(store, signer, tail.head, anchor)
+        for tail in tails
+        if tail.due(every=every, max_age_s=max_age_s, now=now)
+    ]
+
+
 def due_checkpoints(
     store: Store,
     signer: Signer,
@@ -78,24 +138,7 @@ def due_checkpoints(
 ) -> list[Checkpoint]:
     """The heartbeat: sign each workspace's head when it is N entries past its last
     checkpoint, or has stayed unsigned for ``max_age_s``. Safe to run anywhere, any time."""
-    now = now or now_ms()
-    signed = []
-    after: str | None = None
-    while True:
-        page = store.query_docs(GLOBAL, "workspace", after=after, limit=100)
-        for doc in page:
-            head = store.head(doc.key)
-            if head is None:
-                continue
-            last = store.latest_checkpoint(doc.key)
-            last_seq = last.seq if last else 0
-            if head.seq <= last_seq:
-                continue
-            # The tail's age is that of its oldest unsigned entry: steady traffic slower
-            # than N entries per max age must not postpone the heartbeat forever.
-            oldest = next(iter(store.entries(doc.key, since=last_seq, limit=1)), head)
-            if head.seq - last_seq >= every or now - oldest.ts >= max_age_s * 1000:
-                signed.append(sign_checkpoint(store, signer, head, anchor))
-        if len(page) < 100:
-            return signed
-        after = page[-1].key
+    return sign_due(
+        store, signer, unsigned_tails(store), every=every, max_age_s=max_age_s, now=now,
+        anchor=anchor,
+    )  # fmt: skip

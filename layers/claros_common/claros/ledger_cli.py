@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from claros import jsonutil
+from claros.auth import workspaces
 from claros.checkpoints import sign_checkpoint
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
@@ -31,16 +32,7 @@ __all__ = ["main"]
 
 
 def _workspaces(store: Store, only: str | None) -> list[str]:
-    if only:
-        return [only]
-    names: list[str] = []
-    after: str | None = None
-    while True:
-        page = store.query_docs(GLOBAL, "workspace", after=after, limit=100)
-        names += [doc.key for doc in page]
-        if len(page) < 100:
-            return names
-        after = page[-1].key
+    return [only] if only else list(workspaces(store))
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:

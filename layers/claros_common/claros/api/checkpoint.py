@@ -7,16 +7,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from claros.api.http import ClarosResolver, json_response, routed
 from claros.auth import Principal
-from claros.checkpoints import due_checkpoints, sign_checkpoint
+from claros.checkpoints import Tail, sign_checkpoint, sign_due, unsigned_tails
 from claros.clock import now_ms
 from claros.errors import ConflictError
 from claros.ledger import Checkpoint, Entry
-from claros.store.base import GLOBAL
 from claros.wiring import Services
 
 __all__ = ["on_schedule", "on_stream", "register"]
@@ -60,32 +59,28 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
     return signed
 
 
-def checkpoint_lag(services: Services) -> tuple[int, float]:
+def checkpoint_lag(tails: Iterable[Tail], now: int) -> tuple[int, float]:
     """The largest (entries, seconds) any workspace's tail has stayed unsigned."""
-    store, entries, seconds = services.store, 0, 0.0
-    now = now_ms()
-    for doc in store.query_docs(GLOBAL, "workspace", limit=1000):
-        head = store.head(doc.key)
-        if head is None:
-            continue
-        last = store.latest_checkpoint(doc.key)
-        last_seq = last.seq if last else 0
-        if head.seq > last_seq:
-            oldest = next(iter(store.entries(doc.key, since=last_seq, limit=1)), head)
-            entries = max(entries, head.seq - last_seq)
-            seconds = max(seconds, (now - oldest.ts) / 1000)
+    entries, seconds = 0, 0.0
+    for tail in tails:
+        entries = max(entries, tail.entries)
+        seconds = max(seconds, (now - tail.oldest_ts) / 1000)
     return entries, seconds
 
 
 def on_schedule(services: Services) -> list[Checkpoint]:
-    settings = services.settings
-    lag_entries, lag_seconds = checkpoint_lag(services)
+    settings, now = services.settings, now_ms()
+    # One pass over the workspaces serves both the lag metrics and the heartbeat.
+    tails = list(unsigned_tails(services.store))
+    lag_entries, lag_seconds = checkpoint_lag(tails, now)
     services.metric("CheckpointLagEntries", lag_entries)
     services.metric("CheckpointLagSeconds", lag_seconds)
-    return due_checkpoints(
+    return sign_due(
         services.store,
         services.signer,
+        tails,
         every=settings.checkpoint_every,
         max_age_s=settings.checkpoint_max_age_s,
+        now=now,
         anchor=services.anchor,
     )
