@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from claros_guard.client import error_reason
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
 from claros_guard.login import resolve_connection
 
@@ -38,20 +39,7 @@ class ClarosApi(Protocol):
 
 
 def _reason(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    if isinstance(body, dict):
-        message = str(body.get("message") or body.get("error") or body)
-        details = body.get("details")
-        if isinstance(details, list) and details:
-            where = "; ".join(
-                f"{d.get('field')}: {d.get('problem')}" for d in details[:3] if isinstance(d, dict)
-            )
-            message = f"{message} ({where})"
-        return message
-    return str(body)[:300]
+    return error_reason(response, max_details=3)
 
 
 class HttpClarosApi:

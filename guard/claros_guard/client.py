@@ -18,11 +18,30 @@ class ClientError(Exception):
 class ApiError(Exception):
     """Claros answered with an error: the message is its reason."""
 
-    def __init__(self, status: int, message: str, details: Any = None) -> None:
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
-        self.details = details
+
+
+def error_reason(response: httpx.Response, *, max_details: int | None = None) -> str:
+    """What Claros said was wrong, with the places it named: ``message (field: problem)``."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if not isinstance(body, dict):
+        return str(body)[:300]
+    message = str(body.get("message") or body.get("error") or body)
+    details = body.get("details")
+    if isinstance(details, list) and details:
+        where = "; ".join(
+            f"{d.get('field')}: {d.get('problem')}"
+            for d in details[:max_details]
+            if isinstance(d, dict)
+        )
+        message = f"{message} ({where})"
+    return message
 
 
 class Client:
@@ -51,12 +70,7 @@ class Client:
         except httpx.HTTPError as exc:
             raise ClientError(f"cannot reach Claros at {self.http.base_url}: {exc}") from exc
         if response.status_code >= 400:
-            try:
-                body = response.json()
-                message, details = body.get("message", response.text), body.get("details")
-            except ValueError:
-                message, details = response.text or response.reason_phrase, None
-            raise ApiError(response.status_code, message, details)
+            raise ApiError(response.status_code, error_reason(response))
         return response
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:

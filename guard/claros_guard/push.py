@@ -60,9 +60,7 @@ def _push(
         try:
             state = client.json("PUT", path, json=body)
         except ApiError as exc:
-            where = "; ".join(f"{d['field']}: {d['problem']}" for d in exc.details or [])
-            print(f"FAIL: {name}: {exc.message}" + (f" ({where})" if where else ""),
-                  file=sys.stderr)  # fmt: skip
+            print(f"FAIL: {name}: {exc.message}", file=sys.stderr)
             failed += 1
             continue
         what = "unchanged" if not state.get("changed") else (
