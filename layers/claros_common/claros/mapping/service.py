@@ -102,11 +102,24 @@ def _key(app: str, tool: str) -> str:
     return f"{app}:{tool}"
 
 
+# Saved mappings by their hash, already validated: every check of a mapped tool needs its
+# mapping, and validating it again (expressions, value rules) on each check is waste.
+_SPECS: dict[str, MappingSpec] = {}
+_MAX_SPECS = 512
+
+
 def mapping_for(store: Store, workspace: str, app: str, tool: str) -> MappingSpec | None:
     doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
     if doc is None or doc.value.get("status") != "active":
         return None
-    return MappingSpec.model_validate(doc.value["mapping"])
+    digest = str(doc.value["hash"])
+    spec = _SPECS.get(digest)
+    if spec is None:
+        spec = MappingSpec.model_validate(doc.value["mapping"])
+        if len(_SPECS) >= _MAX_SPECS:
+            _SPECS.clear()
+        _SPECS[digest] = spec
+    return spec
 
 
 def get_mapping(store: Store, workspace: str, app: str, tool: str) -> dict[str, Any]:

@@ -9,21 +9,15 @@ allowing or stopping anything.
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claros.rules.expr import Expr, Scope, parse_when
+from claros.rules.expr import Scope, parse_when
 from claros.rules.model import RESPONSES, strength
 
 __all__ = ["Decision", "applies", "decide"]
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed(when: str) -> Expr:
-    return parse_when(when)
 
 
 def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
@@ -77,7 +71,7 @@ def decide(
             )  # fmt: skip
             decision.not_judged.append(str(rule["id"]))
             continue
-        hit, unknown = matches(_parsed(when))
+        hit, unknown = matches(parse_when(when))
         entry: dict[str, Any] = {
             "id": rule["id"], "version": rule["version"], "hash": rule["hash"],
             "confirm": rule["confirm"], "response": response, "mode": mode, "matched": hit,

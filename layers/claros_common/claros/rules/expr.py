@@ -69,6 +69,7 @@ constant (a few hundred frames at worst).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -267,12 +268,19 @@ class Outcome:
 
 def parse_when(text: str) -> Expr:
     """Parse a rule's ``when``; raises :class:`ExprError` naming the column."""
-    return _parse(text, "when")
+    return _parse_cached(text, "when") if isinstance(text, str) else _parse(text, "when")
 
 
 def parse_derived(text: str) -> Expr:
     """Parse a mapping's ``derived`` (arithmetic only); raises :class:`ExprError`."""
-    return _parse(text, "derived")
+    return _parse_cached(text, "derived") if isinstance(text, str) else _parse(text, "derived")
+
+
+# Every check evaluates the same rules' and mappings' expressions: parse (and compile)
+# each text once per process. An Expr is immutable, so sharing it is safe.
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str, kind: Kind) -> Expr:
+    return _parse(text, kind)
 
 
 class Scope:
