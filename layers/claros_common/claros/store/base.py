@@ -18,10 +18,12 @@ conformance suite (``tests/store``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from claros.canonical import canonical_bytes
 from claros.ledger import Checkpoint, Entry, PublicKey
 
 __all__ = [
@@ -110,6 +112,15 @@ class NewRecord:
 # must stay within its 100 actions.
 MAX_BATCH_RECORDS = 10
 MAX_BATCH_WRITES = 60
+
+
+def record_bytes(record: Mapping[str, Any]) -> tuple[bytes, str]:
+    """A record as the ledger keeps it: its canonical JSON and that text's sha256 (the
+    entry's payload_sha256). CanonicalError for values JSON cannot carry."""
+    raw = canonical_bytes(record)
+    if len(raw) > MAX_RECORD_BYTES:
+        raise RecordTooLargeError(f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+    return raw, hashlib.sha256(raw).hexdigest()
 
 
 def check_batch(records: Sequence[NewRecord], writes: Sequence[DocWrite]) -> None:

@@ -31,7 +31,6 @@ All reads are strongly consistent, as SQLite's are.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 import zlib
@@ -41,10 +40,8 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
-from claros.canonical import canonical_bytes
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
-    MAX_RECORD_BYTES,
     ChainBusyError,
     ConflictError,
     Doc,
@@ -55,6 +52,7 @@ from claros.store.base import (
     RecordTooLargeError,
     StoreError,
     check_batch,
+    record_bytes,
 )
 
 if TYPE_CHECKING:  # boto3 is a server-side dependency; the client is injected
@@ -291,11 +289,7 @@ class DynamoStore:
     @staticmethod
     def _prepare(workspace: str, new: NewRecord) -> tuple[NewRecord, bytes, str]:
         """(record, its compressed canonical JSON, its sha256), or the error SQLite gives."""
-        raw = canonical_bytes(new.record)  # CanonicalError on values JSON cannot carry
-        if len(raw) > MAX_RECORD_BYTES:
-            raise RecordTooLargeError(
-                f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
-            )
+        raw, payload = record_bytes(new.record)
         packed = zlib.compress(raw)
         rid = f"{new.kind}#{new.ref_id}"
         size = len(packed) + len(workspace.encode()) + len(rid.encode()) + 64
@@ -304,7 +298,7 @@ class DynamoStore:
                 f"record compresses to {size} bytes; DynamoDB keeps at most "
                 f"{MAX_RECORD_ITEM_BYTES} per record"
             )
-        return new, packed, hashlib.sha256(raw).hexdigest()
+        return new, packed, payload
 
     def _append_failed(
         self, exc: ClientError, entries: list[Entry], writes: Sequence[DocWrite]

@@ -10,7 +10,6 @@ Threads: one connection per thread; an append takes the write lock first
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 import time
@@ -19,18 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from claros import jsonutil
-from claros.canonical import canonical_bytes
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
-    MAX_RECORD_BYTES,
     ConflictError,
     Doc,
     DocWrite,
     NewRecord,
     PruneError,
     PruneResult,
-    RecordTooLargeError,
     check_batch,
+    record_bytes,
 )
 
 __all__ = ["SqliteStore"]
@@ -158,12 +155,8 @@ class SqliteStore:
         check_batch(records, writes)
         prepared = []
         for new in records:
-            raw = canonical_bytes(new.record)  # CanonicalError on values JSON cannot carry
-            if len(raw) > MAX_RECORD_BYTES:
-                raise RecordTooLargeError(
-                    f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}"
-                )
-            prepared.append((new, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()))
+            raw, payload = record_bytes(new.record)
+            prepared.append((new, raw.decode("utf-8"), payload))
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
