@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from claros.names import NAME
 from claros_guard.api import ClarosApi
 from claros_guard.classify import Classifier
 from claros_guard.errors import ClarosUnavailableError, GuardError, NotAReadError
@@ -26,7 +27,7 @@ __all__ = ["AppSettings", "GuardSettings", "GuardedApp"]
 
 log = logging.getLogger("claros_guard.app")
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")
+_NAME = re.compile(NAME)
 _MAX_TOOLS = 1000
 
 

@@ -36,13 +36,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from claros.names import NAME
 from claros_guard.app import AppSettings
 from claros_guard.errors import ConfigError
 from claros_guard.transport import UpstreamSpec
 
 __all__ = ["FileConfig", "load_config"]
-
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
 
 
 class _Model(BaseModel):
@@ -80,7 +79,7 @@ class FileConfig(_Model):
     @model_validator(mode="after")
     def _names(self) -> FileConfig:
         for name in self.servers:
-            if not re.match(_NAME, name):
+            if not re.match(NAME, name):
                 raise ValueError(f"server name {name!r} is not a valid app name")
         if self.agent is not None and self.agent not in self.servers:
             raise ValueError(f"agent names {self.agent!r}, which is not among the servers")

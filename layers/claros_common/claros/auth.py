@@ -26,6 +26,7 @@ from typing import Literal, get_args
 
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
+from claros.names import EMAIL
 from claros.store.base import GLOBAL, ConflictError, DocWrite, Store
 
 __all__ = [
@@ -46,7 +47,7 @@ ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
 Role = Literal["admin", "member"]
 
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}$")
+_EMAIL = re.compile(EMAIL)
 _KEY = re.compile(r"^ck_[A-Za-z0-9_-]{43}$")
 
 

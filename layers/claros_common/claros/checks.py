@@ -21,6 +21,7 @@ from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ForbiddenError
 from claros.mapping.facts import Plan, plan
 from claros.mapping.service import mapping_for
+from claros.names import NAME
 from claros.rules.amounts import find_amount
 from claros.rules.decide import Decision, decide
 from claros.rules.model import SEVERITY
@@ -37,8 +38,6 @@ __all__ = [
     "record_check",
     "resolve_on_behalf_of",
 ]
-
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
 
 
 class _Strict(BaseModel):
@@ -63,8 +62,8 @@ class AgentInfo(_Strict):
 
 
 class CheckRequest(_Strict):
-    app: str = Field(pattern=_NAME)
-    tool: str = Field(pattern=_NAME)
+    app: str = Field(pattern=NAME)
+    tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=dict)
     agent: AgentInfo
     fetched: dict[str, Any] | None = None

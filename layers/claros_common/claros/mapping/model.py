@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from claros.names import NAME
 from claros.rules.expr import ExprError, parse_derived
 
 __all__ = [
@@ -32,7 +33,6 @@ MAX_LEAVES = 50
 MAX_LOOKUPS = 20
 MAX_QUERIES = 20
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _PATH = re.compile(rf"^{_IDENT}(?:\.{_IDENT}|\[\d+\])*$")
 _KEY_PATH = re.compile(rf"^{_IDENT}(?:\[\]|\[\d+\])?(?:\.{_IDENT}(?:\[\]|\[\d+\])?)*$")
@@ -92,7 +92,7 @@ class _Spec(BaseModel):
 
 
 class FetchSpec(_Spec):
-    tool: str = Field(pattern=_NAME)
+    tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=dict)
     into: str = ""
 
@@ -111,12 +111,12 @@ class FetchSpec(_Spec):
 
 class LookupSpec(_Spec):
     key: str
-    tool: str = Field(pattern=_NAME)
+    tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=dict)
     pick: str | None = None
     var: str | None = None
     context: list[str] = Field(default_factory=list, max_length=10)
-    app: str | None = Field(None, pattern=_NAME)
+    app: str | None = Field(None, pattern=NAME)
 
     @field_validator("key")
     @classmethod
@@ -141,14 +141,14 @@ class LookupSpec(_Spec):
 
 
 class QuerySpec(_Spec):
-    tool: str = Field(pattern=_NAME)
+    tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=dict)
     where: dict[str, Any] = Field(default_factory=dict)
     op: Literal["count", "first", "last", "min", "max"]
     field: str | None = None
     var: str | None = None
     as_: str | None = Field(None, alias="as")
-    app: str | None = Field(None, pattern=_NAME)
+    app: str | None = Field(None, pattern=NAME)
 
     @model_validator(mode="after")
     def _shape(self) -> QuerySpec:
@@ -175,8 +175,8 @@ class QuerySpec(_Spec):
 
 
 class MappingSpec(_Spec):
-    app: str = Field(pattern=_NAME)
-    tool: str = Field(pattern=_NAME)
+    app: str = Field(pattern=NAME)
+    tool: str = Field(pattern=NAME)
     fetch: FetchSpec | None = None
     derived: dict[str, str] = Field(default_factory=dict, max_length=50)
     lookups: list[LookupSpec] = Field(default_factory=list, max_length=MAX_LOOKUPS)

@@ -17,6 +17,7 @@ from claros.checkpoints import record
 from claros.clock import now_ms
 from claros.errors import BadRequestError, NotFoundError
 from claros.mapping.model import MappingSpec, tools_named
+from claros.names import NAME
 from claros.rules.model import rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
@@ -33,13 +34,12 @@ __all__ = [
 ]
 
 APPS, MAPPINGS = "app", "mapping"
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
 
 
 class ToolInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=_NAME)
+    name: str = Field(pattern=NAME)
     description: str | None = Field(None, max_length=4000)
     annotations: dict[str, Any] = Field(default_factory=dict)
     read: bool
@@ -56,7 +56,7 @@ def register_tools(
 ) -> dict[str, Any]:
     import re
 
-    if not re.match(_NAME, app):
+    if not re.match(NAME, app):
         raise BadRequestError(f"not an app name: {app!r}")
     names = [t.name for t in req.tools]
     if len(set(names)) != len(names):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from claros.canonical import canonical_bytes
+from claros.names import EMAIL, NAME, RULE_ID
 from claros.rules.expr import ExprError, parse_when
 
 __all__ = [
@@ -31,10 +32,6 @@ SEVERITY = {"stop": "high", "ask": "medium", "nudge": "low"}
 _STRENGTH: dict[str, int] = {name: i for i, name in enumerate(RESPONSES)}
 MadeBy = Literal["expert", "override", "precedents", "manual"]
 
-_ID = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$"
-_EMAIL = r"^[^@\s]{1,64}@[^@\s]{1,190}$"
-
 
 def strength(response: str) -> int:
     return _STRENGTH[response]
@@ -45,9 +42,9 @@ class RuleSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    id: str = Field(pattern=_ID)
-    workflow_id: str = Field(pattern=_ID)
-    app: str = Field(pattern=_NAME)
+    id: str = Field(pattern=RULE_ID)
+    workflow_id: str = Field(pattern=RULE_ID)
+    app: str = Field(pattern=NAME)
     tools: list[str] = Field(min_length=1, max_length=100)
     title: str = Field(min_length=1, max_length=200)
     when: str | None = Field(None, max_length=2000)
@@ -61,7 +58,7 @@ class RuleSpec(BaseModel):
     @classmethod
     def _tools(cls, tools: list[str]) -> list[str]:
         for tool in tools:
-            if not re.match(_NAME, tool):
+            if not re.match(NAME, tool):
                 raise ValueError(f"tool name {tool!r} is not valid")
         if len(set(tools)) != len(tools):
             raise ValueError("tools are listed twice")
@@ -72,7 +69,7 @@ class RuleSpec(BaseModel):
     def _owners(cls, owners: list[str]) -> list[str]:
         out = []
         for owner in owners:
-            if not re.match(_EMAIL, owner):
+            if not re.match(EMAIL, owner):
                 raise ValueError(f"owner {owner!r} is not an email address")
             out.append(owner.lower())
         return out
