@@ -27,6 +27,7 @@ from selenium.common.exceptions import (
     NoSuchElementException,
     StaleElementReferenceException,
     TimeoutException,
+    WebDriverException,
 )
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -54,6 +55,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 IGNORED = (NoSuchElementException, StaleElementReferenceException)
+# What Chromium says when a node found in the page being replaced is read after the
+# new page is in: the same race as a stale element, under a generic error.
+REPLACED_PAGE = (
+    "does not belong to the document",
+    "Execution context was destroyed",
+    "Cannot find context with specified id",
+)
 
 
 @dataclass
@@ -138,10 +146,18 @@ def api(world: World) -> Iterator[httpx.Client]:
 
 
 def _wait(driver: Any, until: Callable[[Any], Any], what: str) -> Any:
+    def settled(d: Any) -> Any:
+        try:
+            return until(d)
+        except WebDriverException as error:
+            if any(race in (error.msg or "") for race in REPLACED_PAGE):
+                return False
+            raise
+
     try:
         # Elements go stale (or are not there yet) while a page is being replaced.
         waiting = WebDriverWait(driver, WAIT_S, poll_frequency=0.05, ignored_exceptions=IGNORED)
-        return waiting.until(until)
+        return waiting.until(settled)
     except TimeoutException:
         raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}") from None
 
@@ -210,8 +226,13 @@ def test_approve_an_ask_and_the_call_goes_through(
     _shot(driver, world, "02-home-ask")
     card.find_element(By.NAME, "note").send_keys("Checked order 1187: fine")
     card.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
-    _wait(driver, lambda d: "answered=" in d.current_url, "the answer to land")
-    notice = driver.find_element(By.CSS_SELECTOR, "[role=status]").text
+    notice = _wait(
+        driver,
+        lambda d: (
+            "answered=" in d.current_url and d.find_element(By.CSS_SELECTOR, "[role=status]").text
+        ),
+        "the answer to land",
+    )
     assert notice == f"You approved ask {ask_id}."
     assert "Nothing is waiting for you." in driver.find_element(By.ID, "asks").text
     assert "Checked order 1187: fine" in driver.find_element(By.ID, "answered").text
@@ -286,7 +307,13 @@ def test_the_printable_monthly_report(driver: Any, world: World, api: httpx.Clie
     _sign_in(driver, world, world.admin)
     driver.get(f"{world.url}/app/evidence#reports")
     driver.find_element(By.XPATH, "//button[normalize-space()='Open the printable report']").click()
-    _wait(driver, lambda d: "format=html" in d.current_url, "the report")
+    _wait(
+        driver,
+        lambda d: (
+            "format=html" in d.current_url and "refunds" in d.find_element(By.TAG_NAME, "body").text
+        ),
+        "the report",
+    )
     assert (
         "/api/evidence/report?" in driver.current_url
         and "workflow_id=refunds" in driver.current_url
