@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from claros.rules.judge import Verdict
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, put_rule
 from tests.api.fake_guard import FakeApp, FakeGuard
@@ -223,6 +224,67 @@ def test_refund_against_the_order_total_held_by_the_shop(
     assert small["result"] == "allow"
 
 
+class RecordingJudge:
+    """A judge that keeps what it was shown and matches when told to."""
+
+    def __init__(self, verdict: Verdict | None) -> None:
+        self.verdict = verdict
+        self.seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    def judge(self, rule: Any, facts: Any, context: Any) -> Verdict | None:
+        self.seen.append((str(rule["id"]), dict(facts), dict(context)))
+        return self.verdict
+
+
+JUDGED_MAPPING = {
+    **INVOICE_MAPPING,
+    "queries": [{"tool": "invoice_list", "arguments": {"supplier": "$supplier"},
+                 "where": {"supplier": "$supplier"}, "op": "last", "field": "name",
+                 "as": "last_invoice"}],
+}  # fmt: skip
+
+
+def test_context_goes_only_to_the_judge(
+    http: httpx.Client, keys: Keys, guard: FakeGuard, services: Services
+) -> None:
+    judge = RecordingJudge(Verdict(True, "a consulting line on a paper supplier's invoice"))
+    services.judge = judge
+    assert put_mapping(http, keys.admin, JUDGED_MAPPING).status_code == 200
+    put_rule(http, keys.admin, id="odd-lines", app="accounting", tools=["invoice_submit"],
+             response="ask", when=None, owners=[])  # fmt: skip
+    # A `when` cannot read context: the query's `as` value is not a fact.
+    put_rule(http, keys.admin, id="peek", app="accounting", tools=["invoice_submit"],
+             response="stop", when="last_invoice == 'ACC-PINV-0042'")  # fmt: skip
+    answer = guard.check("accounting", "invoice_submit", {"name": "ACC-PINV-0042"})
+    assert answer["result"] == "ask" and not answer.get("not_judged")
+    [(rule_id, facts, context)] = judge.seen
+    assert rule_id == "odd-lines"
+    assert context == {
+        "item_code.item_name": ["Paper A4", "Consulting hour", "Paper A4"],
+        "last_invoice": "ACC-PINV-0042",
+    }
+    assert "last_invoice" not in facts and facts["item_groups"] == ["Raw", "Services", "Raw"]
+    by_id = {r["id"]: r for r in answer["rules"]}
+    assert by_id["odd-lines"]["judged"] is True and by_id["odd-lines"]["matched"] is True
+    assert by_id["odd-lines"]["note"] == "a consulting line on a paper supplier's invoice"
+    assert by_id["peek"]["matched"] is False and by_id["peek"]["unknown"] == ["last_invoice"]
+    row = services.store.get_record(WORKSPACE, "check", answer["check_id"])
+    assert row is not None and row["context"]["last_invoice"] == "ACC-PINV-0042"
+    assert row["rules"] == answer["rules"]
+
+
+def test_a_judge_without_a_verdict_leaves_the_rule_not_judged(
+    http: httpx.Client, keys: Keys, guard: FakeGuard, services: Services
+) -> None:
+    services.judge = RecordingJudge(None)
+    put_mapping(http, keys.admin, JUDGED_MAPPING)
+    put_rule(http, keys.admin, id="odd-lines", app="accounting", tools=["invoice_submit"],
+             response="stop", when=None)  # fmt: skip
+    answer = guard.check("accounting", "invoice_submit", {"name": "ACC-PINV-0042"})
+    assert answer["result"] == "allow" and answer["not_judged"] == ["odd-lines"]
+    assert answer["rules"][0]["note"] == "not judged: the judge gave no verdict"
+
+
 # --- registration and validation ---------------------------------------------------------
 
 
@@ -245,8 +307,10 @@ def test_tools_are_registered_and_listed(http: httpx.Client, keys: Keys, apps: d
          "fetch.arguments.name"),
         ({"fetch": {"tool": "invoice_read", "arguments": {"name": "$name + 1"}}},
          "not a single $path"),
-        ({"fetch": {"tool": "invoice_read", "arguments": {"a": {"b": {"c": {"d": 1}}}}}},
+        ({"fetch": {"tool": "invoice_read", "arguments": {"a": {"b": {"c": {"d": {"e": 1}}}}}}},
          "fetch.arguments.a.b.c.d: deeper than 4 levels"),
+        ({"fetch": {"tool": "invoice_read", "arguments": {"a": {"b": [{"d": [1]}]}}}},
+         "fetch.arguments.a.b[0].d: deeper than 4 levels"),
         ({"fetch": {"tool": "invoice_read", "arguments": {f"k{i}": i for i in range(51)}}},
          "fetch.arguments.k50: more than 50 leaves"),
         ({"derived": {"net": "grand_total >"}}, "net: column"),
@@ -265,6 +329,16 @@ def test_invalid_mappings_are_refused(
     assert response.status_code == 400, response.text
     assert message in response.text, response.text
     assert services.store.head(WORKSPACE) is None
+
+
+def test_four_levels_and_fifty_leaves_are_allowed(
+    http: httpx.Client, keys: Keys, apps: dict
+) -> None:
+    arguments = {"a": {"b": [{"d": "$name"}]}, **{f"k{i}": i for i in range(49)}}
+    mapping = {"app": "accounting", "tool": "invoice_submit",
+               "fetch": {"tool": "invoice_read", "arguments": arguments}}  # fmt: skip
+    response = put_mapping(http, keys.admin, mapping)
+    assert response.status_code == 200, response.text
 
 
 def test_mapping_versions_are_ledgered(

@@ -117,7 +117,10 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
     if facts.need:
         # Reads first: nothing is logged until the check is decided on every fact.
         return {"allowed": False, "result": "need", "need": facts.need}
-    decision = decide(active_rules(store, workspace), req.app, req.tool, facts.facts)
+    decision = decide(
+        active_rules(store, workspace), req.app, req.tool, facts.facts,
+        context=facts.context, judge=services.judge,
+    )  # fmt: skip
     check_id = new_id("chk")
     writes: list[DocWrite] = []
     approved: dict[str, Any] | None = None

@@ -10,6 +10,7 @@ from typing import Any
 
 from claros.anchor import Anchor
 from claros.config import Settings
+from claros.rules.judge import Judge
 from claros.signing import FileSigner, KmsSigner, Signer
 from claros.store.base import Store
 
@@ -62,6 +63,8 @@ class Services:
     anchor: Anchor | None = None
     # Counts for dashboards (Lambda: Powertools Metrics); a no-op by default.
     metric: Callable[[str, float], None] = field(default=lambda name, value: None)
+    # What decides rules without ``when`` (claros.rules.judge); none by default.
+    judge: Judge | None = None
 
     def close(self) -> None:
         self.store.close()

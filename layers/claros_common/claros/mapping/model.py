@@ -60,7 +60,9 @@ def _check_value(value: str, where: str, *, dollar_ok: bool) -> None:
 
 
 def _walk(value: Any, where: str, level: int, *, dollar_ok: bool, leaves: list[int]) -> None:
-    if level > MAX_LEVELS:
+    # Levels are objects and lists (the arguments object itself is level 1), as the
+    # API's nesting limit counts them; a leaf adds none.
+    if isinstance(value, dict | list) and level > MAX_LEVELS:
         raise ValueError(f"{where}: deeper than {MAX_LEVELS} levels")
     if isinstance(value, dict):
         for key, item in value.items():

@@ -3,8 +3,9 @@
 Pure: rule states and facts in, a Decision out. The strongest response among the matching
 enforced rules wins (stop > ask > nudge > allow). Shadow rules are evaluated and recorded
 with what they would have answered, but never change the result. Rules without ``when``
-go to the judge; none is configured, so they are listed as not judged, never silently
-allowing or stopping anything.
+go to the judge (:mod:`claros.rules.judge`), with the call's context; with no judge, or
+when it gives no verdict, they are listed as not judged, never silently allowing or
+stopping anything.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claros.rules.expr import Scope, parse_when
+from claros.rules.judge import Judge
 from claros.rules.model import RESPONSES, strength
 
 __all__ = ["Decision", "applies", "decide"]
@@ -50,7 +52,13 @@ class Decision:
 
 
 def decide(
-    rules: Sequence[Mapping[str, Any]], app: str, tool: str, facts: Mapping[str, Any]
+    rules: Sequence[Mapping[str, Any]],
+    app: str,
+    tool: str,
+    facts: Mapping[str, Any],
+    *,
+    context: Mapping[str, Any] | None = None,
+    judge: Judge | None = None,
 ) -> Decision:
     decision = Decision()
     entries = decision.rules
@@ -63,21 +71,25 @@ def decide(
         response = written["response"]
         mode = written.get("mode", "enforce")
         when = written.get("when")
-        if not when:
-            entries.append(
-                {"id": rule["id"], "version": rule["version"], "hash": rule["hash"],
-                 "confirm": rule["confirm"], "response": response, "mode": mode,
-                 "matched": None, "judged": False, "note": "not judged: no judge is configured"}
-            )  # fmt: skip
-            decision.not_judged.append(str(rule["id"]))
-            continue
-        hit, unknown = matches(parse_when(when))
         entry: dict[str, Any] = {
             "id": rule["id"], "version": rule["version"], "hash": rule["hash"],
-            "confirm": rule["confirm"], "response": response, "mode": mode, "matched": hit,
+            "confirm": rule["confirm"], "response": response, "mode": mode,
         }  # fmt: skip
-        if unknown:
-            entry["unknown"] = list(unknown)
+        if when:
+            hit, unknown = matches(parse_when(when))
+            entry["matched"] = hit
+            if unknown:
+                entry["unknown"] = list(unknown)
+        else:
+            verdict = judge.judge(written, facts, context or {}) if judge else None
+            if verdict is None:
+                why = "no judge is configured" if judge is None else "the judge gave no verdict"
+                entry.update(matched=None, judged=False, note=f"not judged: {why}")
+                entries.append(entry)
+                decision.not_judged.append(str(rule["id"]))
+                continue
+            hit = verdict.matched
+            entry.update(matched=hit, judged=True, note=verdict.note)
         entries.append(entry)
         if not hit:
             continue

@@ -1,0 +1,36 @@
+"""The judge: what decides rules written without ``when``.
+
+A rule without ``when`` ("is this refund reasonable for this customer?") cannot be
+decided by the expression language; it goes to a judge, which sees the rule, the call's
+facts and the context the mapping gathered for it (lookup ``context`` fields as
+``item_code.item_name``, query results under ``as``). Context goes only here: it is never
+a fact, so no ``when`` can read it.
+
+The judge is pluggable. None is configured by default, and then such rules are listed as
+not judged in the check row, never silently allowed or stopped. A judge that cannot
+decide one rule answers None for it, with the same effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["Judge", "Verdict"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    # Whether the rule's response applies to this call (as a matching ``when`` would).
+    matched: bool
+    # Why, in a sentence: kept in the check row so the decision can be reviewed.
+    note: str
+
+
+class Judge(Protocol):
+    def judge(
+        self, rule: Mapping[str, Any], facts: Mapping[str, Any], context: Mapping[str, Any]
+    ) -> Verdict | None:
+        """``rule`` is the rule as written; None leaves it not judged."""
+        ...
