@@ -248,6 +248,12 @@ class Result:
         print(f"claros verify: {self.what}, workspace {self.workspace}", file=out)
         print(f"  entries:     {rep.entries:,} ({span})", file=out)
         print(f"  records:     {self.records}", file=out)
+        if rep.kept_records:
+            print(
+                f"  kept:        {rep.kept_records:,} rule and mapping versions from before the "
+                "prune, checked against the prune entries that list them",
+                file=out,
+            )
         print(
             f"  checkpoints: {rep.checkpoints_verified:,} verified"
             + (f", the last at seq {last_cp}" if last_cp is not None else "")
@@ -275,6 +281,8 @@ class _ExportReader:
         self.header: dict[str, Any] = {}
         self.keys: list[PublicKey] = []
         self.checkpoints: dict[int, Checkpoint] = {}
+        # Rule and mapping versions kept below a prune's cut: (seq, kind, ref_id, record).
+        self.kept: list[tuple[int, str, str, Any]] = []
         self.extra: list[Failure] = []
         self.verifier: ChainVerifier | None = None
         self.saved_check: SavedCheck | None = None
@@ -334,6 +342,8 @@ class _ExportReader:
             elif kind == "checkpoint":
                 cp = Checkpoint.from_json(fields)
                 self.checkpoints[cp.seq] = cp
+            elif kind == "kept":
+                self.kept.append(_kept_fields(fields))
             else:
                 self._fail(f"unknown line type {kind!r}")
         except (LineError, KeyError, TypeError, ValueError) as exc:
@@ -346,6 +356,8 @@ class _ExportReader:
         )
         if self.saved is not None:
             self.saved_check = SavedCheck(self.saved, self.keys, "the export")
+        for seq, kind, ref_id, record in self.kept:
+            verifier.feed_kept(seq, kind, ref_id, record)
         self.verifier = verifier
         return verifier
 
@@ -487,6 +499,21 @@ def _online_pages(client: Any, progress: Progress) -> Iterator[bytes]:
             raise VerifyError("Claros answered a page without x-claros-next") from exc
 
 
+KEPT_LINE = b'{"type":"kept"'
+
+
+def _kept_fields(data: dict[str, Any]) -> tuple[int, str, str, Any]:
+    """A ``kept`` line's (seq, kind, ref_id, record); KeyError/ValueError if malformed."""
+    return int(data["seq"]), str(data["kind"]), str(data["ref_id"]), data["event"]
+
+
+def _feed_kept(verifier: ChainVerifier, line: bytes) -> None:
+    try:
+        verifier.feed_kept(*_kept_fields(parse_typed_line(line)))
+    except (LineError, KeyError, TypeError, ValueError) as exc:
+        verifier.report.failures.append(Failure(None, None, f"malformed kept record: {exc}"))
+
+
 def _checkpoints_of(client: Any) -> list[Checkpoint]:
     out: list[Checkpoint] = []
     since = 0
@@ -514,6 +541,9 @@ def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Resul
     with_records = without = 0
     try:
         for line in _online_pages(client, progress):
+            if line.startswith(KEPT_LINE):
+                _feed_kept(verifier, line)
+                continue
             try:
                 parsed = parse_entry_line(line)
             except LineError as exc:

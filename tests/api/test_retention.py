@@ -109,23 +109,102 @@ def test_prune_drops_what_is_older_than_the_retention(
     assert body["records_deleted"] == 6 and body["checkpoint"]["seq"] == 7
     head7 = [cp for cp in store.checkpoints(WORKSPACE) if cp.seq == 7]
     assert head7 and head7[0].hash == body["checkpoint"]["hash"]
-    assert [e.seq for e in store.entries(WORKSPACE)] == [8, 9, 10]
+    # Each prune leaves an entry naming what it kept below its cut (11: through 1, 12:
+    # through 7): the rule version, whose own entry is gone.
+    left = [(e.seq, e.kind) for e in store.entries(WORKSPACE)]
+    assert left == [(8, "check"), (9, "check"), (10, "check"), (11, "prune"), (12, "prune")]
     assert store.get_record(WORKSPACE, "rule_version", "r@1") is not None  # never deleted
+    [listed] = [r for e, r in store.entries_with_records(WORKSPACE, since=11) if r]
+    assert listed["through_seq"] == 7 and listed["kept"]["count"] == 1
+    assert listed["checkpoint"] == {"seq": 7, "hash": body["checkpoint"]["hash"]}
+    assert body["kept_versions"] == 1
     again = http.post("/api/evidence/prune", headers=admin).json()
     assert again["pruned"] is False and again["message"] == "nothing is older than 200 days"
 
     shown = http.get("/api/evidence/retention", headers=admin).json()
-    assert shown["oldest_record"]["seq"] == 8 and shown["pruned_through"] == 7
+    assert shown["oldest_record"] == {"seq": 1, "kind": "rule_version", "ref_id": "r@1",
+                                      "kept": True}  # fmt: skip
+    assert shown["pruned_through"] == 7
     assert shown["verifies_from"]["seq"] == 7
     assert shown["chain"] == "the chain verifies from the signed checkpoint at seq 7"
     # Everything still verifies, from that checkpoint.
     assert verify_workspace(store, WORKSPACE).ok
     server_verify = http.get("/api/evidence/verify", headers=admin).json()
     assert server_verify["ok"] is True and server_verify["first_seq"] == 8
+    assert server_verify["kept_records"] == 1
     export = http.get("/api/evidence/export", headers=admin)
     (tmp_path / "pruned.jsonl").write_bytes(export.content)
+    assert (
+        b'{"type":"kept","seq":1,"kind":"rule_version","ref_id":"r@1","event":{' in export.content
+    )
     assert verify(["--export", str(tmp_path / "pruned.jsonl")]) == 0
     assert verify(["--url", str(http.base_url), "--key", keys.audit]) == 0
+
+
+def _pruned(http: httpx.Client, keys: Keys, services: Services, clock: Clock) -> bytes:
+    _history(http, keys, services, clock)
+    admin = bearer(keys.admin)
+    assert http.put("/api/evidence/retention", json={"days": 200}, headers=admin).status_code == 200
+    assert http.post("/api/evidence/prune", headers=admin).json()["through_seq"] == 7
+    export = http.get("/api/evidence/export", headers=admin)
+    assert export.status_code == 200
+    return export.content
+
+
+def _resign(content: bytes, services: Services) -> bytes:
+    """The export with its lines changed and signed again with the workspace's own key:
+    what someone holding the server's key could make. The prune entry still catches it."""
+    import base64
+    import hashlib
+    import json
+
+    lines = content.splitlines(keepends=True)[:-1]
+    digest = hashlib.sha256(b"".join(lines)).digest()
+    key_id, sig = services.signer.sign(WORKSPACE, digest)
+    last = {"type": "signature", "sha256": digest.hex(), "algorithm": "Ed25519",
+            "key_id": key_id, "signature": base64.b64encode(sig).decode()}  # fmt: skip
+    return b"".join(lines) + (json.dumps(last, separators=(",", ":")) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda line: line.replace(b'"amount > 999"', b'"amount > 5"'), "edited or replaced"),
+        (lambda line: b"", "kept 1 rule and mapping versions; 0 are here"),
+    ],
+)
+def test_a_kept_rule_version_is_vouched_for_by_the_prune(
+    http: httpx.Client, keys: Keys, services: Services, clock: Clock, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], change: object, problem: str,
+) -> None:  # fmt: skip
+    content = _pruned(http, keys, services, clock)
+    kept = [
+        line for line in content.splitlines(keepends=True) if line.startswith(b'{"type":"kept"')
+    ]
+    assert len(kept) == 1
+    changed = content.replace(kept[0], change(kept[0]))  # type: ignore[operator]
+    assert changed != content
+    path = tmp_path / "changed.jsonl"
+    path.write_bytes(_resign(changed, services))
+    capsys.readouterr()
+    assert verify(["--export", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert problem in out and "signature" not in out.split("FAIL", 1)[-1].split("\n")[0]
+
+
+def test_a_kept_line_that_is_no_version_is_refused(
+    http: httpx.Client, keys: Keys, services: Services, clock: Clock, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    content = _pruned(http, keys, services, clock)
+    extra = b'{"type":"kept","seq":3,"kind":"check","ref_id":"chk_x","event":{"x":1}}\n'
+    lines = content.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(b'{"type":"kept"'))
+    path = tmp_path / "extra.jsonl"
+    path.write_bytes(_resign(b"".join([*lines[:at], extra, *lines[at:]]), services))
+    capsys.readouterr()
+    assert verify(["--export", str(path)]) == 1
+    assert "a prune never keeps a check" in capsys.readouterr().out
 
 
 def test_prune_never_drops_the_newest_entry(
@@ -139,7 +218,7 @@ def test_prune_never_drops_the_newest_entry(
                     headers=bearer(keys.admin)).status_code == 200  # fmt: skip
     body = prune(services, WORKSPACE)
     assert body["through_seq"] == 2  # seq 3 is old too, but the log keeps its last entry
-    assert [e.seq for e in services.store.entries(WORKSPACE)] == [3]
+    assert [e.seq for e in services.store.entries(WORKSPACE)] == [3, 4]  # 4: the prune
     assert verify_workspace(services.store, WORKSPACE).ok
 
 
@@ -167,4 +246,5 @@ def test_prune_command(
     assert "7 entries and 6 records deleted; checkpoint at seq 7" in done.stdout
     verified = run("verify", "--workspace", WORKSPACE)
     assert verified.returncode == 0, verified.stdout
-    assert "OK: workspace acme: 3 entries (seq 8..10)" in verified.stdout
+    assert "OK: workspace acme: 4 entries (seq 8..11)" in verified.stdout
+    assert "1 rule and mapping versions kept below the prune" in verified.stdout

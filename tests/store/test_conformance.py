@@ -454,6 +454,15 @@ def test_prune_below_a_signed_checkpoint(store: Store, tmp_path: Path) -> None:
     assert store.get_record(WS, "rule_version_close", "r1@1") == {"closed": True}
     assert store.get_record(WS, "mapping_version", "m1@1") == {"app": "shop"}
     assert store.get_record(WS, "check", "check-0") is not None
+    # What a prune keeps, for the export and the verifier: below the cut, in seq order,
+    # as the bytes their entries hashed.
+    kept = store.kept_records(WS, 5)
+    assert [(k.seq, k.kind, k.ref_id) for k in kept] == [
+        (1, "rule_version", "r1@1"), (4, "rule_version_close", "r1@1")]  # fmt: skip
+    assert [hashlib.sha256(k.raw).hexdigest() for k in kept] == [
+        entries[0].payload_sha256, entries[3].payload_sha256]  # fmt: skip
+    assert [k.seq for k in store.kept_records(WS, 6)] == [1, 4, 6]
+    assert store.kept_records(WS, 0) == [] and store.kept_records("other", 10) == []
 
     checkpoints, keys = store.checkpoints(WS), store.public_keys(WS)
     report = verify_entries(

@@ -26,6 +26,8 @@ from claros.canonical import CanonicalError, canonical_bytes
 __all__ = [
     "KINDS",
     "NEVER_PRUNED",
+    "PRUNE_KIND",
+    "kept_digest",
     "ZERO_HASH",
     "ChainVerifier",
     "Checkpoint",
@@ -56,6 +58,19 @@ KINDS = (
     "mapping_version",
 )
 NEVER_PRUNED = frozenset({"rule_version", "rule_version_close", "mapping_version"})
+# A prune leaves an entry of this kind in the chain, naming what it kept below its cut:
+# {"through_seq", "checkpoint": {"seq", "hash"}, "kept": {"count", "sha256"}}. The kept
+# records' own entries are gone, so this is what vouches for them afterwards.
+PRUNE_KIND = "prune"
+
+
+def kept_digest(items: Iterable[tuple[int, str, str, str]]) -> str:
+    """sha256 over ``"{seq}\n{kind}\n{ref_id}\n{payload_sha256}\n"`` of each kept
+    record (``items`` as (seq, kind, ref_id, payload_sha256), in seq order)."""
+    digest = hashlib.sha256()
+    for seq, kind, ref_id, payload in items:
+        digest.update(f"{seq}\n{kind}\n{ref_id}\n{payload}\n".encode())
+    return digest.hexdigest()
 
 
 def payload_sha256(record: Mapping[str, Any]) -> str:
@@ -276,6 +291,9 @@ class VerifyReport:
     last_hash: str | None = None
     checkpoints_verified: int = 0
     last_checkpoint_seq: int | None = None
+    # Records kept below a prune's cut (rule and mapping versions), checked against the
+    # prune entries that list them.
+    kept_records: int = 0
     failures: list[Failure] = field(default_factory=list)
 
     @property
@@ -301,6 +319,7 @@ class VerifyReport:
             "checkpoints_verified": self.checkpoints_verified,
             "last_checkpoint_seq": self.last_checkpoint_seq,
             "unsigned_tail": self.unsigned_tail,
+            "kept_records": self.kept_records,
             "failures": [f.to_json() for f in self.failures],
         }
 
@@ -330,6 +349,11 @@ class ChainVerifier:
         self._keys: dict[str, PublicKey] = {}
         self._checkpoints: dict[int, Checkpoint] = {}
         self._prev: Entry | None = None
+        # (seq, kind, ref_id, payload_sha256) of every record a prune keeps that went past
+        # (a few per rule edit, so small), and the prune entries' records, for finish().
+        self._versions: list[tuple[int, str, str, str]] = []
+        self._prunes: list[tuple[Entry, Any]] = []
+        self._kept_seqs: list[int] = []
         for key in public_keys:
             self._add_key(key)
         for cp in checkpoints:
@@ -372,9 +396,29 @@ class ChainVerifier:
             return
         self._checkpoints[cp.seq] = cp
 
+    def feed_kept(self, seq: int, kind: str, ref_id: str, record: Any) -> None:
+        """A record kept below a prune's cut (its entry is gone), before any entry.
+
+        It is checked against the prune entries that list what they kept (``finish``)."""
+        if self._prev is not None:
+            self._fail(seq, kind, f"kept record {ref_id} comes after the entries")
+            return
+        if kind not in NEVER_PRUNED:
+            self._fail(seq, kind, f"kept record {ref_id}: a prune never keeps a {kind}")
+            return
+        try:
+            payload = payload_sha256(record)
+        except CanonicalError as exc:
+            self._fail(seq, kind, f"kept record {ref_id} is not valid JSON: {exc}")
+            return
+        self._versions.append((seq, kind, ref_id, payload))
+        self._kept_seqs.append(seq)
+        self.report.kept_records += 1
+
     def feed(self, entry: Entry, record: Any = _NO_RECORD) -> None:
         rep = self.report
         seq, kind = entry.seq, entry.kind
+        self._note_pruning(entry, record)
         if entry.workspace != rep.workspace:
             self._fail(seq, kind, f"entry is for workspace {entry.workspace!r}")
         recomputed = entry.expected_hash()
@@ -414,6 +458,13 @@ class ChainVerifier:
             rep.last_seq, rep.last_hash = seq, entry.hash
         self._prev = entry
 
+    def _note_pruning(self, entry: Entry, record: Any) -> None:
+        """Keep what ``finish`` checks the prune entries against."""
+        if entry.kind in NEVER_PRUNED:
+            self._versions.append((entry.seq, entry.kind, entry.ref_id, entry.payload_sha256))
+        elif entry.kind == PRUNE_KIND and record is not _NO_RECORD and self.compare_records:
+            self._prunes.append((entry, record))
+
     def feed_raw(self, entry: Entry, raw: bytes | None) -> None:
         """``feed`` with the record as the bytes it was written as (None: no record).
 
@@ -427,6 +478,8 @@ class ChainVerifier:
             self.feed(entry, None)
         elif hashlib.sha256(raw).hexdigest() == entry.payload_sha256:
             self.feed(entry)
+            if entry.kind == PRUNE_KIND:  # the one kind whose content the verifier reads
+                self._prunes.append((entry, jsonutil.loads(raw)))
             self.report.records_compared += 1
         else:
             try:
@@ -492,11 +545,42 @@ class ChainVerifier:
                 f"tail cut off: signed checkpoint at seq {beyond[-1]} but the log ends at "
                 f"seq {last}",
             )
-        if rep.first_seq is not None:
-            # Checkpoints below the first entry are the pruned part; they anchor nothing
-            # more than the start, which _check_start already verified.
-            pass
+        first = rep.first_seq
+        if first is not None and any(s >= first for s in self._kept_seqs):
+            bad = min(s for s in self._kept_seqs if s >= first)
+            self._fail(bad, None, f"kept record at seq {bad}, inside the log (from seq {first})")
+        for entry, record in self._prunes:
+            self._check_prune(entry, record)
         return rep
+
+    def _check_prune(self, entry: Entry, record: Any) -> None:
+        """A prune entry's list of what it kept matches the kept records and versions."""
+        seq, kind = entry.seq, entry.kind
+        try:
+            through = int(record["through_seq"])
+            listed, digest = int(record["kept"]["count"]), str(record["kept"]["sha256"])
+            anchor = record["checkpoint"]
+        except (KeyError, TypeError, ValueError):
+            self._fail(seq, kind, f"prune record {entry.ref_id} is not in the prune's shape")
+            return
+        kept = sorted(v for v in self._versions if v[0] <= through)
+        if len(kept) != listed:
+            self._fail(
+                seq,
+                kind,
+                f"the prune through seq {through} kept {listed} rule and mapping versions; "
+                f"{len(kept)} are here",
+            )
+        elif kept_digest(kept) != digest:
+            self._fail(
+                seq,
+                kind,
+                f"a rule or mapping version kept by the prune through seq {through} was "
+                f"edited or replaced (their sha256 {kept_digest(kept)} != listed {digest})",
+            )
+        cp = self._checkpoints.get(through)
+        if cp is not None and isinstance(anchor, Mapping) and anchor.get("hash") != cp.hash:
+            self._fail(seq, kind, f"the prune names a checkpoint at seq {through} not signed")
 
 
 def verify_entries(

@@ -52,7 +52,12 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
                 f"{status}: workspace {name}: {report.entries} entries "
                 f"(seq {report.first_seq or 0}..{report.last_seq or 0}), "
                 f"{report.records_compared} records compared, "
-                f"{report.checkpoints_verified} checkpoints verified, "
+                + (
+                    f"{report.kept_records} rule and mapping versions kept below the prune, "
+                    if report.kept_records
+                    else ""
+                )
+                + f"{report.checkpoints_verified} checkpoints verified, "
                 f"{report.unsigned_tail} entries after the last checkpoint"
             )
             for failure in report.failures:

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import Response
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.auth import ALL_KINDS, Principal
 from claros.evidence.aiuc1 import aiuc1_pack
-from claros.evidence.lines import entry_line
+from claros.evidence.lines import entry_line, kept_line
 from claros.evidence.oversight import oversight
 from claros.evidence.verify import verify_workspace
 from claros.ledger import Entry
@@ -51,7 +51,8 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "GET", "/v1/ledger/entries", ALL_KINDS)
     def entries(principal: Principal) -> Response[str]:
-        return _page(app, principal, with_records=principal.kind in RECORD_READERS)
+        readers = principal.kind in RECORD_READERS
+        return _page(app, principal, with_records=readers, with_kept=readers)
 
     @routed(app, "GET", "/api/evidence/verify", ADMINS)
     def verify(principal: Principal) -> Any:
@@ -74,16 +75,24 @@ def register(app: ClarosResolver) -> None:
         return oversight(store, principal.workspace, days=days, fast_seconds=fast)
 
 
-def _page(app: ClarosResolver, principal: Principal, *, with_records: bool) -> Response[str]:
+def _page(
+    app: ClarosResolver, principal: Principal, *, with_records: bool, with_kept: bool = False
+) -> Response[str]:
     """One page of entries as JSON lines (the stream's shape: each record, when given, is
     its canonical JSON as ``event``), at most ``limit`` lines and about MAX_PAGE_BYTES;
-    ``x-claros-next`` is the seq to resume from."""
+    ``x-claros-next`` is the seq to resume from. ``with_kept``: the first page of a pruned
+    log starts with the rule and mapping versions kept below the cut (``kept`` lines, as
+    in the export), so a verifier can check them against the prune entries."""
     since = query_int(app, "since", 0)
     limit = query_int(app, "limit", 1000, minimum=1, maximum=MAX_PAGE)
     store = app.services.store
     lines: list[bytes] = []
     size, last = 0, since
     ws = principal.workspace
+    if with_kept and since == 0:
+        first = next(iter(store.entries(ws, limit=1)), None)
+        if first is not None and first.seq > 1:
+            lines = [kept_line(k) for k in store.kept_records(ws, first.seq - 1)]
     rows: Iterator[tuple[Entry, bytes | None]] = (
         store.entries_with_raw_records(ws, since=since, limit=limit)
         if with_records

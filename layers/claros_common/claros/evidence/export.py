@@ -6,7 +6,8 @@ knows every key and checkpoint before the entries go past):
 
 1. a header line;
 2. one line per public key, then one per checkpoint (a fresh one is signed at the head
-   first, so every entry is covered);
+   first, so every entry is covered), then one per rule or mapping version kept below a
+   prune's cut (``kept``: checked against the prune entries that list them);
 3. one line per entry, its record as ``event`` in the stream's shape, read page by page;
 4. a last line signing the sha256 of all bytes before it with the workspace's key.
 
@@ -24,8 +25,9 @@ from typing import Any
 
 from claros.checkpoints import sign_checkpoint
 from claros.clock import now_ms
-from claros.evidence.lines import EXPORT_FORMAT, entry_line, typed_line
+from claros.evidence.lines import EXPORT_FORMAT, entry_line, kept_line, typed_line
 from claros.ledger import Checkpoint, Entry, PublicKey
+from claros.store.base import KeptRecord
 from claros.wiring import Services
 
 __all__ = ["PAGE", "ExportPlan", "S3Exports", "export_lines", "export_name", "prepare_export"]
@@ -44,6 +46,8 @@ class ExportPlan:
     head_hash: str | None
     public_keys: list[PublicKey] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
+    # Rule and mapping versions kept below a prune's cut (their entries are gone).
+    kept: list[KeptRecord] = field(default_factory=list)
 
     def header(self) -> dict[str, Any]:
         first = self.first_seq
@@ -58,6 +62,7 @@ class ExportPlan:
             "pruned_through": first - 1 if first is not None and first > 1 else None,
             "public_keys": len(self.public_keys),
             "checkpoints": len(self.checkpoints),
+            "kept_records": len(self.kept),
             "records": "each entry's event is its record's canonical JSON, the bytes "
             "payload_sha256 hashes",
             "signature": "the last line signs the sha256 of every byte before it (Ed25519)",
@@ -86,6 +91,7 @@ def prepare_export(services: Services, workspace: str, *, now: int | None = None
         head_hash=head.hash if head is not None else None,
         public_keys=store.public_keys(workspace),
         checkpoints=[cp for cp in store.checkpoints(workspace) if cp.seq <= last],
+        kept=store.kept_records(workspace, first.seq - 1) if first and first.seq > 1 else [],
     )
 
 
@@ -116,6 +122,8 @@ def export_lines(services: Services, plan: ExportPlan) -> Iterator[bytes]:
         yield out(typed_line("public_key", key.to_json()))
     for cp in plan.checkpoints:
         yield out(typed_line("checkpoint", cp.to_json()))
+    for kept in plan.kept:
+        yield out(kept_line(kept))
     for entry, raw in _entries(services, plan):
         yield out(entry_line(entry, raw))
     sha = digest.digest()

@@ -8,7 +8,7 @@ canonical JSON text, exactly the bytes ``payload_sha256`` hashed::
 
 so a reader compares a record by hashing the bytes after ``"event":`` (no parse, no
 re-canonicalization). Lines of the export's other parts carry a ``type`` first
-(``header``, ``public_key``, ``checkpoint``, ``signature``).
+(``header``, ``public_key``, ``checkpoint``, ``kept``, ``signature``).
 
 Pure code (no storage, no network): the server writes with it and ``claros verify`` reads
 with it.
@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from claros import jsonutil
 from claros.ledger import Entry
+from claros.store.base import KeptRecord
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -30,6 +31,7 @@ __all__ = [
     "ParsedEntry",
     "entry_line",
     "is_entry_line",
+    "kept_line",
     "parse_entry_line",
     "parse_typed_line",
     "typed_line",
@@ -72,6 +74,20 @@ def entry_line(entry: Entry, record: bytes | None, *, with_record: bool = True) 
     if not with_record:
         return _prefix(entry) + b"}\n"
     return b"".join((_prefix(entry), _EVENT, b"null" if record is None else record, b"}\n"))
+
+
+def kept_line(kept: KeptRecord) -> bytes:
+    """A rule or mapping version kept below a prune's cut (its entry is gone): where its
+    entry was, and the record as ``event``."""
+    return typed_line(
+        "kept",
+        {
+            "seq": kept.seq,
+            "kind": kept.kind,
+            "ref_id": kept.ref_id,
+            "event": jsonutil.loads(kept.raw),
+        },
+    )
 
 
 def typed_line(type_: str, fields: Mapping[str, Any]) -> bytes:

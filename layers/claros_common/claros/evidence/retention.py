@@ -10,17 +10,18 @@ checkpoint. The newest entry is never dropped, so the log always shows where it 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from claros.auth import Principal
-from claros.checkpoints import sign_checkpoint
-from claros.clock import now_ms
+from claros.checkpoints import record, sign_checkpoint
+from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
-from claros.ledger import Checkpoint, Entry
-from claros.store.base import DocWrite, Store
+from claros.ledger import PRUNE_KIND, Checkpoint, Entry, kept_digest
+from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 __all__ = [
@@ -79,11 +80,18 @@ def _brief(entry: Entry) -> dict[str, Any]:
 def get_retention(store: Store, workspace: str) -> dict[str, Any]:
     doc = store.get_doc(workspace, SETTINGS, KEY)
     first = next(iter(store.entries(workspace, limit=1)), None)
+    oldest = _brief(first) if first else None
+    if first is not None and first.seq > 1:
+        # Below a prune's cut only rule and mapping versions stay; the oldest is older.
+        kept = store.kept_records(workspace, first.seq - 1)
+        if kept:
+            k = kept[0]
+            oldest = {"seq": k.seq, "kind": k.kind, "ref_id": k.ref_id, "kept": True}
     body: dict[str, Any] = {
         "workspace": workspace,
         "days": None,
         "floor_days": FLOOR_DAYS,
-        "oldest_record": _brief(first) if first else None,
+        "oldest_record": oldest,
         "pruned_through": None,
         "verifies_from": None,
     }
@@ -133,6 +141,18 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
     # Sign first: the deletes are allowed only below a signed checkpoint, and the chain
     # verifies from it afterwards.
     cp = sign_checkpoint(store, services.signer, last, services.anchor)
+    # Then say in the chain what stays below the cut: the rule and mapping versions lose
+    # their entries, and this entry (covered by later checkpoints) vouches for them. It is
+    # written before the deletes, so a prune cut short is finished by running it again.
+    kept = store.kept_records(workspace, last.seq)
+    items = [(k.seq, k.kind, k.ref_id, hashlib.sha256(k.raw).hexdigest()) for k in kept]
+    listed = {
+        "through_seq": last.seq,
+        "checkpoint": {"seq": cp.seq, "hash": cp.hash},
+        "kept": {"count": len(items), "sha256": kept_digest(items)},
+        "retention_days": days,
+    }
+    record(services, workspace, [NewRecord(PRUNE_KIND, new_id("prn"), listed)])
     done = store.prune(workspace, last.seq)
     return {
         **body,
@@ -143,6 +163,7 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
         "checkpoint": cp.to_json(),
         "message": (
             f"dropped the entries through seq {last.seq}; the chain verifies from the "
-            f"checkpoint signed there; rule and mapping versions are kept"
+            f"checkpoint signed there; {len(items)} rule and mapping versions are kept"
         ),
+        "kept_versions": len(items),
     }

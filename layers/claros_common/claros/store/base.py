@@ -140,6 +140,17 @@ class PruneResult:
     through_seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class KeptRecord:
+    """A record of a kind pruning keeps (``claros.ledger.NEVER_PRUNED``), as written at
+    ``seq``: its canonical JSON, the bytes its (perhaps pruned) entry's payload hashed."""
+
+    seq: int
+    kind: str
+    ref_id: str
+    raw: bytes
+
+
 @runtime_checkable
 class Store(Protocol):
     # --- the ledger -------------------------------------------------------------------
@@ -195,6 +206,11 @@ class Store(Protocol):
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
         """Delete entries with seq <= through_seq and their records, except the kinds in
         ``claros.ledger.NEVER_PRUNED``. Requires a checkpoint at ``through_seq``."""
+        ...
+
+    def kept_records(self, workspace: str, through_seq: int) -> list[KeptRecord]:
+        """The records of the kinds in ``NEVER_PRUNED`` written at or below
+        ``through_seq``, in seq order (rule and mapping versions: a few per edit)."""
         ...
 
     # --- checkpoints and public keys --------------------------------------------------

@@ -46,6 +46,7 @@ from claros.store.base import (
     ConflictError,
     Doc,
     DocWrite,
+    KeptRecord,
     NewRecord,
     PruneError,
     PruneResult,
@@ -542,6 +543,29 @@ class DynamoStore:
             records_deleted += self._prune_page(workspace, page, through_seq)
             entries_deleted += len(page)
         return PruneResult(entries_deleted, records_deleted, through_seq)
+
+    def kept_records(self, workspace: str, through_seq: int) -> list[KeptRecord]:
+        out: list[KeptRecord] = []
+        for kind in sorted(NEVER_PRUNED):
+            query = self._query(
+                {
+                    "TableName": self.records_table,
+                    "KeyConditionExpression": "workspace = :w AND begins_with(rid, :kind)",
+                    "FilterExpression": "#seq <= :through",
+                    "ExpressionAttributeNames": {"#seq": "seq"},
+                    "ExpressionAttributeValues": {
+                        ":w": _s(workspace),
+                        ":kind": _s(f"{kind}#"),
+                        ":through": _n(through_seq),
+                    },
+                },
+                None,
+            )
+            for item in query:
+                ref_id = item["rid"]["S"].split("#", 1)[1]
+                body = zlib.decompress(item["body"]["B"])
+                out.append(KeptRecord(int(item["seq"]["N"]), kind, ref_id, body))
+        return sorted(out, key=lambda k: k.seq)
 
     def _prune_page(self, workspace: str, page: list[Item], through_seq: int) -> int:
         """Delete one page of entries, their records first (a re-run finishes the job)."""

@@ -23,6 +23,7 @@ from claros.store.base import (
     ConflictError,
     Doc,
     DocWrite,
+    KeptRecord,
     NewRecord,
     PruneError,
     PruneResult,
@@ -289,6 +290,19 @@ class SqliteStore:
             conn.execute("ROLLBACK")
             raise
         return PruneResult(entries, records, through_seq)
+
+    def kept_records(self, workspace: str, through_seq: int) -> list[KeptRecord]:
+        kept = tuple(sorted(NEVER_PRUNED))
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT seq, kind, ref_id, CAST(body AS BLOB) FROM records WHERE workspace = ?"
+                f" AND kind IN ({','.join('?' * len(kept))}) AND seq <= ? ORDER BY seq",
+                (workspace, *kept, through_seq),
+            )
+            .fetchall()
+        )
+        return [KeptRecord(int(r[0]), r[1], r[2], bytes(r[3])) for r in rows]
 
     # --- checkpoints and public keys --------------------------------------------------
     def add_checkpoint(self, checkpoint: Checkpoint) -> bool:
