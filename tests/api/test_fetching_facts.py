@@ -4,6 +4,7 @@ fetching-facts.txt, played by an in-process guard against fake apps."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -341,6 +342,39 @@ def test_four_levels_and_fifty_leaves_are_allowed(
     assert response.status_code == 200, response.text
 
 
+def test_two_hundred_distinct_values_are_read(
+    http: httpx.Client, keys: Keys, apps: dict, services: Services
+) -> None:
+    put_mapping(http, keys.admin, INVOICE_MAPPING)
+    items = [{"item_code": f"I-{i}"} for i in range(200)]
+    answer = _post(http, keys.agent, {"name": "ACC-PINV-0042"},
+                   {"fetch": {**GOOD_FETCH, "items": items}}).json()  # fmt: skip
+    lookups = [n for n in answer["need"] if n["kind"] == "lookup"]
+    assert len(lookups) == 200 and lookups[0]["arguments"] == {"code": "I-0"}
+
+
+def test_the_example_mappings_are_valid(http: httpx.Client, keys: Keys) -> None:
+    """examples/mappings.yaml, as `claros mappings push` sends it, against registered tools."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    found = yaml.safe_load((repo / "examples" / "mappings.yaml").read_text())
+    mappings = found["mappings"] if isinstance(found, dict) else found
+    tools: dict[str, set[str]] = {}
+    for m in mappings:
+        tools.setdefault(m["app"], set())
+        for part in [m.get("fetch"), *m.get("lookups", []), *m.get("queries", [])]:
+            if part:
+                tools.setdefault(part.get("app", m["app"]), set()).add(part["tool"])
+    for app, names in tools.items():
+        body = {"tools": [{"name": n, "read": True} for n in sorted(names)]}
+        assert http.post(f"/v1/apps/{app}/tools", json=body,
+                         headers=bearer(keys.agent)).status_code == 200  # fmt: skip
+    for m in mappings:
+        response = put_mapping(http, keys.admin, m)
+        assert response.status_code == 200, response.text
+
+
 def test_mapping_versions_are_ledgered(
     http: httpx.Client, keys: Keys, apps: dict, services: Services
 ) -> None:
@@ -386,6 +420,8 @@ ROUND_2 = {'lookups[0]:"PAPER-A4"': ITEMS["PAPER-A4"], 'lookups[0]:"CONSULT-H"':
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": [{"a": 1}]}, "a count is a whole"),
         ({"fetch": GOOD_FETCH, **ROUND_2, 'lookups[0]:"PAPER-A4"': 7}, "must be the record"),
         ({"fetch": {**GOOD_FETCH, "blob": "x" * 600_000}}, "larger than 524,288 bytes"),
+        ({"fetch": {**GOOD_FETCH, "items": [{"item_code": f"I-{i}"} for i in range(201)]}},
+         "lookups[0] (items[].item_code) has 201 distinct values; at most 200 are read"),
     ],
 )  # fmt: skip
 def test_bad_fetched_is_refused_and_nothing_logged(
