@@ -17,7 +17,7 @@ from claros_guard.client import error_reason
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
 from claros_guard.login import resolve_connection
 
-__all__ = ["ClarosApi", "HttpClarosApi"]
+__all__ = ["ClarosApi", "HttpClarosApi", "is_need", "new_idempotency_key"]
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -36,6 +36,16 @@ class ClarosApi(Protocol):
     async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None: ...
 
     async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+def is_need(answer: Mapping[str, Any]) -> bool:
+    """Whether a check's answer asks the guard for reads. The spec's need answer is
+    ``{"allowed": false, "need": [...]}``; the server also sends ``result: "need"``, which
+    counts on its own (an empty list under it is then Claros's mistake, not an answer)."""
+    if answer.get("result") == "need":
+        return True
+    need = answer.get("need")
+    return answer.get("allowed") is False and isinstance(need, list) and bool(need)
 
 
 def _reason(response: httpx.Response) -> str:
@@ -99,8 +109,10 @@ class HttpClarosApi:
 
     async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
         answer = await self._send("POST", "/v1/check", body)
-        if not isinstance(answer, dict) or "result" not in answer:
-            raise ClarosUnavailableError(f"Claros at {self.url} answered the check without result")
+        if not isinstance(answer, dict) or ("result" not in answer and not is_need(answer)):
+            raise ClarosUnavailableError(
+                f"Claros at {self.url} answered the check with neither a result nor a need"
+            )
         return answer
 
     async def ask(self, ask_id: str) -> dict[str, Any]:

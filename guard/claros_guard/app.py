@@ -16,7 +16,7 @@ from claros.names import NAME
 from claros_guard.api import ClarosApi
 from claros_guard.classify import Classifier
 from claros_guard.errors import ClarosUnavailableError, GuardError, NotAReadError
-from claros_guard.needs import NeedResolver
+from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
 from claros_guard.peers import PeerClient
 from claros_guard.policy import Policy
 from claros_guard.reporter import Reporter
@@ -76,6 +76,7 @@ class GuardedApp:
         )
         self.classifier = Classifier.of(settings.reads, settings.writes)
         self.resolver = NeedResolver(self)
+        self.lookups = LookupCache()  # lookup reads this guard ran, for itself or its peers
         self.policy = Policy(
             api,
             self.resolver,
@@ -102,15 +103,23 @@ class GuardedApp:
 
     # -- reads (for needs, and for other guards) ----------------------------------------------
 
-    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def read(
+        self, app: str | None, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
         if app is not None and app != self.name:
             sibling = self.siblings.get(app)
             if sibling is not None:
-                return await sibling.read_for_peer(tool, arguments)
-            return await self.peers.read(app, tool, arguments)
-        return await self.read_for_peer(tool, arguments)
+                return await sibling.read_for_peer(tool, arguments, kind=kind)
+            return await self.peers.read(app, tool, arguments, kind=kind)
+        return await self.read_for_peer(tool, arguments, kind=kind)
 
-    async def read_for_peer(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def read_for_peer(
+        self, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
+        """Run a read for a check (this guard's, a sibling's, or another guard's over the
+        socket). Lookups are cached here for 60 s: a hook is a new process per call, so
+        only the long-running guard that answers it can keep "one read per distinct value".
+        Fetches and queries are always read fresh (a fetch is read just before the write)."""
         if self.upstream.result is None:
             await self.initialize()
         if not self.is_read_tool(tool):
@@ -118,7 +127,16 @@ class GuardedApp:
                 f"Claros asked to run {tool}, which the guard of {self.name} does not consider "
                 f"a read ({self.classifier.why(tool, self.annotations(tool))}); it was not run"
             )
-        return await self.upstream.call_read(tool, arguments)
+        if kind != "lookup":
+            return await self.upstream.call_read(tool, arguments)
+        cache_key = (tool, canonical_arguments(arguments))
+        hit = self.lookups.get(cache_key)
+        if hit is not None:
+            return dict(hit)
+        result = await self.upstream.call_read(tool, arguments)
+        if not result.get("isError"):  # a failed read is tried again next time
+            self.lookups.put(cache_key, result)
+        return result
 
     def peer_status(self) -> dict[str, Any]:
         return {"app": self.name, "agent": self.agent_name, "tools": len(self.upstream.tools)}

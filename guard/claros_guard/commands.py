@@ -92,7 +92,10 @@ def _hooks_install(args: argparse.Namespace) -> int:
         print(f"OK: added {', '.join(added)} hooks to {path}")
     else:
         print(f"OK: {path} has the Claros hooks already")
-    print("The hooks need CLAROS_URL and CLAROS_KEY in Claude Code's environment.")
+    print(
+        "The hooks use CLAROS_URL and CLAROS_KEY from Claude Code's environment, "
+        "else the key claros login saved."
+    )
     return 0
 
 

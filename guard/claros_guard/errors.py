@@ -1,8 +1,8 @@
 """The guard's errors: one family, each saying what went wrong and what to do.
 
 ``blocks_unless_fail_open`` marks the failures ``--fail-open`` forwards anyway (Claros
-unreachable, a read that failed or was refused); a refusal by Claros itself (a 4xx) and a
-rule's decision are never overridden.
+unreachable, a read that failed); a refusal by Claros itself (a 4xx), a need naming a tool
+that is not a read, and a rule's decision are never overridden.
 """
 
 from __future__ import annotations
@@ -51,7 +51,12 @@ class ReadFailedError(GuardError):
 
 
 class NotAReadError(ReadFailedError):
-    """Claros asked for a tool the guard does not consider a read; it is never run."""
+    """Claros asked for a tool the guard does not consider a read; it is never run.
+
+    Always blocks, even with ``--fail-open``: that option is for outages, and a need naming
+    a write is a wrong (or hostile) mapping, not an outage."""
+
+    blocks_unless_fail_open = False
 
 
 class PeerError(ReadFailedError):

@@ -25,7 +25,12 @@
   (default 60) for the person asked: ``allow`` on approval, else ``deny`` saying who was
   asked and how to retry.
 * Claros unreachable or a read failing: ``deny`` (fail closed), unless
-  ``CLAROS_FAIL_OPEN=1``: then ``allow``, reported to ``/v1/unchecked``.
+  ``CLAROS_FAIL_OPEN=1``: then ``allow``, reported to ``/v1/unchecked``. A need naming a
+  tool that is not a read is denied even then. The key is ``$CLAROS_KEY``, else the one
+  ``claros login`` saved.
+* Any other failure of the hook itself: one line on stderr and, for ``pre``, ``deny`` (or
+  with ``CLAROS_FAIL_OPEN=1`` ``allow``, reported as unchecked); never a traceback or a
+  non-zero exit, which Claude Code takes as "run the tool anyway, unchecked".
 
 ``hook post`` reports the outcome (``ok`` or ``error``, a short summary) by the call's
 ``tool_use_id`` (``POST /v1/outcomes``); it never blocks and prints nothing.
@@ -46,9 +51,10 @@ from typing import Any
 import anyio
 
 from claros_guard import VERSION
-from claros_guard.api import HttpClarosApi
+from claros_guard.api import HttpClarosApi, new_idempotency_key
 from claros_guard.classify import by_name
-from claros_guard.errors import ClarosRefusedError, ConfigError, GuardError, PeerError
+from claros_guard.errors import ClarosRefusedError, ConfigError, GuardError
+from claros_guard.login import resolve_connection
 from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
 from claros_guard.policy import Call, Policy
@@ -183,8 +189,11 @@ class _HookReader:
         self.peers = peers
         self.app = app
 
-    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return await self.peers.read(app or self.app, tool, arguments)
+    async def read(
+        self, app: str | None, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
+        # The kind lets that guard cache lookups: this process is gone after one call.
+        return await self.peers.read(app or self.app, tool, arguments, kind=kind)
 
 
 def _answer(decision: str, reason: str, context: str | None = None) -> dict[str, Any]:
@@ -306,23 +315,92 @@ async def post(event: Mapping[str, Any], api: HttpClarosApi) -> None:
 
 
 async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
-    key = os.environ.get("CLAROS_KEY")
+    # The key as every command finds it: $CLAROS_KEY, else the one `claros login` saved
+    # (for the server it was made for). The peer sockets are named after that same key.
+    url, key = resolve_connection(None, None)
     read_timeout = float(os.environ.get("CLAROS_READ_TIMEOUT", "30"))
     peers = PeerClient(peer_dir(), key, timeout=read_timeout) if key else None
     target = await _target(event, peers)
     if target is None or not target[2]:
         return None
-    api = HttpClarosApi(
-        os.environ.get("CLAROS_URL"), key, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10"))
-    )
+    api = HttpClarosApi(url, key, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10")))
     try:
         if kind == "pre":
-            assert peers is not None  # HttpClarosApi refused a missing key
+            if peers is None:  # not reached: without a key HttpClarosApi raised ConfigError
+                raise ConfigError("no Claros key: set CLAROS_KEY or run claros login")
             return await pre(event, target[:2], api, peers)
         await post(event, api)
         return None
     finally:
         await api.aclose()
+
+
+def _plain_target(event: Mapping[str, Any]) -> tuple[str, str]:
+    """(app, tool) of a call, from its name alone (no guard asked): for reporting a call
+    the hook let through after failing."""
+    name = str(event.get("tool_name") or "")
+    mcp = mcp_parts(name)
+    return mcp if mcp is not None else (os.environ.get("CLAROS_HOOK_APP", "claude-code"), name)
+
+
+async def _report_unchecked(event: Mapping[str, Any], reason: str) -> None:
+    app, tool = _plain_target(event)
+    tool_input = event.get("tool_input")
+    agent: dict[str, Any] = {
+        "name": "claude-code",
+        "via": {"guard": "claros-hooks", "version": VERSION},
+    }
+    call_id = event.get("tool_use_id")
+    if isinstance(call_id, str) and call_id:
+        agent["call_id"] = call_id[:256]
+    body = {
+        "app": app,
+        "tool": tool,
+        "arguments": _trimmed(dict(tool_input)) if isinstance(tool_input, Mapping) else {},
+        "agent": agent,
+        "reason": reason[:500],
+        "status": "ok",
+        "summary": "allowed unchecked by the hook",
+    }
+    api = HttpClarosApi(None, None, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10")))
+    try:
+        await api.unchecked(body, new_idempotency_key())
+    finally:
+        await api.aclose()
+
+
+def _unexpected(kind: str, event: Mapping[str, Any], exc: Exception) -> tuple[int, str]:
+    """A bug or a broken setting: one line on stderr, never a traceback, and for a write a
+    clear deny (Claude Code runs the tool anyway on a non-zero exit, unchecked)."""
+    cause: BaseException = exc
+    while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+        cause = cause.exceptions[0]  # a task group's wrapper says nothing of the cause
+    what = f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:500]
+    print(f"claros hook {kind}: unexpected error: {what}", file=sys.stderr)
+    if kind != "pre":
+        return 0, ""
+    if os.environ.get("CLAROS_FAIL_OPEN") == "1":
+        reason = f"the hook failed unexpectedly ({what})"
+        try:
+            anyio.run(_report_unchecked, event, reason)
+        except Exception as report_exc:  # the allow stands; say that Claros did not hear
+            print(
+                f"claros hook pre: cannot report the unchecked call: {report_exc}",
+                file=sys.stderr,
+            )
+        return 0, json.dumps(
+            _answer(
+                "allow",
+                f"Claros could not check this call and CLAROS_FAIL_OPEN=1 lets it run: {reason}",
+            )
+        )
+    return 0, json.dumps(
+        _answer(
+            "deny",
+            f"Blocked: Claros could not check this call, the hook failed unexpectedly ({what}). "
+            "The call was not run.",
+        )
+    )
 
 
 def hook_main(kind: str, stdin: str) -> tuple[int, str]:
@@ -344,6 +422,6 @@ def hook_main(kind: str, stdin: str) -> tuple[int, str]:
         if os.environ.get("CLAROS_FAIL_OPEN") == "1":
             return 0, ""
         return 0, json.dumps(_answer("deny", f"Claros cannot check this call: {exc}"))
-    except PeerError as exc:  # pragma: no cover - resolved inside the policy
-        return 0, json.dumps(_answer("deny", str(exc))) if kind == "pre" else ""
+    except Exception as exc:
+        return _unexpected(kind, event, exc)
     return 0, json.dumps(answer) if answer is not None else ""

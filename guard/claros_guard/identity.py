@@ -1,9 +1,10 @@
 """Who the agent is, as the check row records it (evidence.txt, "What each check row holds").
 
-``agent.name`` is the MCP client's own name from its ``initialize`` (``clientInfo.name``),
-mapped to a well-known name where we know the client; ``model`` comes from
-``$CLAROS_AGENT_MODEL`` when set (MCP does not carry it); ``session`` is one per
-connection and ``call_id`` one per call.
+``agent.name`` is one of the spec's fixed names (``claude-code``, ``cursor``, ``codex``,
+``playwright``, ``browser-use``) when the MCP client's own name (``clientInfo.name`` from
+its ``initialize``) is that client, and otherwise that name exactly as the client gave it;
+``model`` comes from ``$CLAROS_AGENT_MODEL`` when set (MCP does not carry it);
+``session`` is one per connection and ``call_id`` one per call.
 """
 
 from __future__ import annotations
@@ -18,34 +19,33 @@ from claros_guard import VERSION
 
 __all__ = ["KNOWN_CLIENTS", "agent_name", "new_call_id", "new_session", "via"]
 
-# (pattern on the lowercased clientInfo.name, the name Claros records), first match wins.
-KNOWN_CLIENTS: tuple[tuple[str, str], ...] = (
-    (r"claude[-_ ]?code", "claude-code"),
-    (r"claude[-_ ]?(ai|desktop)", "claude-desktop"),
-    (r"cursor", "cursor"),
-    (r"codex", "codex"),
-    (r"windsurf|codeium", "windsurf"),
-    (r"visual studio code|vscode|vs code|copilot", "vscode"),
-    (r"gemini", "gemini-cli"),
-    (r"\bzed\b", "zed"),
-    (r"cline", "cline"),
-    (r"continue", "continue"),
-    (r"goose", "goose"),
-    (r"playwright", "playwright"),
-    (r"browser[-_ ]?use", "browser-use"),
+# The names evidence.txt fixes, each as the words a client's name starts with: "cursor"
+# matches "Cursor" and "cursor-vscode", "codex" matches "codex-mcp-client", but a name
+# merely containing one ("my-cursor-tool") is some other client and keeps its own name.
+KNOWN_CLIENTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("claude", "code"), "claude-code"),
+    (("claudecode",), "claude-code"),
+    (("cursor",), "cursor"),
+    (("codex",), "codex"),
+    (("playwright",), "playwright"),
+    (("browser", "use"), "browser-use"),
+    (("browseruse",), "browser-use"),
 )
 
-_CLEAN = re.compile(r"[^A-Za-z0-9_.:/@+ -]+")
+_WORD = re.compile(r"[a-z0-9]+")
+NAME_MAX = 128  # Claros refuses a longer agent.name, and would then block every write
+UNKNOWN = "unknown-mcp-client"
 
 
 def agent_name(client_info: Mapping[str, Any] | None) -> str:
-    raw = str((client_info or {}).get("name") or "").strip()
-    lowered = raw.lower()
-    for pattern, name in KNOWN_CLIENTS:
-        if re.search(pattern, lowered):
+    raw = (client_info or {}).get("name")
+    if not isinstance(raw, str) or not raw.strip():
+        return UNKNOWN
+    words = tuple(_WORD.findall(raw.lower()))
+    for prefix, name in KNOWN_CLIENTS:
+        if words[: len(prefix)] == prefix:
             return name
-    cleaned = _CLEAN.sub("", raw).strip()[:128]
-    return cleaned or "unknown-mcp-client"
+    return raw[:NAME_MAX]
 
 
 def via(guard: str = "claros-guard") -> dict[str, str]:

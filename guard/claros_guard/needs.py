@@ -1,12 +1,14 @@
 """Answering what a check needs: run the reads Claros asks for and shape the answers.
 
 * ``fetch``: the record the call targets, read fresh each time.
-* ``lookup``: master data; one read per distinct value, cached for 60 s.
+* ``lookup``: master data; one read per distinct value, cached for 60 s (here, and again
+  in the guard that runs the read: ``LookupCache``, so one-shot hook processes share it).
 * ``query``: rows filtered by ``where`` and reduced (``count``, ``first``, ``last``,
   ``min``, ``max``) right here; only the value goes back to Claros, never the rows.
 
 The reads of one round run concurrently. Which app runs a read, and whether the tool is a
-read at all, is the ``Reader``'s business (the local server or another app's guard).
+read at all, is the ``Reader``'s business (the local server or another app's guard); it
+is told the need's kind so that the guard answering it can cache lookups.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from claros_guard.errors import GuardError, ReadFailedError
 from claros_guard.queries import filter_rows, reduce_rows
 from claros_guard.records import record_of, rows_of
 
-__all__ = ["LOOKUP_TTL", "NeedResolver", "Reader"]
+__all__ = ["LOOKUP_TTL", "LookupCache", "NeedResolver", "Reader", "canonical_arguments"]
 
 LOOKUP_TTL = 60.0
 _CACHE_MAX = 2000
@@ -30,10 +32,55 @@ _OPS = frozenset({"count", "first", "last", "min", "max"})
 
 
 class Reader(Protocol):
-    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run a read tool (of this guard's app when ``app`` is None) and return its
-        ``CallToolResult`` as JSON. Raises ``ReadFailedError`` (or a subclass)."""
+    async def read(
+        self, app: str | None, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
+        """Run a read tool (of this guard's app when ``app`` is None) for a need of
+        ``kind`` and return its ``CallToolResult`` as JSON. Raises ``ReadFailedError`` (or
+        a subclass)."""
         ...
+
+
+def canonical_arguments(arguments: Mapping[str, Any]) -> str:
+    """One text per set of arguments, whatever their order: the cache key's part."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class LookupCache:
+    """Values kept ``ttl`` seconds, at most ``limit`` of them (expired ones go first; when
+    all are fresh, all go: a burst of distinct values must not grow memory without end)."""
+
+    def __init__(
+        self,
+        *,
+        ttl: float = LOOKUP_TTL,
+        limit: int = _CACHE_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.limit = limit
+        self.clock = clock
+        self._items: dict[tuple[str, ...], tuple[float, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, ...]) -> Any | None:
+        hit = self._items.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= self.clock():
+            del self._items[key]
+            return None
+        return hit[1]
+
+    def put(self, key: tuple[str, ...], value: Any) -> None:
+        now = self.clock()
+        if len(self._items) >= self.limit:
+            self._items = {k: v for k, v in self._items.items() if v[0] > now}
+            if len(self._items) >= self.limit:
+                self._items.clear()
+        self._items[key] = (now + self.ttl, value)
 
 
 def _shape(need: Mapping[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
@@ -62,13 +109,12 @@ class NeedResolver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.reader = reader
-        self.ttl = ttl
-        self.clock = clock
-        self._cache: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+        self._cache = LookupCache(ttl=ttl, clock=clock)
         self.reads = 0  # reads actually run (for tests and logs)
 
     async def resolve(self, needs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """``{key: record or value}`` for every need, or the first failure (in need order)."""
+        """``{key: record or value}`` for every need, or the first failure (in need order)
+        that blocks even with ``--fail-open``, else the first failure."""
         shaped = [_shape(n) for n in needs]
         answers: dict[str, Any] = {}
         failures: dict[int, GuardError] = {}
@@ -86,7 +132,10 @@ class NeedResolver:
             for i, need in enumerate(needs):
                 tg.start_soon(one, i, need)
         if failures:
-            raise failures[min(failures)]
+            # A need naming a write next to a read that timed out must not be forwarded
+            # by --fail-open because the timeout happened to come first.
+            hard = [i for i in sorted(failures) if not failures[i].blocks_unless_fail_open]
+            raise failures[hard[0] if hard else min(failures)]
         return answers
 
     async def _answer(
@@ -96,7 +145,7 @@ class NeedResolver:
         app = app if isinstance(app, str) and app else None
         if kind == "lookup":
             return await self._lookup(app, tool, arguments)
-        result = await self._read(app, tool, arguments)
+        result = await self._read(app, tool, arguments, kind)
         if kind == "fetch":
             return record_of(result, tool)
         where = need.get("where") or {}
@@ -108,20 +157,17 @@ class NeedResolver:
         except ValueError as exc:
             raise ReadFailedError(f"{tool}: {exc}") from exc
 
-    async def _read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _read(
+        self, app: str | None, tool: str, arguments: dict[str, Any], kind: str
+    ) -> dict[str, Any]:
         self.reads += 1
-        return await self.reader.read(app, tool, arguments)
+        return await self.reader.read(app, tool, arguments, kind=kind)
 
     async def _lookup(self, app: str | None, tool: str, arguments: dict[str, Any]) -> Any:
-        cache_key = (app or "", tool, json.dumps(arguments, sort_keys=True, default=str))
-        now = self.clock()
+        cache_key = (app or "", tool, canonical_arguments(arguments))
         hit = self._cache.get(cache_key)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        record = record_of(await self._read(app, tool, arguments), tool)
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-            if len(self._cache) >= _CACHE_MAX:
-                self._cache.clear()
-        self._cache[cache_key] = (now + self.ttl, record)
+        if hit is not None:
+            return hit
+        record = record_of(await self._read(app, tool, arguments, "lookup"), tool)
+        self._cache.put(cache_key, record)
         return record

@@ -15,8 +15,11 @@ Proof, without sending the key (``k = sha256(key)``, ``H`` = HMAC-SHA256 keyed b
 Both sides prove the key, so a process squatting on the socket cannot feed facts either.
 Then one request, answered, and the connection closes:
 
-* ``{"op": "read", "tool", "arguments"}`` → ``{"ok": true, "result": CallToolResult}``;
-  refused unless the answering guard considers the tool a read;
+* ``{"op": "read", "tool", "arguments", "kind"}`` → ``{"ok": true, "result":
+  CallToolResult}``; refused (``{"ok": false, "error", "not_a_read": true}``) unless the
+  answering guard considers the tool a read. ``kind`` is the need's (``fetch``,
+  ``lookup``, ``query``; missing counts as ``fetch``): the answering guard caches lookups
+  for 60 s, so one-shot hook processes and other guards share one read per value;
 * ``{"op": "classify", "tool"}`` → ``{"ok": true, "read": bool}``;
 * ``{"op": "status"}`` → ``{"ok": true, "app", "agent", "tools"}``.
 """
@@ -40,11 +43,18 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from claros_guard.errors import ConfigError, GuardError, PeerError, ReadFailedError
+from claros_guard.errors import (
+    ConfigError,
+    GuardError,
+    NotAReadError,
+    PeerError,
+    ReadFailedError,
+)
 from claros_guard.wire import LineChannel
 
 __all__ = [
     "PROTOCOL",
+    "READ_KINDS",
     "PeerClient",
     "PeerServer",
     "ReadSource",
@@ -56,6 +66,7 @@ __all__ = [
 log = logging.getLogger("claros_guard.peers")
 
 PROTOCOL = "claros-peer/1"
+READ_KINDS = frozenset({"fetch", "lookup", "query"})
 _REQUEST_LINE = 1024 * 1024
 _HANDSHAKE_TIMEOUT = 5.0
 
@@ -123,7 +134,9 @@ class ReadSource(Protocol):
 
     def is_read_tool(self, tool: str) -> bool: ...
 
-    async def read_for_peer(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+    async def read_for_peer(
+        self, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]: ...
 
     def peer_status(self) -> dict[str, Any]: ...
 
@@ -221,14 +234,22 @@ class PeerServer:
                 "ok": False,
                 "error": f"{tool} is not a read tool of {self.source.name}; "
                 "the guard runs only reads for other guards",
+                "not_a_read": True,
             }
         arguments = request.get("arguments") or {}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": "arguments must be an object"}
+        # A peer that sends no kind (an older guard) gets a fresh read: never a stale one.
+        kind = request.get("kind") or "fetch"
+        if kind not in READ_KINDS:
+            return {"ok": False, "error": f"unknown read kind {kind!r}"}
         try:
-            return {"ok": True, "result": await self.source.read_for_peer(tool, arguments)}
+            result = await self.source.read_for_peer(tool, arguments, kind=kind)
+        except NotAReadError as exc:
+            return {"ok": False, "error": str(exc), "not_a_read": True}
         except GuardError as exc:
             return {"ok": False, "error": str(exc)}
+        return {"ok": True, "result": result}
 
 
 class PeerClient:
@@ -294,10 +315,17 @@ class PeerClient:
             raise PeerError(f"the guard of {app} answered with no object")
         return answer
 
-    async def read(self, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        answer = await self.request(app, {"op": "read", "tool": tool, "arguments": arguments})
+    async def read(
+        self, app: str, tool: str, arguments: dict[str, Any], *, kind: str = "fetch"
+    ) -> dict[str, Any]:
+        body = {"op": "read", "tool": tool, "arguments": arguments, "kind": kind}
+        answer = await self.request(app, body)
         if not answer.get("ok"):
-            raise PeerError(f"the guard of {app} did not read {tool}: {answer.get('error')}")
+            message = f"the guard of {app} did not read {tool}: {answer.get('error')}"
+            # Not a read is a bad mapping, not an outage: it must block even with --fail-open.
+            if answer.get("not_a_read"):
+                raise NotAReadError(message)
+            raise PeerError(message)
         result = answer.get("result")
         if not isinstance(result, dict):
             raise ReadFailedError(f"the guard of {app} returned no result for {tool}")

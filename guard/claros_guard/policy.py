@@ -1,6 +1,7 @@
 """The check/need policy: what the guard does with a write before and after it runs.
 
-1. ``POST /v1/check``; while Claros answers ``need``, run those reads (``NeedResolver``) and
+1. ``POST /v1/check``; while Claros answers a need (``allowed: false`` with a ``need``
+   list, or ``result: "need"``), run those reads (``NeedResolver``) and
    ask again with everything read so far in ``fetched``.
 2. ``allow``: forward. ``nudge``: forward and give the agent the rule's message.
    ``stop``: never forward; the agent gets the rule and its message.
@@ -8,9 +9,9 @@
    on approval repeat the check with ``approval`` and forward; otherwise tell the agent
    who was asked and how to retry. A call repeated while its question is still open
    waits on that question instead of asking again.
-3. Claros unreachable, slow or failing (5xx), a read that failed or a need naming a tool
-   that is not a read: blocked, unless ``fail_open``, when the call is forwarded and
-   reported to ``/v1/unchecked``. A 4xx from Claros always blocks.
+3. Claros unreachable, slow or failing (5xx), or a read that failed: blocked, unless
+   ``fail_open``, when the call is forwarded and reported to ``/v1/unchecked``. A 4xx from
+   Claros and a need naming a tool that is not a read always block.
 4. After a checked write ran, its outcome goes to ``/v1/check/{id}/outcome`` in the
    background (``reporter.Reporter``), so the agent never waits for it.
 
@@ -32,7 +33,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from claros_guard.api import ClarosApi, new_idempotency_key
+from claros_guard.api import ClarosApi, is_need, new_idempotency_key
 from claros_guard.errors import (
     ClarosRefusedError,
     ClarosUnavailableError,
@@ -164,7 +165,7 @@ class Policy:
             if approval:
                 body["approval"] = approval
             answer = await self.api.check(body)
-            if answer.get("result") != "need":
+            if not is_need(answer):
                 return answer
             needs = answer.get("need")
             if not isinstance(needs, list) or not needs:

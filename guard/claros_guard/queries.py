@@ -21,16 +21,20 @@ __all__ = ["filter_rows", "get_path", "reduce_rows", "row_matches"]
 
 
 def _number(value: Any) -> Decimal | None:
+    """The value as a finite number, or None. NaN and infinities ("NaN" in a row, or the
+    NaN JSON parsers accept) are not numbers here: comparing a Decimal NaN raises."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float | Decimal):
-        return Decimal(str(value))
-    if isinstance(value, str):
+        number = Decimal(str(value))
+    elif isinstance(value, str):
         try:
-            return Decimal(value.strip())
+            number = Decimal(value.strip())
         except InvalidOperation:
             return None
-    return None
+    else:
+        return None
+    return number if number.is_finite() else None
 
 
 def _pair(a: Any, b: Any) -> tuple[Any, Any] | None:
@@ -84,26 +88,33 @@ def filter_rows(rows: Iterable[Any], where: Mapping[str, Any]) -> list[Any]:
 
 
 def _key(value: Any) -> tuple[int, Any]:
+    # Numbers (and numeric text) before any other value, which compares as text: min and
+    # max over mixed types give an answer, never a TypeError.
     number = _number(value)
     return (0, number) if number is not None else (1, str(value))
 
 
+_OPS = frozenset({"count", "first", "last", "min", "max"})
+
+
 def reduce_rows(rows: list[Any], op: str, field: str | None) -> Any:
-    """count, or the first / last / min / max value of ``field`` (None when no row has it)."""
+    """``count`` of the rows, or of ``field`` the ``first`` / ``last`` value some row has,
+    or the ``min`` / ``max`` of the values that are not objects or lists (numbers compare
+    as numbers, numbers come before text). None when no row has a value to give."""
+    if op not in _OPS:
+        raise ValueError(f"unknown op {op!r}")
     if op == "count":
         return len(rows)
     if not field:
         raise ValueError(f"op {op} needs a field")
-    values = [get_path(row, field) for row in rows]
+    # A row missing the field has nothing to say about it: the first value is the first
+    # row's that has one, as min and max skip those rows too.
+    values = [v for v in (get_path(row, field) for row in rows) if v is not None]
     if op == "first":
         return values[0] if values else None
     if op == "last":
         return values[-1] if values else None
-    present = [v for v in values if v is not None and not isinstance(v, dict | list)]
+    present = [v for v in values if not isinstance(v, dict | list)]
     if not present:
         return None
-    if op == "min":
-        return min(present, key=_key)
-    if op == "max":
-        return max(present, key=_key)
-    raise ValueError(f"unknown op {op!r}")
+    return min(present, key=_key) if op == "min" else max(present, key=_key)

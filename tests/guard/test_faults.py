@@ -4,6 +4,7 @@ failing or not reads at all. No write reaches the wrapped server unchecked unles
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -16,8 +17,13 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from claros_guard.api import HttpClarosApi
+from claros_guard.errors import ClarosUnavailableError
+from claros_guard.needs import NeedResolver
+from claros_guard.policy import Policy
 from tests.guard.conftest import Workspace, lab
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.guard.test_policy import CALL, Reader, result
 
 pytestmark = pytest.mark.anyio
 
@@ -81,6 +87,63 @@ def flaky(workspace: Workspace) -> Iterator[Flaky]:
         yield proxy
     finally:
         proxy.close()
+
+
+class Scripted:
+    """An HTTP server answering ``POST /v1/check`` from a script: shapes of answers the
+    local server does not send, such as the spec's need without ``result``."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        self.answers = answers
+        self.bodies: list[dict[str, Any]] = []
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                scripted.bodies.append(json.loads(body))
+                answer = json.dumps(scripted.answers.pop(0)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def test_the_specs_need_answer_without_result_is_answered() -> None:
+    need = [{"key": "fetch", "kind": "fetch", "tool": "order_read", "arguments": {"id": "1187"}}]
+    claros = Scripted(
+        [
+            {"allowed": False, "need": need},  # fetching-facts.txt, word for word
+            {"allowed": True, "result": "allow", "check_id": "chk_1"},
+            {"allowed": True},  # neither a result nor a need
+        ]
+    )
+    api = HttpClarosApi(claros.url, "ck_test")
+    try:
+        reader = Reader({"order_read": lambda a: result({"id": a["id"], "total": 200})})
+        verdict = await Policy(api, NeedResolver(reader)).decide(CALL)
+        assert verdict.forward and verdict.check_id == "chk_1"
+        assert claros.bodies[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
+        with pytest.raises(ClarosUnavailableError, match="neither a result nor a need"):
+            await api.check({"app": "shop"})
+    finally:
+        await api.aclose()
+        claros.close()
 
 
 def dead_url() -> str:
@@ -179,12 +242,19 @@ async def test_a_need_for_a_tool_that_is_not_a_read_is_refused(workspace: Worksp
         registered = await wait_registered(ws, "lab")
         assert {t["name"]: t["read"] for t in registered["tools"]}["lookup_thing"] is True
         ws.push(mappings=[note_needs("lookup_thing")])
-    # The same server, guarded by someone who says lookup_thing writes.
-    async with Client(ws.guard("lab", lab(), "--write", "lookup_thing")) as agent:
-        write = await agent.call_tool("note_write", {"text": "hi"})
-    assert write.is_error
-    assert "lookup_thing, which the guard of lab does not consider a read (--write)" in text(write)
+    # The same server, guarded by someone who says lookup_thing writes: the need is refused,
+    # and --fail-open (for outages) does not forward the write over a wrong mapping either.
+    for fail_open in ([], ["--fail-open"]):
+        params = ws.guard("lab", lab(), "--write", "lookup_thing", *fail_open)
+        async with Client(params) as agent:
+            write = await agent.call_tool("note_write", {"text": "hi"})
+        assert write.is_error, fail_open
+        assert "lookup_thing, which the guard of lab does not consider a read (--write)" in text(
+            write
+        )
+        assert "The call was not run" in text(write)
     assert tools_called(ws) == []
+    assert ws.records("unchecked") == [] and ws.records("check") == []
 
 
 async def test_the_wrapped_server_crashing(workspace: Workspace) -> None:

@@ -15,14 +15,17 @@ from mcp import Client
 from mcp.types import Implementation
 
 from claros_guard.hooks import install, settings_path
+from claros_guard.login import credentials_path, save_credentials
 from tests.guard.conftest import Workspace, example
 from tests.guard.test_examples import REFUND_MAPPING, tools_called, wait_registered
 from tests.guard.test_faults import dead_url
 
 
-async def hook(
+async def hook_process(
     ws: Workspace, kind: str, event: dict[str, Any], **env: str
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, str]:
+    """(the hook's answer, its stderr); the exit code is always 0, as Claude Code would
+    otherwise run the tool unchecked."""
     done = await anyio.run_process(
         [sys.executable, "-m", "claros_guard.cli", "hook", kind],
         input=json.dumps(event).encode(),
@@ -31,7 +34,13 @@ async def hook(
     )
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode().strip()
-    return json.loads(out) if out else None
+    return (json.loads(out) if out else None), done.stderr.decode()
+
+
+async def hook(
+    ws: Workspace, kind: str, event: dict[str, Any], **env: str
+) -> dict[str, Any] | None:
+    return (await hook_process(ws, kind, event, **env))[0]
 
 
 def pre(tool: str, tool_input: dict[str, Any], use: str = "toolu_1") -> dict[str, Any]:
@@ -148,7 +157,9 @@ async def test_shell_commands_and_edits_are_checked_and_reads_pass(workspace: Wo
 
 
 @pytest.mark.anyio
-async def test_claros_unreachable_denies_unless_fail_open(workspace: Workspace) -> None:
+async def test_claros_unreachable_denies_unless_fail_open(
+    workspace: Workspace, tmp_path: Path
+) -> None:
     event = pre("Bash", {"command": "make deploy"})
     denied = decision(await hook(workspace, "pre", event, CLAROS_URL=dead_url()))
     assert denied[0] == "deny" and "Claros could not check this call" in denied[1]
@@ -156,7 +167,8 @@ async def test_claros_unreachable_denies_unless_fail_open(workspace: Workspace) 
         await hook(workspace, "pre", event, CLAROS_URL=dead_url(), CLAROS_FAIL_OPEN="1")
     )
     assert opened[0] == "allow" and "CLAROS_FAIL_OPEN=1" in opened[1]
-    no_key = decision(await hook(workspace, "pre", event, CLAROS_KEY=""))
+    nowhere = str(tmp_path)  # no saved sign-in either
+    no_key = decision(await hook(workspace, "pre", event, CLAROS_KEY="", XDG_CONFIG_HOME=nowhere))
     assert no_key[0] == "deny" and "no Claros key" in no_key[1]
 
 
@@ -228,3 +240,123 @@ async def test_mcp_tools_use_that_servers_guard(workspace: Workspace) -> None:
             is None
         )
     assert len(ws.records("check")) == 2
+
+
+LOOKUP_MAPPING: dict[str, Any] = {
+    "app": "shop",
+    "tool": "refund_create",
+    "lookups": [
+        {
+            "key": "order",
+            "tool": "order_read",
+            "arguments": {"id": "$"},
+            "pick": "total",
+            "var": "order_total",
+        }
+    ],
+}
+
+
+@pytest.mark.anyio
+async def test_saved_login_credentials_are_enough(workspace: Workspace, tmp_path: Path) -> None:
+    """No CLAROS_KEY or CLAROS_URL: the hooks (and the guard) use what `claros login` saved,
+    and the lookups a hook needs are read once by the shop's guard, for every hook process."""
+    ws = workspace
+    config = tmp_path / "config"
+    saved = {"url": ws.claros.url, "key": ws.agent, "kind": "agent", "person": "dana@example.com"}
+    save_credentials(saved, credentials_path({"XDG_CONFIG_HOME": str(config)}))
+    signed_in = {"CLAROS_KEY": "", "CLAROS_URL": "", "XDG_CONFIG_HOME": str(config)}
+    ws.push(
+        rules=[
+            {
+                "id": "no-rm",
+                "app": "claude-code",
+                "tools": ["Bash"],
+                "when": "'rm -rf' in command",
+                "response": "stop",
+            },
+            {
+                "id": "over-total",
+                "app": "shop",
+                "tools": ["refund_create"],
+                "when": "amount > order_total",
+                "response": "stop",
+                "message": "More than the order.",
+            },
+        ]
+    )
+    rm = decision(await hook(ws, "pre", pre("Bash", {"command": "rm -rf /"}, "t1"), **signed_in))
+    ls = decision(await hook(ws, "pre", pre("Bash", {"command": "ls"}, "t2"), **signed_in))
+    assert rm[0] == "deny" and "no-rm" in rm[1]
+    assert ls[0] == "allow"
+    async with Client(ws.guard("shop", example("shop"), **signed_in)):
+        await wait_registered(ws, "shop")
+        ws.push(mappings=[LOOKUP_MAPPING])
+        answers = [
+            decision(
+                await hook(
+                    ws,
+                    "pre",
+                    pre("mcp__shop__refund_create", {"order": "1187", "amount": amount}, use),
+                    **signed_in,
+                )
+            )
+            for amount, use in ((150, "t3"), (250, "t4"), (20, "t5"))
+        ]
+    assert [a[0] for a in answers] == ["allow", "deny", "allow"]
+    assert "over-total" in answers[1][1]
+    # Three hook processes, one lookup value: the shop's guard read it once (60 s cache).
+    assert tools_called(ws) == ["order_read"]
+    checks = ws.records("check")
+    assert [c["agent"]["call_id"] for c in checks] == ["t1", "t2", "t3", "t4", "t5"]
+    assert {c["on_behalf_of"] for c in checks} == {"dana@example.com"}
+    assert [c["vars"] for c in checks[2:]] == [{"order_total": 200}] * 3
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
+    workspace: Workspace,
+) -> None:
+    ws = workspace
+    event = pre("Bash", {"command": "make deploy"}, "t7")
+    broken = {"CLAROS_ASK_WAIT": "soon"}  # a setting the hook cannot use: not a number
+    answer, stderr = await hook_process(ws, "pre", event, **broken)
+    denied = decision(answer)
+    assert denied[0] == "deny"
+    assert "the hook failed unexpectedly (ValueError: could not convert" in denied[1]
+    assert "The call was not run" in denied[1]
+    assert "Traceback" not in stderr
+    assert stderr.splitlines() == [
+        "claros hook pre: unexpected error: ValueError: could not convert string to float: 'soon'"
+    ]
+    assert ws.records("check") == [] and ws.records("unchecked") == []
+
+    # With fail-open: allowed, and Claros hears of it as unchecked.
+    answer, stderr = await hook_process(ws, "pre", event, CLAROS_FAIL_OPEN="1", **broken)
+    allowed = decision(answer)
+    assert allowed[0] == "allow" and "CLAROS_FAIL_OPEN=1" in allowed[1]
+    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr
+    (unchecked,) = ws.records("unchecked")
+    assert (unchecked["app"], unchecked["tool"]) == ("claude-code", "Bash")
+    assert unchecked["arguments"] == {"command": "make deploy"}
+    assert "failed unexpectedly (ValueError" in unchecked["reason"]
+    assert unchecked["agent"]["via"]["guard"] == "claros-hooks"
+    assert unchecked["agent"]["call_id"] == "t7"
+
+    # ... and when that report cannot be sent either, the allow stands and stderr says so.
+    answer, stderr = await hook_process(
+        ws, "pre", event, CLAROS_FAIL_OPEN="1", CLAROS_URL=dead_url(), **broken
+    )
+    assert decision(answer)[0] == "allow"
+    lines = stderr.splitlines()
+    assert len(lines) == 2 and "Traceback" not in stderr
+    assert lines[1].startswith("claros hook pre: cannot report the unchecked call: ")
+    assert len(ws.records("unchecked")) == 1
+
+    # A post hook never blocks: nothing on stdout, one line on stderr.
+    post = {**event, "hook_event_name": "PostToolUse", "tool_response": {"stdout": ""}}
+    answer, stderr = await hook_process(ws, "post", post, CLAROS_TIMEOUT="later")
+    assert answer is None
+    assert stderr.splitlines() == [
+        "claros hook post: unexpected error: ValueError: could not convert string to float: 'later'"
+    ]

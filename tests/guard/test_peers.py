@@ -14,10 +14,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from claros_guard.errors import PeerError
+from claros_guard.errors import NotAReadError, PeerError
 from claros_guard.peers import PeerClient, PeerServer, socket_path
 from claros_guard.wire import LineChannel
-from tests.guard.conftest import Workspace, example
+from tests.guard.conftest import Workspace, example, lab
 from tests.guard.test_examples import text, tools_called, wait_registered
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +95,72 @@ async def test_without_the_other_apps_guard_the_write_is_blocked(workspace: Work
     assert "no guard of shop" in unchecked["reason"] and unchecked["status"] == "ok"
 
 
+async def test_the_answering_guard_caches_lookups_for_60_s_and_never_fetches(
+    workspace: Workspace,
+) -> None:
+    """What a hook does (one PeerClient read per process): the guard of shop reads a lookup
+    once for every asker within 60 s, but a fetch, read just before the write, each time."""
+    ws = workspace
+    async with Client(ws.guard("shop", example("shop"))):
+        await wait_registered(ws, "shop")
+        for kind in ("lookup", "lookup", "fetch", "fetch", "query"):
+            # A new client each time, as each `claros hook pre` is a new process.
+            client = PeerClient(ws.peers, ws.agent, timeout=10)
+            answer = await client.read("shop", "order_read", {"id": "1187"}, kind=kind)
+            assert answer["structuredContent"]["total"] == 200
+        # A failed lookup is not kept: asked again, the server is asked again.
+        for _ in range(2):
+            failed = await client.read("shop", "order_read", {"id": "nope"}, kind="lookup")
+            assert failed.get("isError") is True
+    reads = [(c["tool"], c["arguments"].get("id")) for c in ws.calls()]
+    assert reads == [
+        ("order_read", "1187"),  # the first lookup; the second came from the cache
+        ("order_read", "1187"),  # fetch
+        ("order_read", "1187"),  # fetch
+        ("order_read", "1187"),  # query
+        ("order_read", "nope"),
+        ("order_read", "nope"),
+    ]
+
+
+async def test_a_need_for_another_apps_write_blocks_even_with_fail_open(
+    workspace: Workspace,
+) -> None:
+    ws = workspace
+    mapping = {
+        "app": "accounting",
+        "tool": "credit_note_create",
+        "lookups": [
+            {
+                "key": "order",
+                "app": "lab",
+                "tool": "lookup_thing",
+                "arguments": {"id": "$"},
+                "pick": "size",
+                "var": "size",
+            }
+        ],
+    }
+    async with (
+        Client(ws.guard("lab", lab())),
+        Client(ws.guard("accounting", example("accounting"))),
+    ):
+        await wait_registered(ws, "lab")
+        await wait_registered(ws, "accounting")
+        ws.push(mappings=[mapping])
+    # Now the lab's guard is run by someone who says lookup_thing writes: it refuses the
+    # read, and --fail-open (for outages) does not forward the write over it.
+    async with (
+        Client(ws.guard("lab", lab(), "--write", "lookup_thing")),
+        Client(ws.guard("accounting", example("accounting"), "--fail-open")) as accounting,
+    ):
+        blocked = await accounting.call_tool("credit_note_create", {"order": "1187", "amount": 5})
+    assert blocked.is_error and "lookup_thing is not a read tool of lab" in text(blocked)
+    assert "The call was not run" in text(blocked)
+    assert tools_called(ws) == []
+    assert ws.records("unchecked") == [] and ws.records("check") == []
+
+
 class Source:
     """A guard's read side, without a server behind it."""
 
@@ -102,12 +168,18 @@ class Source:
 
     def __init__(self) -> None:
         self.reads: list[tuple[str, dict[str, Any]]] = []
+        self.kinds: list[str] = []
 
     def is_read_tool(self, tool: str) -> bool:
         return tool.endswith("_read")
 
-    async def read_for_peer(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def read_for_peer(
+        self, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
+        if tool == "secret_read":
+            raise NotAReadError("secret_read is not a read after all")
         self.reads.append((tool, arguments))
+        self.kinds.append(kind)
         return {"content": [], "structuredContent": {"id": arguments.get("id"), "total": 5}}
 
     def peer_status(self) -> dict[str, Any]:
@@ -138,11 +210,32 @@ async def test_peer_protocol_reads_classifies_and_refuses_non_reads(peers: Path)
         client = PeerClient(peers, "ck_same", timeout=5)
         result = await client.read("shop", "order_read", {"id": "7"})
         assert result["structuredContent"] == {"id": "7", "total": 5}
+        await client.read("shop", "order_read", {"id": "8"}, kind="lookup")
         assert await client.classify("shop", "refund_create") is False
         assert (await client.status("shop") or {})["agent"] == "cursor"
-        with pytest.raises(PeerError, match="refund_create is not a read tool of shop"):
+        # Not a read: its own error, which --fail-open never forwards (unlike an outage).
+        with pytest.raises(NotAReadError, match="refund_create is not a read tool of shop") as e:
             await client.read("shop", "refund_create", {"id": "7"})
-    assert source.reads == [("order_read", {"id": "7"})]
+        assert not e.value.blocks_unless_fail_open
+        # A guard that finds out only when it runs the read says so the same way.
+        with pytest.raises(NotAReadError, match="secret_read is not a read after all"):
+            await client.read("shop", "secret_read", {})
+        # A request from an older guard (no kind) is a fresh read; an unknown kind is refused.
+        old = await client.request("shop", {"op": "read", "tool": "order_read", "arguments": {}})
+        assert old["ok"] is True
+        odd = {"op": "read", "tool": "order_read", "arguments": {}, "kind": "sql"}
+        assert await client.request("shop", odd) == {
+            "ok": False,
+            "error": "unknown read kind 'sql'",
+        }
+        with pytest.raises(PeerError, match="did not read order_read: unknown read kind"):
+            await client.read("shop", "order_read", {}, kind="sql")
+    assert source.reads == [
+        ("order_read", {"id": "7"}),
+        ("order_read", {"id": "8"}),
+        ("order_read", {}),
+    ]
+    assert source.kinds == ["fetch", "lookup", "fetch"]
     assert not server.path.exists()  # removed when the guard stops
 
 

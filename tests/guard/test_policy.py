@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from claros_guard.api import is_need
 from claros_guard.classify import Classifier, by_name, words
 from claros_guard.errors import (
     ClarosRefusedError,
@@ -16,8 +17,9 @@ from claros_guard.errors import (
     ReadFailedError,
 )
 from claros_guard.identity import agent_name
-from claros_guard.needs import NeedResolver
+from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
 from claros_guard.policy import Call, Policy, outcome_of
+from claros_guard.queries import filter_rows, reduce_rows
 from claros_guard.records import record_of, rows_of
 from claros_guard.upstream import forward_params
 
@@ -93,9 +95,13 @@ class Reader:
     def __init__(self, answers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
         self.answers = answers
         self.reads: list[tuple[str | None, str, dict[str, Any]]] = []
+        self.kinds: list[str] = []
 
-    async def read(self, app: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def read(
+        self, app: str | None, tool: str, arguments: dict[str, Any], *, kind: str
+    ) -> dict[str, Any]:
         self.reads.append((app, tool, arguments))
+        self.kinds.append(kind)
         if tool not in self.answers:
             raise NotAReadError(f"{tool} is not a read")
         return self.answers[tool](arguments)
@@ -164,6 +170,130 @@ async def test_needs_reduce_rows_here_and_cache_lookups_per_value_for_60_s() -> 
         )
     with pytest.raises(ReadFailedError, match="'sql' read"):
         await resolver.resolve([{"key": "x", "kind": "sql", "tool": "t", "arguments": {}}])
+
+
+ROWS: list[Any] = [
+    {"id": 1, "amount": "120.50", "on": "2026-01-03"},
+    {"id": 2},  # missing the field
+    {"id": 3, "amount": 7, "on": "2026-02-01"},
+    {"id": 4, "amount": "n/a", "on": None},  # not a number
+    {"id": 5, "amount": {"value": 1}},  # an object: neither min nor max
+    "not a row",
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "field", "rows", "expected"),
+    [
+        ("count", None, ROWS, 6),
+        ("count", "amount", [], 0),
+        ("first", "amount", ROWS, "120.50"),
+        ("first", "amount", [{"id": 0}, *ROWS], "120.50"),  # rows missing it are skipped
+        ("last", "amount", ROWS, {"value": 1}),
+        ("last", "on", ROWS, "2026-02-01"),
+        ("min", "amount", ROWS, 7),  # "120.50" is a number; "n/a" and objects are not
+        ("max", "amount", ROWS, "n/a"),  # text comes after every number
+        ("max", "amount", ROWS[:4], "n/a"),
+        ("max", "amount", [{"amount": "120.50"}, {"amount": 7}], "120.50"),
+        ("min", "on", ROWS, "2026-01-03"),  # ISO dates compare as text
+        ("max", "on", ROWS, "2026-02-01"),
+        ("min", "amount", [{"amount": True}, {"amount": 3}], 3),  # a bool is not a number
+        ("max", "amount", [{"amount": "NaN"}, {"amount": 5}], "NaN"),  # NaN is text here
+        ("min", "amount", [{"amount": float("nan")}, {"amount": 5}], 5),
+        ("max", "amount", [{"amount": "-Infinity"}, {"amount": -5}], "-Infinity"),
+        ("min", "a.b", [{"a": {"b": 2}}, {"a": {"b": 1}}, {"a": 3}], 1),
+        ("min", "amount", [{"amount": {"x": 1}}, {"amount": [1]}], None),
+        ("first", "amount", [], None),
+        ("last", "amount", [{"id": 1}], None),
+        ("min", "amount", [], None),
+        ("max", "amount", [{"id": 1}, "x"], None),
+    ],
+)
+def test_reductions(op: str, field: str | None, rows: list[Any], expected: Any) -> None:
+    assert reduce_rows(rows, op, field) == expected
+
+
+def test_reductions_refuse_an_unknown_op_or_a_missing_field() -> None:
+    with pytest.raises(ValueError, match="unknown op 'avg'"):
+        reduce_rows([], "avg", "amount")  # refused even when there is nothing to reduce
+    for op in ("first", "last", "min", "max"):
+        with pytest.raises(ValueError, match=f"op {op} needs a field"):
+            reduce_rows(ROWS, op, None)
+
+
+def test_where_with_nan_does_not_raise() -> None:
+    rows = [{"a": "NaN"}, {"a": 2}, {"a": float("nan")}]
+    assert filter_rows(rows, {"a": {"gt": 1}}) == [{"a": 2}]
+    assert filter_rows(rows, {"a": "NaN"}) == [{"a": "NaN"}]
+
+
+async def test_a_query_reduces_rows_missing_the_field_to_null() -> None:
+    reader = Reader({"refund_list": lambda a: result({"result": [{"c": "C-7"}]})})
+    need = {
+        "key": "queries[0]",
+        "kind": "query",
+        "tool": "refund_list",
+        "arguments": {},
+        "op": "min",
+        "field": "amount",
+    }
+    assert await NeedResolver(reader).resolve([need]) == {"queries[0]": None}
+
+
+def test_the_lookup_cache_expires_and_stays_bounded() -> None:
+    now = [0.0]
+    cache = LookupCache(ttl=60, limit=3, clock=lambda: now[0])
+    cache.put(("a",), 1)
+    now[0] = 59.9
+    assert cache.get(("a",)) == 1
+    now[0] = 60.0
+    assert cache.get(("a",)) is None and len(cache) == 0  # dropped once expired
+    cache.put(("b",), 2)  # until 120
+    now[0] = 130.0
+    cache.put(("c",), 3)
+    cache.put(("d",), 4)
+    cache.put(("e",), 5)  # full: the expired b goes first
+    assert cache.get(("b",)) is None and cache.get(("c",)) == 3 and len(cache) == 3
+    cache.put(("f",), 6)  # full of fresh values: all go, memory stays bounded
+    assert len(cache) == 1 and cache.get(("f",)) == 6
+    assert canonical_arguments({"b": 1, "a": [2]}) == canonical_arguments({"a": [2], "b": 1})
+
+
+async def test_the_reader_is_told_each_needs_kind() -> None:
+    reader = Reader(
+        {
+            "order_read": lambda a: result({"id": a["id"]}),
+            "refund_list": lambda a: result([]),
+        }
+    )
+    await NeedResolver(reader).resolve(
+        [
+            {"key": "fetch", "kind": "fetch", "tool": "order_read", "arguments": {"id": 1}},
+            {"key": "l", "kind": "lookup", "tool": "order_read", "arguments": {"id": 2}},
+            {"key": "q", "kind": "query", "tool": "refund_list", "arguments": {}, "op": "count"},
+        ]
+    )
+    kinds = {(r[1], r[2].get("id"), k) for r, k in zip(reader.reads, reader.kinds, strict=True)}
+    assert kinds == {
+        ("order_read", 1, "fetch"),
+        ("order_read", 2, "lookup"),
+        ("refund_list", None, "query"),
+    }
+
+
+async def test_a_need_for_a_non_read_wins_over_an_earlier_failed_read() -> None:
+    def down(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ReadFailedError("order_read timed out")
+
+    resolver = NeedResolver(Reader({"order_read": down}))
+    needs = [
+        {"key": "fetch", "kind": "fetch", "tool": "order_read", "arguments": {}},
+        {"key": "l", "kind": "lookup", "tool": "order_delete", "arguments": {}},
+    ]
+    with pytest.raises(NotAReadError, match="order_delete is not a read"):
+        await resolver.resolve(needs)
+    with pytest.raises(ReadFailedError, match="timed out"):
+        await resolver.resolve(needs[:1])
 
 
 class FakeClaros:
@@ -244,6 +374,32 @@ async def test_a_check_answers_its_needs_and_decides() -> None:
     assert claros.checks[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
 
 
+async def test_a_spec_shaped_need_without_result_is_a_need() -> None:
+    need = [{"key": "fetch", "kind": "fetch", "tool": "order_read", "arguments": {"id": "1187"}}]
+    claros = FakeClaros(
+        [{"allowed": False, "need": need}, {"result": "allow", "check_id": "chk_7"}]
+    )
+    verdict = await policy(claros).decide(CALL)
+    assert verdict.forward and verdict.check_id == "chk_7"
+    assert claros.checks[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
+    assert is_need({"allowed": False, "need": need})
+    assert is_need({"result": "need", "need": need})
+    assert not is_need({"allowed": False, "need": []})
+    assert not is_need({"allowed": True, "need": need})
+    assert not is_need({"allowed": False, "need": "fetch"})
+    assert not is_need({"result": "stop", "allowed": False})
+
+
+async def test_a_need_naming_a_non_read_blocks_even_with_fail_open() -> None:
+    need = [{"key": "fetch", "kind": "fetch", "tool": "order_delete", "arguments": {}}]
+    for fail_open in (False, True):
+        claros = FakeClaros([{"allowed": False, "need": need}])
+        verdict = await policy(claros, fail_open=fail_open).decide(CALL)
+        assert not verdict.forward and verdict.result == "error"
+        assert verdict.unchecked is None and "order_delete is not a read" in str(verdict.message)
+        assert claros.reports == []
+
+
 async def test_stop_blocks_and_failures_block_unless_fail_open() -> None:
     stop = {"result": "stop", "check_id": "chk_3", "messages": [{"rule_id": "s", "message": "No."}]}
     verdict = await policy(FakeClaros([stop])).decide(CALL)
@@ -299,12 +455,43 @@ async def test_reports_after_a_call() -> None:
     assert outcome_of(result(text=["boom"], error=True)) == ("error", "boom")
 
 
-def test_agent_names_and_forwarded_params() -> None:
-    assert agent_name({"name": "claude-code"}) == "claude-code"
-    assert agent_name({"name": "cursor-vscode"}) == "cursor"
-    assert agent_name({"name": "claude-ai"}) == "claude-desktop"
-    assert agent_name({"name": "My Agent <3"}) == "My Agent 3"
+@pytest.mark.parametrize(
+    ("client_name", "recorded"),
+    [
+        # The spec's fixed names, from what these clients send as clientInfo.name.
+        ("claude-code", "claude-code"),
+        ("Claude Code", "claude-code"),
+        ("claude_code", "claude-code"),
+        ("cursor-vscode", "cursor"),
+        ("Cursor", "cursor"),
+        ("codex-mcp-client", "codex"),
+        ("Codex", "codex"),
+        ("playwright-mcp", "playwright"),
+        ("browser-use", "browser-use"),
+        ("BrowserUse", "browser-use"),
+        # Every other client: its own name, exactly as given.
+        ("claude-ai", "claude-ai"),
+        ("Visual Studio Code", "Visual Studio Code"),
+        ("windsurf-client", "windsurf-client"),
+        ("continue-dev", "continue-dev"),
+        ("my-continue-bot", "my-continue-bot"),
+        ("my-cursor-tool", "my-cursor-tool"),
+        ("codexify", "codexify"),
+        ("My Agent <3>", "My Agent <3>"),
+        ("  spaced  ", "  spaced  "),
+    ],
+)
+def test_agent_names_are_the_specs_or_the_clients_own(client_name: str, recorded: str) -> None:
+    assert agent_name({"name": client_name, "version": "1.0"}) == recorded
+
+
+def test_agent_names_without_a_usable_name_and_forwarded_params() -> None:
     assert agent_name(None) == "unknown-mcp-client"
+    assert agent_name({"name": ""}) == "unknown-mcp-client"
+    assert agent_name({"name": "   "}) == "unknown-mcp-client"
+    assert agent_name({"name": 7}) == "unknown-mcp-client"
+    # Claros refuses an agent.name over 128 characters (and so every write): cut, not lost.
+    assert agent_name({"name": "x" * 300}) == "x" * 128
     params = {
         "name": "t",
         "_meta": {"progressToken": 7, "io.modelcontextprotocol/clientInfo": {}, "vendor/x": 1},
