@@ -87,6 +87,82 @@ def test_routed_to_owners_when_the_person_may_not_answer(
     assert answered.status_code == 200 and answered.json()["authority"] == "owner"
 
 
+def _second_rule(http: httpx.Client, keys: Keys, owners: list[str]) -> None:
+    """Another rule that asks on the same call, so that two rules ask together."""
+    put_rule(http, keys.admin, id="refund-other", owners=owners,
+             title="Refunds over half also need the other owner", message="Other rule")  # fmt: skip
+
+
+def test_self_route_only_when_the_person_owns_every_asking_rule(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    put_rule(http, keys.admin)  # dana owns refund-half
+    _second_rule(http, keys, [BOB])  # bob owns refund-other
+    asked = _check(http, keys.agent)
+    ask = asked["ask"]
+    assert sorted(r["id"] for r in ask["rules"]) == ["refund-half", "refund-other"]
+    # Dana owns only one of the two: the ask goes to the owners, without her.
+    assert ask["route"] == "owners" and ask["routed_to"] == [BOB]
+    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    assert http.get("/api/asks?mine=1", headers=bearer(dana_web)).json()["asks"] == []
+    refused = _answer(http, dana_web, ask["ask_id"])
+    assert refused.status_code == 403, refused.text
+    assert "own agent under rules they do not own" in refused.json()["message"]
+    assert services.store.get_record(WORKSPACE, "approval", ask["ask_id"]) is None
+    bob_web = create_key(services.store, WORKSPACE, "agent", person=BOB)
+    answered = _answer(http, bob_web, ask["ask_id"])
+    assert answered.status_code == 200 and answered.json()["authority"] == "owner"
+
+
+def test_a_person_made_admin_since_the_ask_answers_as_admin(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    put_rule(http, keys.admin)
+    _second_rule(http, keys, [BOB])
+    ask = _check(http, keys.agent)["ask"]
+    assert ask["route"] == "owners"
+    dana_admin = create_key(services.store, WORKSPACE, "admin", person=PERSON)  # raised now
+    answered = _answer(http, dana_admin, ask["ask_id"])
+    assert answered.status_code == 200 and answered.json()["authority"] == "admin"
+
+
+def test_self_route_when_the_person_is_among_every_asking_rules_owners(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    put_rule(http, keys.admin)
+    _second_rule(http, keys, [BOB, PERSON])
+    ask = _check(http, keys.agent)["ask"]
+    assert ask["route"] == "self" and ask["routed_to"] == [PERSON]
+    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    answered = _answer(http, dana_web, ask["ask_id"])
+    assert answered.status_code == 200 and answered.json()["authority"] == "self"
+
+
+def test_self_route_for_an_admin_whatever_the_rules_owners(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    put_rule(http, keys.admin)
+    _second_rule(http, keys, [])
+    ask = _check(http, keys.admin)["ask"]  # the admin's own key acts for the admin
+    assert ask["route"] == "self" and ask["routed_to"] == [ADMIN]
+    admin_web = create_key(services.store, WORKSPACE, "admin", person=ADMIN)
+    answered = _answer(http, admin_web, ask["ask_id"])
+    assert answered.status_code == 200 and answered.json()["authority"] == "self"
+
+
+def test_a_second_rule_with_no_owner_sends_the_ask_to_the_admins(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    put_rule(http, keys.admin)  # dana's
+    _second_rule(http, keys, [])  # nobody's: only an admin may answer for it
+    ask = _check(http, keys.agent)["ask"]
+    assert ask["route"] == "admins" and ask["routed_to"] == [ADMIN]
+    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    assert _answer(http, dana_web, ask["ask_id"]).status_code == 403
+    answered = _answer(http, keys.admin, ask["ask_id"])
+    assert answered.status_code == 200 and answered.json()["authority"] == "admin"
+
+
 def test_rule_without_owner_goes_to_admins(http: httpx.Client, keys: Keys) -> None:
     put_rule(http, keys.admin, owners=[])
     asked = _check(http, keys.agent)

@@ -1,10 +1,19 @@
-"""Outcomes, unchecked writes, coverage, overrides and the timeline, on both stores."""
+"""Outcomes, unchecked writes, coverage, overrides and the timeline (each check with its
+outcome), on both stores."""
 
 from __future__ import annotations
 
-import httpx
+import dataclasses
+from typing import Any
 
-from claros.auth import create_key
+import httpx
+import pytest
+
+from claros.auth import authenticate, create_key
+from claros.errors import ConflictError
+from claros.outcomes import OutcomeRequest, record_outcome
+from claros.store.base import Doc, DocWrite, Store
+from claros.timeline import timeline
 from claros.wiring import Services
 from tests.api.conftest import PERSON, WORKSPACE, Keys, bearer, check_body, put_rule
 
@@ -116,3 +125,99 @@ def test_timeline_is_per_person_newest_first(
     assert [i["check_id"] for i in rest["items"]] == ids[::-1][4:] and "next" not in rest
     admin_view = http.get("/api/me/timeline", headers=bearer(keys.admin)).json()
     assert admin_view["items"] == []  # the admin's own timeline: none of dana's checks
+
+
+# --- the outcome joined into every view of its check ------------------------------------
+def test_timeline_items_carry_their_outcome(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    ran = _check(http, keys.agent, call_id="c0")
+    failed = _check(http, keys.agent, call_id="toolu_9")
+    pending = _check(http, keys.agent, call_id="c2")
+    assert _outcome(http, keys.agent, ran).status_code == 201
+    by_call = {"tool_use_id": "toolu_9", "status": "error", "summary": "exit 1"}
+    assert http.post("/v1/outcomes", json=by_call, headers=bearer(keys.agent)).status_code == 201
+    again = _outcome(http, keys.agent, ran, "error")  # refused: the first one stays shown
+    assert again.status_code == 409
+
+    items = http.get("/api/me/timeline", headers=bearer(keys.agent)).json()["items"]
+    shown = {i["check_id"]: i["outcome"] for i in items}
+    assert shown[pending] is None
+    assert shown[failed]["status"] == "error" and shown[failed]["summary"] == "exit 1"
+    assert shown[ran]["status"] == "ok" and shown[ran]["summary"] == "done"
+    record = services.store.get_record(WORKSPACE, "outcome", ran)
+    assert record is not None and shown[ran]["reported_at"] == record["reported_at"]
+    # The ledger's check row is as written: the outcome is an entry of its own.
+    check = services.store.get_record(WORKSPACE, "check", ran)
+    assert check is not None and "outcome" not in check
+    # Paged, each page with its items' outcomes.
+    first = http.get("/api/me/timeline?limit=2", headers=bearer(keys.agent)).json()
+    rest = http.get(f"/api/me/timeline?limit=2&before={first['next']}",
+                    headers=bearer(keys.agent)).json()  # fmt: skip
+    assert [i["check_id"] for i in rest["items"]] == [ran]
+    assert rest["items"][0]["outcome"]["status"] == "ok"
+
+
+class _Counting:
+    """The store, counting the reads made through it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.store, name)
+
+
+def test_a_timeline_page_is_one_read_whatever_its_outcomes(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    ids = [_check(http, keys.agent, call_id=f"c{i}") for i in range(4)]
+    for check_id in ids[:3]:
+        assert _outcome(http, keys.agent, check_id).status_code == 201
+    counting = _Counting(services.store)
+    dana = authenticate(services.store, f"Bearer {keys.agent}")
+    page = timeline(counting, dana, limit=10, before=None)  # type: ignore[arg-type]
+    assert counting.calls == ["query_docs"]
+    assert [i["outcome"] is not None for i in page["items"]] == [False, True, True, True]
+
+
+def test_outcome_of_a_check_without_a_timeline(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    # A service key acting for nobody: no timeline to show the outcome on.
+    body = check_body(agent={"name": "batch", "via": {"guard": "claros-guard"}})
+    anonymous = http.post("/v1/check", json=body, headers=bearer(keys.service)).json()
+    assert anonymous["on_behalf_of"] is None
+    assert _outcome(http, keys.service, anonymous["check_id"]).status_code == 201
+    # A check whose timeline doc is gone (made before timelines were kept).
+    check_id = _check(http, keys.agent)
+    services.store.write_docs([DocWrite(WORKSPACE, f"timeline:{PERSON}", check_id, None)])
+    assert _outcome(http, keys.agent, check_id).status_code == 201
+    assert services.store.get_record(WORKSPACE, "outcome", check_id) is not None
+    assert http.get("/api/me/timeline", headers=bearer(keys.agent)).json()["items"] == []
+
+
+class _Moved(_Counting):
+    """The store, with another writer moving a timeline doc right after it is read."""
+
+    def get_doc(self, workspace: str, collection: str, key: str) -> Doc | None:
+        doc = self.store.get_doc(workspace, collection, key)
+        if doc is not None and collection.startswith("timeline:"):
+            self.store.write_docs([DocWrite(workspace, collection, key, doc.value, doc.rev)])
+        return doc
+
+
+def test_the_outcome_and_its_timeline_doc_land_together(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    check_id = _check(http, keys.agent)
+    moved = dataclasses.replace(services, store=_Moved(services.store))
+    dana = authenticate(services.store, f"Bearer {keys.agent}")
+    with pytest.raises(ConflictError, match="has an outcome already"):
+        record_outcome(moved, dana, check_id, OutcomeRequest(status="ok"))
+    assert services.store.get_record(WORKSPACE, "outcome", check_id) is None
+    [item] = http.get("/api/me/timeline", headers=bearer(keys.agent)).json()["items"]
+    assert item["outcome"] is None
+    assert _outcome(http, keys.agent, check_id).status_code == 201  # nothing half written

@@ -1,8 +1,10 @@
 """Asks: a question to a person when a rule answers "ask", and the approval that follows.
 
 Routing (evidence.txt): an ask from a person's agent goes to that person first when they
-may answer it themselves (they are one of the asking rules' owners, or a workspace admin);
-otherwise to the rules' owners; a rule with no owner goes to the workspace admins.
+may answer it themselves: they own (or are one of the owners of) every rule that asked, or
+are a workspace admin. Otherwise it goes to the asking rules' owners, never to that person
+(owning one of two asking rules does not make the other's call theirs); when no one else
+owns an asking rule, to the workspace admins.
 
 An approval is bound to the exact call (sha256 of app, tool and canonical arguments), to
 the rule versions asked, and to an expiry, and it is used once: the guard repeats the check
@@ -72,6 +74,17 @@ def _admins(store: Store, workspace: str) -> list[str]:
     ]
 
 
+def _may_answer_all(
+    store: Store, workspace: str, person: str, rules: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Whether ``person`` may answer for every asking rule: they are among each one's
+    owners, or a workspace admin. Owning some of them is not enough: the others' owners
+    would never see a call made under their rule."""
+    if rules and all(person in (rule["rule"].get("owners") or []) for rule in rules):
+        return True
+    return member_role(store, workspace, person) == "admin"
+
+
 def open_ask(
     services: Services,
     principal: Principal,
@@ -87,12 +100,11 @@ def open_ask(
     """The ask doc and the writes that open it (in the check's own transaction)."""
     store, workspace = services.store, principal.workspace
     owners = _owners(rules)
-    if on_behalf_of and (
-        on_behalf_of in owners or member_role(store, workspace, on_behalf_of) == "admin"
-    ):
+    others = [owner for owner in owners if owner != on_behalf_of]
+    if on_behalf_of and _may_answer_all(store, workspace, on_behalf_of, rules):
         routed_to, route = [on_behalf_of], "self"
-    elif owners:
-        routed_to, route = owners, "owners"
+    elif others:
+        routed_to, route = others, "owners"
     else:
         routed_to, route = _admins(store, workspace), "admins"
     now = now_ms()
@@ -176,8 +188,18 @@ def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> st
         raise ForbiddenError("asks are answered by people: use a person's key")
     if principal.key_id == ask["key_id"]:
         raise ForbiddenError("the key that asked cannot answer its own ask")
-    if ask["route"] == "self" and person == ask.get("on_behalf_of"):
-        return "self"
+    if person == ask.get("on_behalf_of"):
+        if ask["route"] == "self":
+            return "self"
+        # Routed past them: they do not own every asking rule, so their own agent's call
+        # is not theirs to approve, even under the rule they do own. Only an admin (made
+        # one since the ask opened) may.
+        if member_role(store, principal.workspace, person) == "admin":
+            return "admin"
+        raise ForbiddenError(
+            f"{person} may not answer an ask from their own agent under rules they do not "
+            f"own (it is routed to {', '.join(ask['routed_to'])})"
+        )
     if person in (ask.get("owners") or []):
         return "owner"
     if member_role(store, principal.workspace, person) == "admin":

@@ -34,9 +34,11 @@ __all__ = [
     "AgentInfo",
     "CheckRequest",
     "Via",
+    "approved_repeat",
     "call_index_key",
     "record_check",
     "resolve_on_behalf_of",
+    "timeline_collection",
 ]
 
 
@@ -92,6 +94,24 @@ def resolve_on_behalf_of(
 
 def call_index_key(key_id: str, call_id: str) -> str:
     return f"{key_id}:{call_id}"
+
+
+def timeline_collection(person: str) -> str:
+    """The docs of a person's timeline: one per check made for them, keyed by check id."""
+    return f"timeline:{person}"
+
+
+def approved_repeat(row: Mapping[str, Any]) -> bool:
+    """Whether a check row (or its timeline summary) is the repeat of an approved ask.
+
+    The guard repeats an approved call with ``approval``; that row completes the write
+    whose ask was checked (and counted) already, so counters of writes, results and
+    near-misses skip it. Its outcome is still reported against it. Timeline docs written
+    before they held ``approval`` tell a repeat apart another way: repeats then kept the
+    ask's severity on an allow, which no other row has."""
+    if row.get("approval"):
+        return True
+    return row.get("result") == "allow" and row.get("severity") is not None
 
 
 def _facts(services: Services, workspace: str, req: CheckRequest, now: int) -> Plan:
@@ -162,7 +182,7 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
         )
     if not decision.rules:
         row["reason"] = "no rule applied"
-    _near_miss(row, decision, req.arguments)
+    _near_miss(row, req.arguments)
     opened: dict[str, Any] | None = None
     if result == "ask":
         opened, ask_writes = open_ask(
@@ -179,8 +199,10 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
     return _answer(row, decision, opened, entry.seq)
 
 
-def _near_miss(row: dict[str, Any], decision: Decision, arguments: Mapping[str, Any]) -> None:
-    severity = SEVERITY.get(decision.result)
+def _near_miss(row: dict[str, Any], arguments: Mapping[str, Any]) -> None:
+    """Near-miss fields from the row's own result, not the rules' decision: an approved
+    repeat answers allow, and its ask's row carries the near miss already."""
+    severity = SEVERITY.get(row["result"])
     if severity is None:
         return
     row["severity"] = severity
@@ -208,12 +230,12 @@ def _indexes(
         )
     person = row.get("on_behalf_of")
     if person:
-        summary = {
-            k: row.get(k)
-            for k in ("check_id", "ts", "app", "tool", "result", "severity", "amount", "currency")
-        }
+        keys = ("check_id", "ts", "app", "tool", "result", "severity", "amount", "currency",
+                "ask_id", "approval")  # fmt: skip
+        # Leave out what a row does not have: the doc stays small and says only what is so.
+        summary = {k: row[k] for k in keys if row.get(k) is not None}
         summary["agent"] = row["agent"].get("name")
-        writes.append(DocWrite(workspace, f"timeline:{person}", row["check_id"], summary, 0))
+        writes.append(DocWrite(workspace, timeline_collection(person), row["check_id"], summary, 0))
     return writes
 
 

@@ -3,9 +3,14 @@
 An outcome is recorded once per check (its ledger record is keyed by the check id, so a
 second one is refused by the store itself) and only by the key that made the check.
 
+The ledger record never changes, so the outcome is shown on the check through the
+person's timeline doc of that check: it is updated in the outcome's own transaction, and
+every timeline page then holds its checks' outcomes without one more read per row.
+
 Coverage per agent = checked writes / (checked writes + writes the guard saw run
 unchecked), reported only for agents whose guard sends outcomes; ``ran_after_stop``
-counts outcomes reported for a check that said stop.
+counts outcomes reported for a check that said stop. A write is counted once: the repeat
+of an approved ask completes the write its ask was counted for (its outcome still counts).
 """
 
 from __future__ import annotations
@@ -17,11 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claros.auth import Principal
 from claros.checkpoints import record
-from claros.checks import AgentInfo, call_index_key
+from claros.checks import AgentInfo, approved_repeat, call_index_key, timeline_collection
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
-from claros.store.base import NewRecord, Store
+from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 __all__ = [
@@ -32,6 +37,7 @@ __all__ = [
     "UncheckedRequest",
     "coverage",
     "coverage_between",
+    "outcome_view",
     "record_outcome",
     "record_outcome_by_call",
     "record_unchecked",
@@ -87,10 +93,38 @@ def record_outcome(
         "via": ((check.get("agent") or {}).get("via") or {}).get("guard"),
     }
     try:
-        entry = record(services, workspace, [NewRecord("outcome", check_id, row)])[0]
+        entry = record(
+            services,
+            workspace,
+            [NewRecord("outcome", check_id, row)],
+            _on_timeline(store, workspace, check_id, check, row),
+        )[0]
     except StoreConflictError as exc:
+        # The outcome record exists already (or its timeline doc moved: only another
+        # outcome for this check writes it after the check).
         raise ConflictError(f"check {check_id} has an outcome already") from exc
     return {"check_id": check_id, "status": req.status, "seq": entry.seq}
+
+
+def outcome_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An outcome as a check's views show it (``outcome: {status, summary, reported_at}``)."""
+    return {k: row[k] for k in ("status", "summary", "reported_at") if row.get(k) is not None}
+
+
+def _on_timeline(
+    store: Store, workspace: str, check_id: str, check: Mapping[str, Any], row: Mapping[str, Any]
+) -> list[DocWrite]:
+    """The write that shows the outcome on the timeline doc of its check (none when the
+    check acts for nobody). Conditional on the doc's revision, so it lands with the
+    outcome record or not at all."""
+    person = check.get("on_behalf_of")
+    if not person:
+        return []
+    doc = store.get_doc(workspace, timeline_collection(str(person)), check_id)
+    if doc is None:
+        return []
+    shown = {**doc.value, "outcome": outcome_view(row)}
+    return [DocWrite(workspace, doc.collection, doc.key, shown, doc.rev)]
 
 
 def record_outcome_by_call(
@@ -144,7 +178,12 @@ class CoverageCounter:
         if kind in ("check", "unchecked"):
             agent = rec.get("agent") or {}
             s = self._slot(str(agent.get("name", "unknown")))
-            s["checked" if kind == "check" else "unchecked"] += 1
+            # An approved repeat is no new write, but it shows the agent's guard all the
+            # same (its ask may lie before the window while its outcome lies in it).
+            if kind == "unchecked":
+                s["unchecked"] += 1
+            elif not approved_repeat(rec):
+                s["checked"] += 1
             guard = (agent.get("via") or {}).get("guard")
             if guard:
                 s["guards"].add(guard)

@@ -1,10 +1,17 @@
-"""One timeline per person: their own checks and their agents', newest first."""
+"""One timeline per person: their own checks and their agents', newest first.
+
+Each item is the summary written with its check, with the check's outcome joined in as
+``outcome`` (``{status, summary, reported_at}``, or null while none was reported). The
+outcome is its own ledger record; it reaches the item because recording it also updates
+the item's doc (``claros.outcomes``), so a page is one read however long it is.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from claros.auth import Principal
+from claros.checks import timeline_collection
 from claros.errors import ForbiddenError
 from claros.store.base import Store
 
@@ -18,12 +25,13 @@ def timeline(
         raise ForbiddenError("a timeline belongs to a person: use a person's key")
     docs = store.query_docs(
         principal.workspace,
-        f"timeline:{principal.person}",
+        timeline_collection(principal.person),
         after=before,
         limit=limit,
         descending=True,
     )
-    body: dict[str, Any] = {"person": principal.person, "items": [d.value for d in docs]}
+    items = [{**d.value, "outcome": d.value.get("outcome")} for d in docs]
+    body: dict[str, Any] = {"person": principal.person, "items": items}
     if len(docs) == limit:
         body["next"] = docs[-1].key  # pass as ?before= for the next page
     return body

@@ -12,6 +12,7 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
+from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import DAY_MS, Versions, load_versions, records_between
 from claros.evidence.oversight import OversightCounter
@@ -63,6 +64,9 @@ class _Samples:
             self.overrides.append({"seq": seq, **{k: rec.get(k) for k in _OVERRIDE}})
 
     def _check(self, seq: int, rec: Mapping[str, Any]) -> None:
+        if approved_repeat(rec):
+            # Completes a write already counted (and sampled) through its ask.
+            return
         self.checks += 1
         self.obo[str(rec.get("obo_source") or "none")] += 1
         brief = {

@@ -6,7 +6,9 @@
   that decided the check it is about.
 * ``miss_rate``: ``missed`` reports naming one of the owner's rules ÷ actions let through
   (allowed or nudged) on maps where they own a rule. A *map* is an (app, tool) pair: the
-  maps where someone owns a rule are the (app, tool) pairs their rules apply to.
+  maps where someone owns a rule are the (app, tool) pairs their rules apply to. The
+  repeat of an approved ask is not let through by the rules: it completes a write counted
+  among the asks, so it is in neither denominator.
 * ``approved_too_fast``: approvals decided under ``fast_seconds`` after the question
   opened.
 * ``median_seconds_to_decide``: over the owner's approve and deny answers.
@@ -23,6 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import (
     DAY_MS,
@@ -79,6 +82,8 @@ class OversightCounter:
 
     def add(self, kind: str, record: Mapping[str, Any]) -> None:
         if kind == "check":
+            if approved_repeat(record):
+                return
             result = record.get("result")
             if result in ("stop", "ask"):
                 for owner in self._owners(record.get("rules"), result):

@@ -4,6 +4,12 @@ It holds the rules in force (version, hash, owner, response, confirmer), check c
 result, near-misses, approvals by decision and authority, overrides by verdict, coverage
 by agent, oversight per owner, the chain's verify result and a fresh signed checkpoint.
 
+Checks are counted as writes, each once, by what the rules answered: a write asked and
+then approved counts as one ask (and its answer under approvals). The repeat that carries
+the approval, a check row of its own that answers allow, is counted apart
+(``approved_repeats``), never as an allow or a second near-miss, so ``total`` +
+``approved_repeats`` is the number of check entries an auditor finds in the export.
+
 A record belongs to the workflow when it names one of the workflow's rule versions: a
 check through its ``rules`` (every rule that applied to the call), an approval through
 its ``rules``, an override through its check's rules or the rule it names; an outcome
@@ -29,6 +35,7 @@ from typing import Any
 
 from claros.canonical import canonical_bytes
 from claros.checkpoints import sign_checkpoint
+from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.errors import BadRequestError, NotFoundError
 from claros.evidence.activity import RuleVersion, Versions, load_versions, records_between
@@ -71,6 +78,7 @@ class ActivityCounter:
 
     def __init__(self) -> None:
         self.checks: Counter[str] = Counter()
+        self.repeats = 0
         self.severity: Counter[str] = Counter()
         self.amounts: dict[str, Decimal] = {}
         self.near: deque[dict[str, Any]] = deque(maxlen=NEAR_MISS_ITEMS)
@@ -80,6 +88,9 @@ class ActivityCounter:
 
     def add(self, seq: int, kind: str, rec: Mapping[str, Any]) -> None:
         if kind == "check":
+            if approved_repeat(rec):
+                self.repeats += 1
+                return
             self.checks[str(rec.get("result"))] += 1
             if rec.get("severity"):
                 self._near_miss(seq, rec)
@@ -118,7 +129,11 @@ class ActivityCounter:
     def checks_json(self) -> dict[str, Any]:
         by_result = {r: self.checks.get(r, 0) for r in RESULTS}
         by_result.update({k: v for k, v in self.checks.items() if k not in by_result})
-        return {"total": sum(self.checks.values()), "by_result": by_result}
+        return {
+            "total": sum(self.checks.values()),
+            "by_result": by_result,
+            "approved_repeats": self.repeats,
+        }
 
     def near_misses_json(self) -> dict[str, Any]:
         return {
@@ -354,7 +369,9 @@ def render_html(signed: Mapping[str, Any]) -> str:
             ],  # fmt: skip
         ),
         "<h2>Checks</h2>",
-        f"<p>{_e(r['checks']['total'])} checks.</p>",
+        f"<p>{_e(r['checks']['total'])} writes checked, each counted once by what the rules "
+        f"answered; {_e(r['checks'].get('approved_repeats', 0))} approved asks were repeated "
+        "with their approval (check rows of their own, not counted again).</p>",
         _counts("By result", r["checks"]["by_result"]),
         "<h2>Near-misses</h2>",
         _counts("By severity", r["near_misses"]["by_severity"]),

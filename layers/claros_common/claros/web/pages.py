@@ -165,6 +165,26 @@ def _money(amount: Any, currency: Any) -> str:
     return f"{amount} {currency}" if currency else str(amount)
 
 
+def _outcome(outcome: Any) -> Safe:
+    """A check's outcome (whether the action then ran, ok or error, and its summary); empty
+    while none was reported."""
+    if not isinstance(outcome, Mapping) or not outcome.get("status"):
+        return Safe("")
+    status = str(outcome["status"])
+    return render(
+        '<span class="outcome">{badge} {summary}</span>',
+        badge=badge(f"ran: {status}", "ok" if status == "ok" else "danger"),
+        summary=outcome.get("summary") or "",
+    )
+
+
+def _approved(approval: Any) -> Safe:
+    """On the repeat of an approved ask: who approved the write it completes."""
+    if not isinstance(approval, Mapping):
+        return Safe("")
+    return render(' <span class="muted">approved by {who}</span>', who=approval.get("decided_by"))
+
+
 # --- sign-in ----------------------------------------------------------------------------
 def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
     alert = notice(error, "danger") if error else (notice(note, "info") if note else Safe(""))
@@ -280,8 +300,11 @@ def _agent_card(agent: AgentSummary, now: int) -> Safe:
     flagged = join(
         render(
             '<li>{badge} <span class="call">{app} · {tool}</span> {rules}'
-            '<span class="amount">{money}</span> <span class="when">{when}</span></li>',
+            '<span class="amount">{money}</span> <span class="when">{when}</span>'
+            "{approved} {outcome}</li>",
             badge=badge(str(item.get("result"))),
+            approved=_approved(item.get("approval")),
+            outcome=_outcome(item.get("outcome")),
             app=item.get("app"),
             tool=item.get("tool"),
             rules=join(
@@ -340,12 +363,13 @@ def _timeline(body: Mapping[str, Any]) -> Safe:
     rows = join(
         render(
             "<tr><td>{when}</td><td>{agent}</td><td>{app} · {tool}</td><td>{result}</td>"
-            '<td>{severity}</td><td class="num">{money}</td></tr>',
+            '<td>{severity}</td><td class="num">{money}</td><td>{outcome}</td></tr>',
             when=time_tag(i.get("ts")),
+            outcome=_outcome(i.get("outcome")),
             agent=i.get("agent") or "",
             app=i.get("app"),
             tool=i.get("tool"),
-            result=badge(str(i.get("result"))),
+            result=join([badge(str(i.get("result"))), _approved(i.get("approval"))]),
             severity=i.get("severity") or "",
             money=_money(i.get("amount"), i.get("currency")),
         )
@@ -363,7 +387,8 @@ def _timeline(body: Mapping[str, Any]) -> Safe:
     return render(
         '<div class="table-wrap"><table><thead><tr><th scope="col">When</th>'
         '<th scope="col">Agent</th><th scope="col">Call</th><th scope="col">Result</th>'
-        '<th scope="col">Severity</th><th scope="col" class="num">Amount</th></tr></thead>'
+        '<th scope="col">Severity</th><th scope="col" class="num">Amount</th>'
+        '<th scope="col">Outcome</th></tr></thead>'
         "<tbody>{rows}</tbody></table></div>{more}",
         rows=rows,
         more=more,

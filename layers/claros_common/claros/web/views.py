@@ -1,7 +1,10 @@
 """What the pages show, gathered from the domain code (no HTML here).
 
-Home is per person: the asks routed to them, what their agents did (from their timeline)
-and coverage per agent for the writes made for them; Rules and Evidence are per workspace.
+Home is per person: the asks routed to them, what their agents did (from their timeline,
+each check with its outcome) and coverage per agent for the writes made for them; Rules
+and Evidence are per workspace. A write asked and then approved is one write: the repeat
+that carries the approval is neither counted again nor flagged (its ask was), though it
+shows on the timeline with its outcome.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from claros.asks import COLLECTION as ASKS
 from claros.asks import list_my_asks
 from claros.auth import Principal
+from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.outcomes import OUTCOME_GUARDS
 from claros.store.base import GLOBAL, Store
@@ -128,10 +132,12 @@ def person_coverage(
         agent: Mapping[str, Any] = rec.get("agent") or {}
         if kind == "check" and rec.get("on_behalf_of") == person:
             s = slot(agent.get("name"))
-            s.checked += 1
+            if not approved_repeat(rec):
+                s.checked += 1
             guard = (agent.get("via") or {}).get("guard")
             if guard:
                 s.guards.add(str(guard))
+            # Repeats too: the outcome of an approved write is reported against its repeat.
             mine.add(str(rec.get("check_id")))
         elif kind == "unchecked" and owner(str(rec.get("key_id"))) == person:
             s = slot(agent.get("name"))
@@ -162,9 +168,19 @@ def agents_of(store: Store, principal: Principal, *, now: int | None = None) -> 
         return titles[rule_id]
 
     items = timeline(store, principal, limit=AGENT_ITEMS, before=None)["items"]
+    # An approved write's outcome is reported against its repeat; its ask, the row that is
+    # flagged, shows it (when the repeat is among the items read).
+    repeats = {
+        str(item["approval"].get("ask_id")): item
+        for item in items
+        if isinstance(item.get("approval"), Mapping)
+    }
     for item in items:
-        if int(item.get("ts") or 0) < since_ts:
+        if int(item.get("ts") or 0) < since_ts or approved_repeat(item):
             continue
+        repeat = repeats.get(str(item.get("ask_id"))) if item.get("ask_id") else None
+        if repeat is not None and item.get("outcome") is None:
+            item = {**item, "outcome": repeat.get("outcome"), "approval": repeat["approval"]}
         summary = agents.setdefault(
             str(item.get("agent") or "unknown"), AgentSummary(str(item.get("agent") or "unknown"))
         )
