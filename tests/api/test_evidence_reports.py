@@ -143,6 +143,12 @@ def test_report_bad_requests(http: httpx.Client, october: Seeded) -> None:
         "/api/evidence/report?workflow_id=refunds": 400,  # no month
         "/api/evidence/report?workflow_id=refunds&month=2026-13": 400,
         "/api/evidence/report?workflow_id=refunds&month=Oct": 400,
+        "/api/evidence/report?workflow_id=refunds&month=0000-01": 400,
+        "/api/evidence/report?workflow_id=refunds&month=9999-12": 400,
+        "/api/evidence/report?workflow_id=refunds&month=1969-12": 400,
+        # Full-width digits: \d would take them for 2026.
+        "/api/evidence/report?workflow_id=refunds&month=%EF%BC%92%EF%BC%90%EF%BC%92%EF%BC%96"
+        "-11": 400,
         REPORT + "&format=pdf": 400,
         "/api/evidence/report?workflow_id=nope&month=2026-10": 404,
     }

@@ -58,7 +58,9 @@ __all__ = [
 
 REPORT_FORMAT = "claros-report/1"
 NEAR_MISS_ITEMS = 50
-_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+# ASCII digits only (\d would take other scripts' digits), and years the ledger can hold.
+_MONTH = re.compile(r"^([0-9]{4})-(0[1-9]|1[0-2])$")
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 RESULTS = ("allow", "nudge", "ask", "stop")
 
 
@@ -68,6 +70,11 @@ def month_window(month: str) -> tuple[int, int]:
     if not found:
         raise BadRequestError(f"query parameter month must be YYYY-MM, not {month!r}")
     year, mon = int(found.group(1)), int(found.group(2))
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise BadRequestError(
+            f"query parameter month must be between {FIRST_YEAR}-01 and {LAST_YEAR}-12, "
+            f"not {month!r}"
+        )
     start = calendar.timegm((year, mon, 1, 0, 0, 0)) * 1000
     end = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0)) * 1000
     return start, end
