@@ -27,7 +27,7 @@ from typing import Literal, get_args
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
 from claros.names import EMAIL
-from claros.store.base import GLOBAL, ConflictError, DocWrite, Store
+from claros.store.base import GLOBAL, ConflictError, DocWrite, Store, StoreError
 
 __all__ = [
     "KeyKind",
@@ -205,7 +205,7 @@ def require(principal: Principal, kinds: frozenset[str] | set[str]) -> Principal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from claros.config import Settings
+    from claros.config import ConfigError, Settings
     from claros.wiring import open_store
 
     parser = argparse.ArgumentParser(prog="python -m claros.auth", description=__doc__)
@@ -218,17 +218,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     create.add_argument("--label", default="")
     args = parser.parse_args(argv)
 
-    settings = Settings.from_env()
-    if args.data:
-        settings = settings.model_copy(update={"data_dir": args.data})
     try:
-        store = open_store(settings)
+        settings = Settings.from_env()
+        if args.data:
+            settings = settings.model_copy(update={"data_dir": args.data})
+        store = open_store(settings)  # the first key of a new install makes its data
         try:
             key = create_key(store, args.workspace, args.kind, person=args.person, label=args.label)
         finally:
             store.close()
     except (BadRequestError, ForbiddenError) as exc:
         print(f"claros.auth: {exc.message}", file=sys.stderr)
+        return 2
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"claros.auth: {exc}", file=sys.stderr)
         return 2
     who = f" for {args.person}" if args.person else ""
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")

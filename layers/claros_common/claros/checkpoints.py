@@ -8,6 +8,7 @@ so every checkpoint in the store can be verified from the store's key list.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from claros.ledger import Checkpoint, Entry, checkpoint_message
 from claros.signing import Signer
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
+
+log = logging.getLogger("claros.checkpoints")
 
 __all__ = [
     "Tail",
@@ -67,14 +70,33 @@ def record(
 ) -> list[Entry]:
     """Append records (and doc writes) in one transaction; locally, also sign a checkpoint
     in the same request when an entry's seq reaches a multiple of N (in AWS the ledger
-    table's stream feeds the checkpoint function instead)."""
+    table's stream feeds the checkpoint function instead).
+
+    Once the append has committed, the entries are the answer: a checkpoint that cannot be
+    signed now (a key file with loose permissions, KMS or the anchor unreachable) never
+    fails the request, or a retry would append the records again. It is logged loudly,
+    counted (``CheckpointSignFailed``), and signed later: the next append at a multiple of
+    N covers it, and the heartbeat signs a tail that stays unsigned."""
     entries = services.store.append_many(workspace, records, writes=writes)
     settings = services.settings
     if settings.inline_checkpoints:
         for entry in entries:
             if entry.seq % settings.checkpoint_every == 0:
-                sign_checkpoint(services.store, services.signer, entry, services.anchor)
+                _sign_inline(services, entry)
     return entries
+
+
+def _sign_inline(services: Services, entry: Entry) -> None:
+    try:
+        sign_checkpoint(services.store, services.signer, entry, services.anchor)
+    except Exception:  # the entry is committed whatever happens here; see record()
+        log.exception(
+            "CHECKPOINT NOT SIGNED: workspace %s seq %s was recorded but its checkpoint "
+            "could not be signed; the next append or the heartbeat retries",
+            entry.workspace,
+            entry.seq,
+        )
+        services.metric("CheckpointSignFailed", 1)
 
 
 @dataclass(frozen=True, slots=True)

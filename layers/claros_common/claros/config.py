@@ -7,9 +7,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["Settings"]
+__all__ = ["ConfigError", "Settings"]
+
+# Each setting's environment variable.
+ENV = {
+    "store": "CLAROS_STORE",
+    "signer": "CLAROS_SIGNER",
+    "data_dir": "CLAROS_DATA",
+    "ledger_table": "CLAROS_LEDGER_TABLE",
+    "records_table": "CLAROS_RECORDS_TABLE",
+    "state_table": "CLAROS_STATE_TABLE",
+    "export_bucket": "CLAROS_EXPORT_BUCKET",
+    "anchor_bucket": "CLAROS_ANCHOR_BUCKET",
+    "checkpoint_every": "CLAROS_LEDGER_CHECKPOINT_EVERY",
+    "checkpoint_max_age_s": "CLAROS_LEDGER_CHECKPOINT_MAX_AGE",
+    "inline_checkpoints": "CLAROS_INLINE_CHECKPOINTS",
+    "fast_approval_s": "CLAROS_FAST_APPROVAL_S",
+    "ask_ttl_s": "CLAROS_ASK_TTL_S",
+    "approval_ttl_s": "CLAROS_APPROVAL_TTL_S",
+}
+
+
+class ConfigError(ValueError):
+    """The environment holds a setting Claros cannot use; the message names the variable."""
 
 
 class Settings(BaseModel):
@@ -39,24 +61,19 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``CLAROS_*`` variables (unset ones take their defaults); a value
+        Claros cannot use is a ``ConfigError`` naming each variable that is wrong."""
         env = os.environ if env is None else env
-        store = env.get("CLAROS_STORE", "sqlite")
-        values: dict[str, object] = {
-            "store": store,
-            "signer": env.get("CLAROS_SIGNER", "kms" if store == "dynamodb" else "file"),
-            "data_dir": env.get("CLAROS_DATA", ".claros"),
-            "ledger_table": env.get("CLAROS_LEDGER_TABLE", "claros-ledger"),
-            "records_table": env.get("CLAROS_RECORDS_TABLE", "claros-records"),
-            "state_table": env.get("CLAROS_STATE_TABLE", "claros-state"),
-            "export_bucket": env.get("CLAROS_EXPORT_BUCKET", ""),
-            "anchor_bucket": env.get("CLAROS_ANCHOR_BUCKET", ""),
-            "checkpoint_every": env.get("CLAROS_LEDGER_CHECKPOINT_EVERY", "100"),
-            "checkpoint_max_age_s": env.get("CLAROS_LEDGER_CHECKPOINT_MAX_AGE", "300"),
-            "inline_checkpoints": env.get(
-                "CLAROS_INLINE_CHECKPOINTS", "false" if store == "dynamodb" else "true"
-            ),
-            "fast_approval_s": env.get("CLAROS_FAST_APPROVAL_S", "10"),
-            "ask_ttl_s": env.get("CLAROS_ASK_TTL_S", "3600"),
-            "approval_ttl_s": env.get("CLAROS_APPROVAL_TTL_S", "900"),
-        }
-        return cls.model_validate(values)
+        values: dict[str, object] = {field: env[name] for field, name in ENV.items() if name in env}
+        if values.get("store") == "dynamodb":  # AWS: KMS keys, checkpoints from the stream
+            values.setdefault("signer", "kms")
+            values.setdefault("inline_checkpoints", "false")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors(include_url=False):
+                field = str(error["loc"][0]) if error["loc"] else ""
+                name = ENV.get(field, field)
+                problems.append(f"{name}={env.get(name, '')!r}: {error['msg']}")
+            raise ConfigError("bad environment: " + "; ".join(problems)) from exc

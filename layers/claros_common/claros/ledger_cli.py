@@ -8,18 +8,22 @@
     rotate-key --workspace W [--data DIR] a new signing key (old public keys stay listed)
 
 Exit 0 when everything holds, 1 on any failure (each printed with seq, kind and what is
-wrong), 2 on usage or I/O errors.
+wrong), 2 on usage or I/O errors: a bad CLAROS_* variable, a data directory with no Claros
+database (never made here), a file that is not what it should be, an unknown workspace.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from claros import jsonutil
 from claros.auth import workspaces
+from claros.canonical import CanonicalError
 from claros.checkpoints import sign_checkpoint
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
@@ -35,8 +39,13 @@ def _workspaces(store: Store, only: str | None) -> list[str]:
     return [only] if only else list(workspaces(store))
 
 
+def _no_ledger(workspace: str) -> int:
+    print(f"claros.ledger: workspace {workspace!r} has no ledger", file=sys.stderr)
+    return 2
+
+
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
-    store = open_store(settings)
+    store = open_store(settings, create=False)
     try:
         failed = False
         names = _workspaces(store, args.workspace)
@@ -44,8 +53,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
             print("no workspaces yet: nothing to verify")
         for name in names:
             if store.head(name) is None and args.workspace:
-                print(f"claros.ledger: workspace {name!r} has no ledger", file=sys.stderr)
-                return 2
+                return _no_ledger(name)
             report = verify_workspace(store, name)
             status = "OK" if report.ok else "FAIL"
             print(
@@ -71,7 +79,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
 def _rotate(args: argparse.Namespace, settings: Settings) -> int:
     """A new active key; the old public keys stay listed so old checkpoints still verify.
     An unsigned tail is signed with the new key at once; later checkpoints use it too."""
-    services = build_services(settings)
+    services = build_services(settings, create=False)
     try:
         store = services.store
         if store.get_doc(GLOBAL, "workspace", args.workspace) is None:
@@ -97,11 +105,13 @@ def _prune(args: argparse.Namespace, settings: Settings) -> int:
     from claros.errors import ClarosError
     from claros.evidence.retention import prune, retention_days
 
-    services = build_services(settings)
+    services = build_services(settings, create=False)
     try:
         names = _workspaces(services.store, args.workspace)
         if not names:
             print("no workspaces yet: nothing to prune")
+        if args.workspace and services.store.head(args.workspace) is None:
+            return _no_ledger(args.workspace)
         for name in names:
             if retention_days(services.store, name) is None:
                 print(f"workspace {name}: no retention is set: every record is kept")
@@ -120,18 +130,47 @@ def _prune(args: argparse.Namespace, settings: Settings) -> int:
         services.close()
 
 
+def _load_json(path: str) -> Any:
+    """A JSON file, or a ValueError naming it (unreadable, not JSON, nested too deep)."""
+    try:
+        return jsonutil.loads(Path(path).read_bytes())
+    except RecursionError as exc:
+        raise ValueError(f"{path}: JSON nested too deeply to read") from exc
+    except ValueError as exc:  # not JSON, not UTF-8, NaN
+        raise ValueError(f"{path} is not JSON: {exc}") from exc
+
+
+def _public_key(path: str, n: int, item: Any) -> PublicKey:
+    where = f"{path}: key {n + 1}"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not an object (save GET /v1/ledger/pubkey)")
+    try:
+        key = PublicKey.from_json(item)
+    except KeyError as exc:
+        raise ValueError(f"{where} has no {exc.args[0]!r}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} has a malformed field: {exc}") from exc
+    try:
+        raw = base64.b64decode(key.public_key, validate=True)
+    except ValueError as exc:
+        raise ValueError(f"{where}: public_key is not base64") from exc
+    if len(raw) != 32:
+        raise ValueError(f"{where}: public_key is {len(raw)} bytes, not a 32-byte Ed25519 key")
+    return key
+
+
 def _report_keys(args: argparse.Namespace, settings: Settings, workspace: str) -> list[PublicKey]:
     if args.keys:
-        data = jsonutil.loads(Path(args.keys).read_bytes())
+        data = _load_json(args.keys)
         listed = data.get("keys") if isinstance(data, dict) else data
         if not isinstance(listed, list):
             raise ValueError(f"{args.keys} lists no keys (save GET /v1/ledger/pubkey)")
-        return [PublicKey.from_json(k) for k in listed]
+        return [_public_key(args.keys, n, item) for n, item in enumerate(listed)]
     if settings.store == "sqlite" and not (Path(settings.data_dir) / "claros.db").is_file():
         raise ValueError(
             f"no Claros data in {settings.data_dir}: pass --keys FILE (GET /v1/ledger/pubkey)"
         )
-    store = open_store(settings)
+    store = open_store(settings, create=False)
     try:
         return store.public_keys(workspace)
     finally:
@@ -141,13 +180,18 @@ def _report_keys(args: argparse.Namespace, settings: Settings, workspace: str) -
 def _verify_report(args: argparse.Namespace, settings: Settings) -> int:
     from claros.evidence.report import verify_signed_report
 
-    doc = jsonutil.loads(Path(args.report).read_bytes())
+    doc = _load_json(args.report)
     report = doc.get("report") if isinstance(doc, dict) else None
     if not isinstance(report, dict):
         print(f"FAIL: {args.report} is not a signed Claros report (no report object)")
         return 1
     workspace = str(report.get("workspace"))
-    problems = verify_signed_report(doc, _report_keys(args, settings, workspace))
+    keys = _report_keys(args, settings, workspace)
+    try:
+        problems = verify_signed_report(doc, keys)
+    except (CanonicalError, RecursionError) as exc:
+        print(f"FAIL: {args.report}: the report cannot be written as canonical JSON: {exc}")
+        return 1
     for problem in problems:
         print(f"FAIL: {problem}")
     if problems:
@@ -185,11 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rotate.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
     rotate.set_defaults(run=_rotate)
     args = parser.parse_args(argv)
-    settings = Settings.from_env()
-    if args.data:
-        settings = settings.model_copy(update={"data_dir": args.data})
     try:
+        settings = Settings.from_env()
+        if args.data:
+            settings = settings.model_copy(update={"data_dir": args.data})
         return int(args.run(args, settings))
-    except (StoreError, OSError, ValueError) as exc:
+    except (StoreError, OSError, ValueError) as exc:  # ConfigError is a ValueError
         print(f"claros.ledger: {exc}", file=sys.stderr)
         return 2

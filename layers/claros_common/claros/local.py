@@ -4,34 +4,83 @@ Each request becomes the API Gateway v2 event the Lambda would get, and goes thr
 same resolver, so local and AWS share one code path. Threads serve connections
 concurrently (keep-alive honoured); each thread builds its own resolver. A heartbeat
 thread signs a checkpoint whenever a tail stays unsigned too long.
+
+At the socket: a connection that sends nothing for ``CONNECTION_TIMEOUT_S`` (30 s) is
+closed, whether it idles between keep-alive requests or sends a shorter body than its
+Content-Length said (408 then); a write that cannot go out for as long gives up the same
+way. The request line and each header line are at most 64 KiB, with at most 100 headers
+(414 and 431). Every error, the stdlib's included (an unknown method: 501; OPTIONS, TRACE
+and CONNECT: 405 with Allow), is the API's JSON error shape, or the web app's error page
+for a browser on /app. A client that goes away mid-answer costs one log line.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import logging
+import re
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterable
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from claros import jsonutil
 from claros.api.app import FUNCTIONS, build_resolver
-from claros.api.http import ClarosResolver
+from claros.api.http import PERMISSIONS, PUBLIC, ClarosResolver
 from claros.api.streaming import accepting
+from claros.api.web import PAGE_HEADERS
 from claros.checkpoints import due_checkpoints
+from claros.web import pages
 from claros.wiring import Services
 
-__all__ = ["LocalServer", "serve"]
+__all__ = ["CONNECTION_TIMEOUT_S", "LocalServer", "serve"]
 
 log = logging.getLogger("claros.local")
 
+CONNECTION_TIMEOUT_S = 30.0  # a connection silent this long (reading or writing) is closed
 _STREAM_CHUNK = 256 * 1024  # bytes of a streamed body written per chunk
 _TEXT_TYPES = ("application/json", "application/x-ndjson", "text/")
+# The API's error codes for the statuses the socket layer answers itself.
+_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    411: "length_required",
+    413: "payload_too_large",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "headers_too_large",
+    501: "not_implemented",
+    505: "http_version_not_supported",
+}
+_MESSAGES = {
+    414: "the request line is over 65536 bytes",
+    431: "the request headers are too large: at most 65536 bytes a line and 100 headers",
+}
+_GONE = (ConnectionError, TimeoutError)  # the client reset, closed, or stopped reading
+
+
+@functools.cache
+def _route_pattern(template: str) -> re.Pattern[str]:
+    """A route as the API Gateway writes it (``/v1/check/{check_id}/outcome``) as a regex."""
+    parts = re.split(r"\{\w+\}", template)
+    return re.compile("[^/]+".join(re.escape(part) for part in parts))
+
+
+def _allowed_methods(path: str) -> list[str]:
+    """The methods some route takes at ``path``."""
+    routes = [*PERMISSIONS, *PUBLIC]
+    return sorted(
+        {method for method, template in routes if _route_pattern(template).fullmatch(path)}
+    )
 
 
 class _LambdaContext:
@@ -57,12 +106,42 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.connection.settimeout(self.server.connection_timeout_s)
         # Headers and body go out in two writes; without this, Nagle's algorithm and the
         # client's delayed ACK add ~40 ms to every answer on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except _GONE as exc:
+            log.info("%s went away: %s", self.address_string(), exc.__class__.__name__)
+            self.close_connection = True
+
+    def _wants_page(self) -> bool:
+        """A browser on the web app, which gets the error page rather than JSON."""
+        path = urlsplit(getattr(self, "path", "")).path
+        if not (path == "/app" or path.startswith("/app/")):
+            return False
+        headers = getattr(self, "headers", None)
+        if headers is None:
+            return False
+        content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        accept = headers.get("Accept") or ""
+        return content_type == "application/x-www-form-urlencoded" or "text/html" in accept
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own errors (bad request line, headers too large, unknown method) in
+        the API's JSON error shape."""
+        self.log_error("code %d, message %s", code, message)
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            text = f"method {self.command!r} is not supported"
+        else:
+            text = _MESSAGES.get(code) or message or HTTPStatus(code).phrase
+        self._error(code, text)
 
     def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.send_response(status)
@@ -76,10 +155,33 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _error(self, status: int, message: str) -> None:
-        body = jsonutil.dumps({"error": "bad_request", "message": message}).encode()
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        """Answer an error the socket layer finds, and close the connection (what is left
+        of the request, if anything, is not read)."""
         self.close_connection = True
-        self._reply(status, {"Content-Type": "application/json"}, body)
+        if self._wants_page():
+            page = pages.error_page(pages.Chrome(None, None), status, message)
+            html_headers = {**PAGE_HEADERS, "Content-Type": "text/html; charset=utf-8"}
+            self._reply(status, html_headers | (headers or {}), page.encode("utf-8"))
+            return
+        code = _CODES.get(status, "bad_request")
+        body = jsonutil.dumps({"error": code, "message": message}).encode()
+        self._reply(status, {"Content-Type": "application/json"} | (headers or {}), body)
+
+    def _not_routed(self) -> None:
+        """OPTIONS, TRACE, CONNECT: no route takes them (no CORS here; the API is called by
+        the guard, the CLI and same-site pages)."""
+        self.server.resolver()  # the routes are declared once a resolver is built
+        path = urlsplit(self.path).path
+        allowed = _allowed_methods(path)
+        if not allowed:
+            self._error(404, f"no route {self.command} {path}")
+            return
+        self._error(
+            405,
+            f"{self.command} is not served here; {path} takes {', '.join(allowed)}",
+            {"Allow": ", ".join(allowed)},
+        )
 
     def _handle(self) -> None:
         limit = self.server.services.settings.max_body_bytes
@@ -96,15 +198,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if length > limit:
             # Do not read it; the connection is closed after the answer.
-            body = jsonutil.dumps(
-                {"error": "payload_too_large", "message": f"body is {length} bytes; "
-                 f"the limit is {limit}"}
-            ).encode()  # fmt: skip
-            self.close_connection = True
-            self._reply(413, {"Content-Type": "application/json"}, body)
+            self._error(413, f"body is {length} bytes; the limit is {limit}")
             return
-        raw = self.rfile.read(length) if length else b""
-        event = self._event(raw)
+        try:
+            target = self.path.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            self._error(400, "the request path is not UTF-8; percent-encode it")
+            return
+        try:
+            raw = self.rfile.read(length) if length else b""
+        except TimeoutError:
+            self._error(
+                408, f"the body did not arrive within {self.server.connection_timeout_s:g} s"
+            )
+            return
+        if len(raw) < length:
+            log.info("%s sent %d of %d body bytes", self.address_string(), len(raw), length)
+            self._error(400, f"the body ended after {len(raw)} of its {length} bytes")
+            return
+        event = self._event(target, raw)
         with accepting() as pending:
             result = self.server.resolver().resolve(event, _LambdaContext())
         if pending.chunks is not None and int(result.get("statusCode", 200)) == 200:
@@ -112,8 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._write_result(result)
 
-    def _event(self, raw: bytes) -> dict[str, Any]:
-        url = urlsplit(self.path)
+    def _event(self, target: str, raw: bytes) -> dict[str, Any]:
+        url = urlsplit(target)
         headers: dict[str, str] = {}
         for name, value in self.headers.items():
             key = name.lower()
@@ -201,11 +313,20 @@ class _Handler(BaseHTTPRequestHandler):
             if held:
                 self.wfile.write(b"%x\r\n%s\r\n" % (held, b"".join(buffer)))
             self.wfile.write(b"0\r\n\r\n")
+        except _GONE as exc:
+            log.info("%s went away during a streamed answer: %s", self.address_string(),
+                     exc.__class__.__name__)  # fmt: skip
+            self.close_connection = True
         except Exception:
             log.exception("a streamed answer failed half-way")
             self.close_connection = True
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # let the producer release what it holds (a store cursor, a file)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+    do_OPTIONS = do_TRACE = do_CONNECT = _not_routed
 
 
 class _Server(ThreadingHTTPServer):
@@ -213,10 +334,22 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], services: Services) -> None:
+    def __init__(
+        self, address: tuple[str, int], services: Services, connection_timeout_s: float
+    ) -> None:
         super().__init__(address, _Handler)
         self.services = services
+        self.connection_timeout_s = connection_timeout_s
         self._local = threading.local()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver prints the traceback to stderr; log it instead (quietly when the
+        # client just went away).
+        exc = sys.exc_info()[1]
+        if isinstance(exc, _GONE):
+            log.info("%s went away: %s", client_address, exc.__class__.__name__)
+        else:
+            log.exception("error serving %s", client_address)
 
     def resolver(self) -> ClarosResolver:
         app: ClarosResolver | None = getattr(self._local, "app", None)
@@ -229,9 +362,16 @@ class _Server(ThreadingHTTPServer):
 class LocalServer:
     """A running local server (used by ``claros serve``, ``make run`` and the tests)."""
 
-    def __init__(self, services: Services, host: str = "127.0.0.1", port: int = 8787) -> None:
+    def __init__(
+        self,
+        services: Services,
+        host: str = "127.0.0.1",
+        port: int = 8787,
+        *,
+        connection_timeout_s: float = CONNECTION_TIMEOUT_S,
+    ) -> None:
         self.services = services
-        self.httpd = _Server((host, port), services)
+        self.httpd = _Server((host, port), services, connection_timeout_s)
         self.host, self.port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -12,7 +12,7 @@ from claros.anchor import Anchor
 from claros.config import Settings
 from claros.rules.judge import Judge
 from claros.signing import FileSigner, KmsSigner, Signer
-from claros.store.base import Store
+from claros.store.base import Store, StoreError
 
 __all__ = ["Services", "build_services", "open_signer", "open_store"]
 
@@ -29,7 +29,11 @@ def _kms() -> Any:
     return boto3.client("kms")
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, create: bool = True) -> Store:
+    """The store ``settings`` name. Locally, ``create`` makes the data directory and its
+    database on first use (the server, ``claros.auth create``); without it, a data
+    directory holding no database is a StoreError (``no Claros data at PATH``), so a
+    command that only reads never leaves an empty one behind a typo."""
     if settings.store == "dynamodb":
         from claros.store.dynamo import DynamoStore
 
@@ -42,8 +46,19 @@ def open_store(settings: Settings) -> Store:
     from claros.store.sqlite import SqliteStore
 
     data = Path(settings.data_dir)
-    data.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return SqliteStore(data / "claros.db")
+    database = data / "claros.db"
+    if not create:
+        if not database.is_file():
+            raise StoreError(f"no Claros data at {data}")
+    else:
+        try:
+            data.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError as exc:
+            raise StoreError(f"{data} is a file, not a Claros data directory") from exc
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise StoreError(f"cannot make the Claros data directory {data}: {why}") from exc
+    return SqliteStore(database)
 
 
 def open_signer(settings: Settings) -> Signer:
@@ -80,6 +95,7 @@ def open_anchor(settings: Settings) -> Anchor | None:
     return S3Anchor(boto3.client("s3"), settings.anchor_bucket)
 
 
-def build_services(settings: Settings | None = None) -> Services:
+def build_services(settings: Settings | None = None, *, create: bool = True) -> Services:
     settings = settings or Settings.from_env()
-    return Services(settings, open_store(settings), open_signer(settings), open_anchor(settings))
+    store = open_store(settings, create=create)
+    return Services(settings, store, open_signer(settings), open_anchor(settings))

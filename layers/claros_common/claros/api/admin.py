@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
 from claros.asks import AnswerRequest, answer_ask, list_my_asks
@@ -41,7 +41,7 @@ class MappingWrite(BaseModel):
 class CloseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str = ""
+    reason: str = Field("", max_length=2000)  # as an ask's or an override's note
 
 
 def _flag(app: ClarosResolver, name: str) -> bool:

@@ -13,6 +13,7 @@ from claros.api import admin, check, checkpoint, evidence, export, outcome, prun
 from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
 from claros.errors import ClarosError
+from claros.signing import SigningError
 from claros.store.base import ChainBusyError, ConflictError, RecordTooLargeError, StoreError
 from claros.wiring import Services
 
@@ -77,6 +78,15 @@ def _error_handlers(app: ClarosResolver) -> None:
     @app.exception_handler(RecordTooLargeError)
     def too_large(exc: RecordTooLargeError) -> Response[str]:
         return _error(413, "payload_too_large", str(exc))
+
+    @app.exception_handler(SigningError)
+    def signing_error(exc: SigningError) -> Response[str]:
+        # Only where signing is the request's purpose (a checkpoint, an export, a report):
+        # a checkpoint signed after an append never fails it (claros.checkpoints.record).
+        log.error("signing failed: %s", exc)
+        response = _error(503, "unavailable", f"the ledger cannot sign right now: {exc}")
+        response.headers["Retry-After"] = "30"
+        return response
 
     @app.exception_handler(StoreError)
     def store_error(exc: StoreError) -> Response[str]:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import base64
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
@@ -89,9 +91,15 @@ class ClarosResolver(APIGatewayHttpResolver):
         self._local.lambda_context = value
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-        self._local.event = APIGatewayProxyEventV2(dict(event))
+        event = _routable(event)
+        self._local.event = APIGatewayProxyEventV2(event)
         self._local.lambda_context = context
         return super().resolve(event, context)
+
+    def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
+        # Path parameters are matched percent-encoded (so an app named "team/shop" travels
+        # as one segment, team%2Fshop) and reach every handler decoded, once, here.
+        return {name: unquote(value) for name, value in match.groupdict().items()}
 
     @property
     def acting_principal(self) -> Principal | None:
@@ -107,6 +115,41 @@ class ClarosResolver(APIGatewayHttpResolver):
             yield
         finally:
             self._local.acting = None
+
+
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+def _routable(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The event with its path as the resolver routes it: percent-encoded, each parameter
+    one segment.
+
+    The local server passes the path as the client sent it. API Gateway has routed the
+    request already: its ``routeKey`` names the route and ``pathParameters`` holds the
+    values, decoded, while its ``rawPath`` may arrive decoded too, where a "/" inside a
+    parameter can no longer be told from the path's own. So the path is rebuilt from the
+    route and its parameters, each encoded; both then decode each parameter once."""
+    out = dict(event)
+    method, _, template = str(out.get("routeKey") or "").partition(" ")
+    params = out.get("pathParameters")
+    if not method or not template.startswith("/") or not isinstance(params, Mapping):
+        return out
+    try:
+        path = _PARAM.sub(lambda m: quote(str(params[m.group(1)]), safe=""), template)
+    except KeyError:
+        return out
+    if "{" in path:  # a greedy {proxy+} route: leave the path as it came
+        return out
+    context = dict(out.get("requestContext") or {})
+    http = dict(context.get("http") or {})
+    stage = str(context.get("stage") or "$default")
+    if stage != "$default" and str(http.get("path") or "").startswith(f"/{stage}/"):
+        path = f"/{stage}{path}"
+    http["path"] = path
+    context["http"] = http
+    out["requestContext"] = context
+    out["rawPath"] = path
+    return out
 
 
 def json_response(
@@ -251,21 +294,24 @@ def validate_object(value: Any, model: type[M]) -> M:
         ) from exc
 
 
+# The largest whole number a query parameter may carry unless its route says less: the
+# largest integer JSON clients (JavaScript) hold exactly, far below SQLite's 2^63 - 1.
+MAX_QUERY_INT = 2**53 - 1
+
+
 def query_int(
-    app: ClarosResolver, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    app: ClarosResolver, name: str, default: int, *, minimum: int = 0, maximum: int = MAX_QUERY_INT
 ) -> int:
     raw = (app.current_event.query_string_parameters or {}).get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise BadRequestError(
-            f"query parameter {name} must be a whole number, not {raw!r}"
-        ) from exc
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and {maximum}" if maximum is not None else ""
-        raise BadRequestError(f"query parameter {name} must be between {minimum}{upper}")
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise BadRequestError(f"query parameter {name} must be a whole number, not {shown!r}")
+    # A number too long to convert cheaply is out of range, whatever its digits.
+    if len(digits) > 30 or not minimum <= (value := int(raw)) <= maximum:
+        raise BadRequestError(f"query parameter {name} must be between {minimum} and {maximum}")
     return value
 
 

@@ -320,6 +320,16 @@ _SIGN_IN_NOTES = {
 }
 
 
+def _form_next(app: ClarosResolver) -> str:
+    """The sign-in form's ``next``, when the form can be read at all (a form too large or
+    malformed to read is what the page is already saying)."""
+    try:
+        form = sessions.form_fields(app.current_event, app.services.settings.max_body_bytes)
+    except ClarosError:
+        return "/app"
+    return safe_next((form or {}).get("next"))
+
+
 def _sign_in_routes(app: ClarosResolver) -> None:
     services = app.services
 
@@ -355,8 +365,7 @@ def _sign_in_routes(app: ClarosResolver) -> None:
         except ClarosError as exc:
             if not form:
                 raise
-            target = safe_next((sessions.form_fields(event, 10_000) or {}).get("next"))
-            page_ = pages.signin_page(next_path=target, error=exc.message)
+            page_ = pages.signin_page(next_path=_form_next(app), error=exc.message)
             return html_response(page_, exc.status)
         cookie = sessions.session_cookie(session_id, event.headers)
         if form:

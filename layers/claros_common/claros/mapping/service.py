@@ -8,6 +8,7 @@ check row's facts can be traced to the mapping that asked for them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,9 +55,7 @@ class ToolsRequest(BaseModel):
 def register_tools(
     store: Store, principal: Principal, app: str, req: ToolsRequest
 ) -> dict[str, Any]:
-    import re
-
-    if not re.match(NAME, app):
+    if not re.fullmatch(NAME, app):
         raise BadRequestError(f"not an app name: {app!r}")
     names = [t.name for t in req.tools]
     if len(set(names)) != len(names):

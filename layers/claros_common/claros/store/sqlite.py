@@ -27,6 +27,7 @@ from claros.store.base import (
     NewRecord,
     PruneError,
     PruneResult,
+    StoreError,
     check_batch,
     record_bytes,
 )
@@ -90,6 +91,14 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _unusable(path: str, exc: sqlite3.DatabaseError) -> StoreError:
+    """A database file SQLite cannot open or read, as a StoreError that names it."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        return StoreError(f"{path} is not a Claros database: {exc}")
+    return StoreError(f"cannot open the Claros database {path}: {exc}")
+
+
 def _entry(row: Sequence[Any]) -> Entry:
     return Entry(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
@@ -102,8 +111,11 @@ class SqliteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        conn = self._conn()
-        conn.executescript(_SCHEMA)
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise _unusable(self.path, exc) from exc
 
     # --- connections ------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -112,12 +124,16 @@ class SqliteStore:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=60
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode is durable against application crashes; a power cut can
-            # lose the last transactions but never corrupts or reorders the chain.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.execute("PRAGMA foreign_keys=ON")
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode is durable against application crashes; a power cut
+                # can lose the last transactions but never corrupts or reorders the chain.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA busy_timeout=60000")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise _unusable(self.path, exc) from exc
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

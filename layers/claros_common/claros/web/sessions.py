@@ -64,6 +64,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 COLLECTION = "session"
 EXPIRY = "session_expiry"  # "<expires_at:013d>:<hash>", oldest first: swept at sign-in
 _SWEEP = 25
+MAX_FORM_FIELDS = 100
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
@@ -235,7 +236,12 @@ def form_fields(event: Mapping[str, Any], max_bytes: int) -> dict[str, str] | No
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequestError("the form is not UTF-8") from exc
-    parsed = parse_qs(text, keep_blank_values=True, max_num_fields=100)
+    try:
+        parsed = parse_qs(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+    except ValueError as exc:  # more fields than that
+        raise BadRequestError(
+            f"the form has more than {MAX_FORM_FIELDS} fields; no Claros form has that many"
+        ) from exc
     return {name: values[0] for name, values in parsed.items()}
 
 
