@@ -12,6 +12,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -213,7 +214,31 @@ def test_an_app_and_a_tool_named_with_a_slash_register_and_map(
     )
     assert other.status_code == 400
     assert "but the path says team/shop other" in other.json()["message"]
-    assert [e.ref_id for e in services.store.entries(WORKSPACE)] == ["team/shop:refund/create@1"]
+    # Names are percent-encoded in the doc key and ref_id, so no two (app, tool) meet.
+    assert [e.ref_id for e in services.store.entries(WORKSPACE)] == [
+        "team%2Fshop:refund%2Fcreate@1"
+    ]
+
+
+def test_names_with_colons_keep_their_mappings_apart(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    # App "a:b" + tool "c" and app "a" + tool "b:c" would share the key "a:b:c".
+    pairs = [("a:b", "c", "read_one"), ("a", "b:c", "read_two")]
+    for app, tool, read in pairs:
+        tools = [{"name": read, "read": True}, {"name": tool, "read": False}]
+        done = http.post(f"/v1/apps/{quote(app, safe='')}/tools", json={"tools": tools},
+                         headers=bearer(keys.agent))  # fmt: skip
+        assert done.status_code == 200, done.text
+        mapping = {"app": app, "tool": tool,
+                   "fetch": {"tool": read, "arguments": {"id": "$id"}}}  # fmt: skip
+        path = f"/api/mappings/{quote(app, safe='')}/{quote(tool, safe='')}"
+        saved = http.put(path, json={"mapping": mapping}, headers=bearer(keys.admin))
+        assert saved.status_code == 200 and saved.json()["version"] == 1, saved.text
+    for app, tool, read in pairs:
+        body = check_body(app=app, tool=tool, arguments={"id": "7"})
+        need = http.post("/v1/check", json=body, headers=bearer(keys.agent)).json()
+        assert need["need"][0]["tool"] == read
 
 
 @SQLITE

@@ -174,3 +174,26 @@ def test_bad_workspace_names_are_refused(kms_ed25519: Any, workspace: str) -> No
     with pytest.raises(SigningError, match="workspace"):
         KmsSigner(kms_ed25519).active_key(workspace)
     assert _aliases(kms_ed25519) == {}
+
+
+def test_kms_refusing_to_sign_is_a_signing_error(kms_ed25519: Any) -> None:
+    """KMS refusing (here: the workspace's alias names a key that cannot sign; a disabled
+    key, throttling or a missing permission look the same) is a SigningError naming KMS's
+    reason, which the API answers as a 503, never a bare 500."""
+    wrong = kms_ed25519.create_key(KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["KeyId"]
+    kms_ed25519.create_alias(AliasName=ALIAS, TargetKeyId=wrong)
+    with pytest.raises(SigningError, match=r"KMS could not sign for workspace acme: \w+"):
+        KmsSigner(kms_ed25519).sign(WS, b"message")
+
+
+def test_kms_unreachable_is_a_signing_error() -> None:
+    import boto3
+    from botocore.config import Config
+
+    kms = boto3.client(
+        "kms", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="x", aws_secret_access_key="x",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1),
+    )  # fmt: skip
+    with pytest.raises(SigningError, match="KMS could not sign for workspace acme"):
+        KmsSigner(kms).sign(WS, b"message")

@@ -9,10 +9,12 @@ key it signs with in the store), so old checkpoints still verify.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,6 +32,24 @@ _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 class SigningError(Exception):
     """The key could not be made, found or used."""
+
+
+@contextlib.contextmanager
+def _kms_errors(workspace: str) -> Iterator[None]:
+    """KMS refusing or unreachable (throttled, key disabled, no permission) is a
+    SigningError: the API answers 503 with the reason, never a bare 500."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise SigningError(
+            f"KMS could not sign for workspace {workspace}: {error.get('Code', 'error')}: "
+            f"{error.get('Message', exc)}"
+        ) from exc
+    except BotoCoreError as exc:
+        raise SigningError(f"KMS could not sign for workspace {workspace}: {exc}") from exc
 
 
 class Signer(Protocol):
@@ -190,18 +210,20 @@ class KmsSigner:
             return found
 
     def active_key(self, workspace: str) -> PublicKey:
-        return self._active(workspace)[1]
+        with _kms_errors(workspace):
+            return self._active(workspace)[1]
 
     def sign(self, workspace: str, message: bytes) -> tuple[str, bytes]:
         if len(message) > 4096:
             raise SigningError("KMS signs RAW messages of at most 4096 bytes")
-        kms_key, public = self._active(workspace)
-        signed = self.kms.sign(
-            KeyId=kms_key,
-            Message=message,
-            MessageType="RAW",
-            SigningAlgorithm="ED25519_SHA_512",
-        )
+        with _kms_errors(workspace):
+            kms_key, public = self._active(workspace)
+            signed = self.kms.sign(
+                KeyId=kms_key,
+                Message=message,
+                MessageType="RAW",
+                SigningAlgorithm="ED25519_SHA_512",
+            )
         return public.key_id, bytes(signed["Signature"])
 
     def rotate(self, workspace: str) -> PublicKey:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,7 +99,10 @@ def validate_tools(store: Store, workspace: str, spec: MappingSpec) -> None:
 
 
 def _key(app: str, tool: str) -> str:
-    return f"{app}:{tool}"
+    """The mapping's doc key (and, with ``@{version}``, its ledger ref_id). Names may hold
+    ':', '/' and '@', so each is percent-encoded first: app "a:b" + tool "c" and app "a" +
+    tool "b:c" stay apart. Plain names (letters, digits, ``_.-``) read as they are."""
+    return f"{quote(app, safe='')}:{quote(tool, safe='')}"
 
 
 # Saved mappings by their hash, already validated: every check of a mapped tool needs its
