@@ -7,6 +7,7 @@ other 4xx (never forwarded). Reports that may be retried carry an ``Idempotency-
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -15,9 +16,9 @@ import httpx
 
 from claros_guard.client import error_reason
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
-from claros_guard.login import resolve_connection
+from claros_guard.login import CredentialsError, key_problem, resolve_connection, url_problem
 
-__all__ = ["ClarosApi", "HttpClarosApi", "is_need", "new_idempotency_key"]
+__all__ = ["ClarosApi", "HttpClarosApi", "is_need", "new_idempotency_key", "outcome_key"]
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -64,11 +65,20 @@ class HttpClarosApi:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
-        url, key = resolve_connection(url, key)
+        try:
+            url, key = resolve_connection(url, key)
+        except CredentialsError as exc:
+            raise ConfigError(str(exc)) from None
         if not url:
             raise ConfigError("no Claros URL: pass --url or set CLAROS_URL")
         if not key:
             raise ConfigError("no Claros key: pass --key, set CLAROS_KEY or run claros login")
+        problem = url_problem(url)
+        if problem:
+            raise ConfigError(f"the Claros URL {problem}")
+        problem = key_problem(key)
+        if problem:
+            raise ConfigError(f"{problem}: check --key, CLAROS_KEY or the saved sign-in")
         self.url = url.rstrip("/")
         self.key = key
         self._http = httpx.AsyncClient(
@@ -87,6 +97,8 @@ class HttpClarosApi:
         path: str,
         body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        what: str = "check",
     ) -> Any:
         try:
             response = await self._http.request(
@@ -101,10 +113,10 @@ class HttpClarosApi:
                 f"Claros at {self.url} failed ({response.status_code}): {_reason(response)}"
             )
         if response.status_code >= 400:
-            raise ClarosRefusedError(response.status_code, _reason(response))
+            raise ClarosRefusedError(response.status_code, _reason(response), what)
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ClarosUnavailableError(f"Claros at {self.url} answered with no JSON") from exc
 
     async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,19 +138,29 @@ class HttpClarosApi:
             f"/v1/check/{check_id}/outcome",
             body,
             {"Idempotency-Key": f"outcome-{check_id}"},
+            what="outcome",
         )
 
     async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
         body = {"tool_use_id": tool_use_id, "status": status, "summary": summary}
-        await self._send("POST", "/v1/outcomes", body, {"Idempotency-Key": f"use-{tool_use_id}"})
+        key = {"Idempotency-Key": outcome_key(tool_use_id)}
+        await self._send("POST", "/v1/outcomes", body, key, what="outcome")
 
     async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None:
-        await self._send("POST", "/v1/unchecked", body, {"Idempotency-Key": idempotency_key})
+        headers = {"Idempotency-Key": idempotency_key}
+        await self._send("POST", "/v1/unchecked", body, headers, what="unchecked report")
 
     async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-        answer = await self._send("POST", f"/v1/apps/{app}/tools", {"tools": tools})
+        body = {"tools": tools}
+        answer = await self._send("POST", f"/v1/apps/{app}/tools", body, what="tool registration")
         return dict(answer) if isinstance(answer, dict) else {}
 
 
 def new_idempotency_key() -> str:
     return uuid.uuid4().hex
+
+
+def outcome_key(tool_use_id: str) -> str:
+    """The Idempotency-Key of a call's outcome: the same for every retry of that call, and
+    68 ASCII characters whatever the id (Claros takes keys of at most 255)."""
+    return "use-" + hashlib.sha256(tool_use_id.encode("utf-8", "surrogatepass")).hexdigest()

@@ -210,4 +210,4 @@ class GuardedApp:
                 delay = min(delay * 2, 60.0)
                 self._register.set()
             except GuardError as exc:
-                log.error("%s: Claros refused the tools: %s", self.name, exc)
+                log.error("%s: %s", self.name, exc)

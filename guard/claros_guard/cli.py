@@ -18,28 +18,74 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
 __all__ = ["main"]
 
 
+class UsageError(Exception):
+    """A command line or setting that cannot be used: one line on stderr, exit 2."""
+
+
+PORTS = "a whole number from 0 to 65535"
+
+
+def port_number(text: str) -> int:
+    """A TCP port (0: any free one); ValueError naming the range otherwise."""
+    try:
+        port = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a port ({PORTS})") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{port} is not a port ({PORTS})")
+    return port
+
+
+def _port_arg(text: str) -> int:
+    try:
+        return port_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _serve_port(args: argparse.Namespace) -> int:
+    if args.port is not None:
+        return int(args.port)
+    text = os.environ.get("CLAROS_PORT") or "8787"  # read here, never while parsing
+    try:
+        return port_number(text)
+    except ValueError as exc:
+        raise UsageError(f"CLAROS_PORT: {exc}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
-        from claros.config import Settings
+        from claros.config import ConfigError, Settings
         from claros.local import serve
+        from claros.store.base import StoreError
         from claros.wiring import build_services
     except ImportError as exc:  # pragma: no cover - depends on the install
         print(f"claros serve needs the server extra (pip install 'claros[server]'): {exc}",
               file=sys.stderr)  # fmt: skip
         return 2
-    settings = Settings.from_env().model_copy(update={"data_dir": args.data})
+    port = _serve_port(args)
+    data = args.data if args.data is not None else os.environ.get("CLAROS_DATA") or ".claros"
+    try:
+        settings = Settings.from_env().model_copy(update={"data_dir": data})
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         services = build_services(settings)
-        serve(services, args.host, args.port)
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        raise UsageError(f"cannot use the data directory {data}: {why}") from None
+    try:
+        serve(services, args.host, port)
     except OSError as exc:
-        print(f"claros serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"claros serve: cannot listen on {args.host}:{port}: {exc}", file=sys.stderr)
         return 2
     return 0
 
@@ -67,9 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claros", description="Claros: guard agents' writes.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser("serve", help="run the local Claros server (SQLite, key file)")
-    serve.add_argument("--data", default=os.environ.get("CLAROS_DATA", ".claros"))
+    serve.add_argument("--data", help="the data directory (default $CLAROS_DATA or .claros)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=int(os.environ.get("CLAROS_PORT", "8787")))
+    serve.add_argument(
+        "--port", type=_port_arg, help=f"{PORTS}; 0 picks a free one (default $CLAROS_PORT or 8787)"
+    )
     serve.set_defaults(run=_serve)
 
     rules = sub.add_parser("rules", help="manage rules")
@@ -107,9 +155,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _name(args: argparse.Namespace) -> str:
+    words = [args.command]
+    for sub in ("rules_command", "mappings_command", "hooks_command", "kind"):
+        if isinstance(getattr(args, sub, None), str):
+            words.append(getattr(args, sub))
+    return " ".join(words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except UsageError as exc:
+        print(f"claros {_name(args)}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if os.environ.get("CLAROS_LOG", "").upper() == "DEBUG":
+            raise
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        print(
+            f"claros {_name(args)}: unexpected error: {what} (CLAROS_LOG=DEBUG shows where)",
+            file=sys.stderr,
+        )
+        # A PreToolUse hook exiting 2 blocks the call (fail closed); a post hook never
+        # blocks.
+        return 0 if args.command == "hook" and args.kind == "post" else 2
 
 
 if __name__ == "__main__":

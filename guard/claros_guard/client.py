@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from claros_guard.login import resolve_connection
+from claros_guard.login import CredentialsError, key_problem, resolve_connection, url_problem
 
 __all__ = ["ApiError", "Client", "ClientError"]
 
@@ -28,7 +28,7 @@ def error_reason(response: httpx.Response, *, max_details: int | None = None) ->
     """What Claros said was wrong, with the places it named: ``message (field: problem)``."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return response.text[:300] or response.reason_phrase
     if not isinstance(body, dict):
         return str(body)[:300]
@@ -44,19 +44,39 @@ def error_reason(response: httpx.Response, *, max_details: int | None = None) ->
     return message
 
 
+CONNECT_TIMEOUT = 10.0
+
+
 class Client:
+    """``timeout``: how long Claros may take to answer one request; connecting may take
+    at most ``CONNECT_TIMEOUT`` of it, so a server that is not there fails fast."""
+
     def __init__(self, url: str | None, key: str | None, *, timeout: float = 30) -> None:
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
-        url, key = resolve_connection(url, key)
+        try:
+            url, key = resolve_connection(url, key)
+        except CredentialsError as exc:
+            raise ClientError(str(exc)) from None
         if not url:
             raise ClientError("no Claros URL: pass --url or set CLAROS_URL")
         if not key:
             raise ClientError("no key: pass --key, set CLAROS_KEY or run claros login")
+        problem = url_problem(url)
+        if problem:
+            raise ClientError(f"the Claros URL {problem}")
+        problem = key_problem(key)
+        if problem:
+            raise ClientError(f"{problem}: check --key, CLAROS_KEY or the saved sign-in")
+        self.timeout = timeout
         self.http = httpx.Client(
             base_url=url.rstrip("/"),
             headers={"Authorization": f"Bearer {key}"},
-            timeout=timeout,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
         )
+
+    @property
+    def url(self) -> str:
+        return str(self.http.base_url).rstrip("/")
 
     def __enter__(self) -> Client:
         return self
@@ -67,11 +87,28 @@ class Client:
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self.http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ClientError(
+                f"Claros at {self.url} did not answer in time ({self.timeout:g} s)"
+            ) from exc
         except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach Claros at {self.http.base_url}: {exc}") from exc
+            raise ClientError(f"cannot reach Claros at {self.url}: {exc}") from exc
         if response.status_code >= 400:
             raise ApiError(response.status_code, error_reason(response))
         return response
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self.request(method, path, **kwargs).json()
+        """The answer's JSON; ClientError when it is none (not Claros at that URL)."""
+        response = self.request(method, path, **kwargs)
+        try:
+            return response.json()
+        except (ValueError, RecursionError):
+            raise self.unlike(f"{method} {path} gave no JSON", response.text) from None
+
+    def unlike(self, what: str, answer: Any = None) -> ClientError:
+        """The error for an answer Claros would not give: another server at that URL?"""
+        if answer is None:
+            return ClientError(f"{self.url} did not answer like Claros: {what}")
+        shown = " ".join(str(answer).split())
+        shown = shown[:80] + ("..." if len(shown) > 80 else "")
+        return ClientError(f"{self.url} did not answer like Claros: {what} ({shown!r})")

@@ -102,7 +102,7 @@ def _hooks_install(args: argparse.Namespace) -> int:
 def _hook(args: argparse.Namespace) -> int:
     from claros_guard.hooks import hook_main
 
-    code, out = hook_main(args.kind, sys.stdin.read())
+    code, out = hook_main(args.kind, sys.stdin.buffer.read())
     if out:
         print(out)
     return code

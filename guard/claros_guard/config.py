@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from claros.names import NAME
 from claros_guard.app import AppSettings
 from claros_guard.errors import ConfigError
+from claros_guard.files import FileProblem, parse_yaml, read_text
+from claros_guard.login import url_problem
 from claros_guard.transport import UpstreamSpec
 
 __all__ = ["FileConfig", "load_config"]
@@ -66,6 +66,9 @@ class ServerSection(_Model):
     def _one_way(self) -> ServerSection:
         if bool(self.command) == bool(self.url):
             raise ValueError("give the server a command or a url (one of them)")
+        problem = url_problem(self.url) if self.url else None
+        if problem:
+            raise ValueError(f"url {problem}")
         return self
 
 
@@ -107,13 +110,13 @@ class FileConfig(_Model):
 
 def load_config(path: str) -> FileConfig:
     try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+        data: Any = parse_yaml(read_text(path), path)
+    except FileProblem as exc:
+        raise ConfigError(str(exc)) from None
     try:
         return FileConfig.model_validate(data)
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be read") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}"

@@ -36,10 +36,11 @@ class ClarosUnavailableError(GuardError):
 
 
 class ClarosRefusedError(GuardError):
-    """Claros answered 4xx: the request itself was refused (bad key, bad request, ...)."""
+    """Claros answered 4xx: the request itself was refused (bad key, bad request, ...).
+    ``what`` names the request: the check, the outcome, ..."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"Claros refused the check ({status}): {message}")
+    def __init__(self, status: int, message: str, what: str = "check") -> None:
+        super().__init__(f"Claros refused the {what} ({status}): {message}")
         self.status = status
         self.reason = message
 

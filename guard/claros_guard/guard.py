@@ -26,6 +26,7 @@ from claros_guard.app import AppSettings, GuardedApp, GuardSettings
 from claros_guard.commands import NAME_HELP
 from claros_guard.config import load_config
 from claros_guard.errors import ConfigError, GuardError
+from claros_guard.login import url_problem
 from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_dir
 from claros_guard.reporter import Reporter
 from claros_guard.session import AgentSession
@@ -47,11 +48,36 @@ class GuardPlan:
     timeout: float = 10.0
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level() -> str:
+    """``$CLAROS_LOG`` (default INFO); ConfigError naming the levels when it is none."""
+    level = (os.environ.get("CLAROS_LOG") or "INFO").strip().upper()
+    if level not in LEVELS:
+        raise ConfigError(
+            f"CLAROS_LOG={os.environ.get('CLAROS_LOG')!r} is not a log level: use "
+            + ", ".join(LEVELS)
+        )
+    return level
+
+
+def _seconds(name: str, default: float) -> float:
+    text = os.environ.get(name) or str(default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):  # NaN too
+        raise ConfigError(f"{name}={text!r} is not a number of seconds")
+    return value
+
+
 def _shared(args: argparse.Namespace, fail_open: bool, ask_wait: float) -> GuardSettings:
     if ask_wait < 0 or args.read_timeout <= 0:
         raise ConfigError("--ask-wait must be >= 0 and --read-timeout > 0")
-    poll = float(os.environ.get("CLAROS_ASK_POLL", "1.0"))
-    start_wait = float(os.environ.get("CLAROS_START_WAIT", "5.0"))
+    poll = _seconds("CLAROS_ASK_POLL", 1.0)
+    start_wait = _seconds("CLAROS_START_WAIT", 5.0)
     return GuardSettings(
         fail_open=fail_open,
         ask_wait=ask_wait,
@@ -97,6 +123,9 @@ def plan_from_args(args: argparse.Namespace) -> GuardPlan:
         raise ConfigError(f"--app {args.app!r}: use {NAME_HELP}")
     if bool(command) == bool(args.upstream_url):
         raise ConfigError("give the server to wrap: `-- COMMAND [ARGS...]` or --upstream-url URL")
+    problem = url_problem(args.upstream_url) if args.upstream_url else None
+    if problem:
+        raise ConfigError(f"--upstream-url: {problem}")
     spec = (
         UpstreamSpec(url=args.upstream_url)
         if args.upstream_url
@@ -169,10 +198,13 @@ async def _serve_agent(app: GuardedApp, stop: anyio.Event) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        level = log_level()
+    except ConfigError as exc:
+        print(f"claros guard: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(
-        level=os.environ.get("CLAROS_LOG", "INFO").upper(),
-        format="claros guard: %(levelname)s %(message)s",
-        stream=sys.stderr,
+        level=level, format="claros guard: %(levelname)s %(message)s", stream=sys.stderr
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

@@ -54,7 +54,8 @@ from claros_guard import VERSION
 from claros_guard.api import HttpClarosApi, new_idempotency_key
 from claros_guard.classify import by_name
 from claros_guard.errors import ClarosRefusedError, ConfigError, GuardError
-from claros_guard.login import resolve_connection
+from claros_guard.files import FileProblem, parse_json, read_text, write_file
+from claros_guard.login import CredentialsError, resolve_connection
 from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
 from claros_guard.policy import Call, Policy
@@ -92,35 +93,59 @@ def _command(kind: str) -> str:
     return f"{shlex.quote(sys.executable)} -m claros_guard.cli hook {kind}"
 
 
-def _ours(entry: Any, kind: str) -> bool:
-    if not isinstance(entry, dict):
-        return False
+def _ours(entry: dict[str, Any], kind: str) -> bool:
     return any(
-        isinstance(h, dict)
-        and "claros" in str(h.get("command", ""))
-        and f"hook {kind}" in str(h.get("command", ""))
+        "claros" in str(h.get("command", "")) and f"hook {kind}" in str(h.get("command", ""))
         for h in entry.get("hooks") or []
     )
 
 
+def _shape_problem(path: Path, event: str, entries: list[Any]) -> ConfigError | None:
+    """A hooks list not shaped as Claude Code writes it: ``[{"matcher", "hooks": [{...}]}]``."""
+    for i, entry in enumerate(entries):
+        where = f"hooks.{event}[{i}]"
+        inner = entry.get("hooks") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            problem = f"{where} is not an object"
+        elif inner is not None and not isinstance(inner, list):
+            problem = f"{where}.hooks is not a list"
+        elif any(not isinstance(h, dict) for h in inner or []):
+            problem = f"{where}.hooks holds something that is not an object"
+        else:
+            continue
+        return ConfigError(
+            f"{path}: {problem}, which is not how Claude Code writes its settings; "
+            "nothing was changed"
+        )
+    return None
+
+
 def install(scope: str) -> tuple[Path, list[str]]:
-    """Add the hooks; returns the settings file and the events it added hooks for."""
+    """Add the hooks; returns the settings file and the events it added hooks for. A
+    file that cannot be read, or is not shaped as Claude Code writes it, is a
+    ConfigError naming it, and is left as it is."""
     path = settings_path(scope)
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else "{}"
-        settings = json.loads(text or "{}")
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path} as JSON: {exc}") from exc
+        text = read_text(path) if path.exists() else "{}"
+        settings = parse_json(text or "{}", path)
+    except FileProblem as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    unlike = "which is not how Claude Code writes its settings; nothing was changed"
     if not isinstance(settings, dict):
-        raise ConfigError(f"{path} does not hold a JSON object")
+        raise ConfigError(f"{path} does not hold a JSON object, {unlike}")
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
-        raise ConfigError(f"{path}: hooks is not an object")
+        raise ConfigError(f"{path}: hooks is not an object, {unlike}")
     added = []
     for event, kind in HOOK_EVENTS.items():
         entries = hooks.setdefault(event, [])
         if not isinstance(entries, list):
-            raise ConfigError(f"{path}: hooks.{event} is not a list")
+            raise ConfigError(f"{path}: hooks.{event} is not a list, {unlike}")
+        problem = _shape_problem(path, event, entries)
+        if problem is not None:
+            raise problem
         if any(_ours(e, kind) for e in entries):
             continue
         hook = {"type": "command", "command": _command(kind), "timeout": _TIMEOUTS[kind]}
@@ -128,12 +153,13 @@ def install(scope: str) -> tuple[Path, list[str]]:
         added.append(event)
     if added:
         try:
+            text = json.dumps(settings, indent=2) + "\n"
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".json.claros-tmp")
-            tmp.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-            tmp.replace(path)
+            write_file(path, text)
+        except FileProblem as exc:
+            raise ConfigError(str(exc)) from None
         except OSError as exc:
-            raise ConfigError(f"cannot write {path}: {exc}") from exc
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path, added
 
 
@@ -317,7 +343,10 @@ async def post(event: Mapping[str, Any], api: HttpClarosApi) -> None:
 async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
     # The key as every command finds it: $CLAROS_KEY, else the one `claros login` saved
     # (for the server it was made for). The peer sockets are named after that same key.
-    url, key = resolve_connection(None, None)
+    try:
+        url, key = resolve_connection(None, None)
+    except CredentialsError as exc:
+        raise ConfigError(str(exc)) from None
     read_timeout = float(os.environ.get("CLAROS_READ_TIMEOUT", "30"))
     peers = PeerClient(peer_dir(), key, timeout=read_timeout) if key else None
     target = await _target(event, peers)
@@ -403,14 +432,31 @@ def _unexpected(kind: str, event: Mapping[str, Any], exc: Exception) -> tuple[in
     )
 
 
-def hook_main(kind: str, stdin: str) -> tuple[int, str]:
-    """(exit code, stdout) for ``claros hook pre|post`` given the hook's JSON."""
+def _parse_event(stdin: str | bytes) -> dict[str, Any]:
+    """The hook's JSON object; ValueError saying what is wrong with it."""
+    if isinstance(stdin, bytes):
+        try:
+            stdin = stdin.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
     try:
         event = json.loads(stdin or "{}")
-        if not isinstance(event, dict):
-            raise ValueError("not an object")
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     except ValueError as exc:
-        reason = f"claros hook {kind}: the hook input is not JSON ({exc})"
+        raise ValueError(str(exc)) from None
+    if not isinstance(event, dict):
+        raise ValueError("not an object")
+    return event
+
+
+def hook_main(kind: str, stdin: str | bytes) -> tuple[int, str]:
+    """(exit code, stdout) for ``claros hook pre|post`` given the hook's JSON."""
+    try:
+        event = _parse_event(stdin)
+    except ValueError as exc:
+        reason = f"claros hook {kind}: the hook input is not JSON Claude Code sends ({exc})"
+        print(reason, file=sys.stderr)
         return (0, json.dumps(_answer("deny", reason))) if kind == "pre" else (0, "")
     if passes_at_once(event):
         return 0, ""

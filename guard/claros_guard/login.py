@@ -26,14 +26,19 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from claros_guard.files import FileProblem, check_replaceable, parse_json, read_text, write_file
+
 __all__ = [
     "DEFAULT_URL",
+    "CredentialsError",
     "add_parser",
     "credentials_path",
+    "key_problem",
     "load_credentials",
     "login",
     "resolve_connection",
     "save_credentials",
+    "url_problem",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -48,57 +53,106 @@ def credentials_path(env: Mapping[str, str] | None = None) -> Path:
     return root / "claros" / "credentials.json"
 
 
+class CredentialsError(Exception):
+    """The saved sign-in is there but cannot be used; the message says to sign in again."""
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a Claros server's address, or None when it can."""
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # each raises ValueError when malformed
+        httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        return f"{url!r} is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"{url!r} is not an http:// or https:// URL"
+    if any(c.isspace() for c in url):
+        return f"{url!r} is not a valid URL (it holds white space)"
+    return None
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a Claros key (they are printable ASCII), or None when it can."""
+    if key.isascii() and key.isprintable() and key.strip() == key:
+        return None
+    return "the Claros key is not printable ASCII with no spaces around it, as Claros keys are"
+
+
+def _saved(path: Path) -> dict[str, Any] | None:
+    """The saved sign-in; None when there is none; CredentialsError when it is damaged."""
+    try:
+        if not path.exists() and not path.is_symlink():
+            return None
+        data = parse_json(read_text(path, "it"), "it")
+    except (OSError, FileProblem) as exc:
+        problem = str(exc) if isinstance(exc, FileProblem) else f"cannot read it: {exc.strerror}"
+        raise CredentialsError(
+            f"the saved sign-in at {path} is damaged ({problem}): run claros login again"
+        ) from None
+    why: str | None = None
+    if not isinstance(data, dict):
+        why = "it does not hold a JSON object"
+    elif not isinstance(data.get("key"), str) or key_problem(data["key"]) or not data["key"]:
+        why = "its key is missing or not a Claros key"
+    elif not isinstance(data.get("url", ""), str):
+        why = "its url is not text"
+    elif data.get("url") and url_problem(data["url"]):
+        why = f"its url {url_problem(data['url'])}"
+    if why or not isinstance(data, dict):
+        raise CredentialsError(
+            f"the saved sign-in at {path} is damaged ({why}): run claros login again"
+        )
+    return dict(data)
+
+
 def load_credentials(path: Path | None = None) -> dict[str, Any] | None:
     """The saved sign-in, or None when there is none (or it is unreadable or malformed)."""
-    path = path or credentials_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return _saved(path or credentials_path())
+    except CredentialsError:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("key"), str):
-        return None
-    return data
 
 
 def save_credentials(data: Mapping[str, Any], path: Path | None = None) -> Path:
-    """Write the file readable by its owner only (0600, in a 0700 directory), atomically."""
+    """Write the file readable by its owner only (0600, in a 0700 directory), atomically.
+    OSError when it cannot be written (its path being a directory, a fifo, ...)."""
     path = path or credentials_path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    text = json.dumps(dict(data), indent=2, sort_keys=True) + "\n"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(data), handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        tmp.chmod(0o600)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        write_file(path, text, mode=0o600)
+    except FileProblem as exc:
+        raise OSError(str(exc)) from exc
     return path
 
 
-def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url.rstrip("/"))
-    return parts.scheme.lower(), parts.netloc.lower()
+def _origin(url: str) -> tuple[str, str] | None:
+    try:
+        parts = urlsplit(url.rstrip("/"))
+        return parts.scheme.lower(), parts.netloc.lower()
+    except ValueError:  # e.g. "http://[x": never the saved server's origin
+        return None
 
 
 def resolve_connection(
     url: str | None, key: str | None, env: Mapping[str, str] | None = None
 ) -> tuple[str | None, str | None]:
     """(url, key) a command uses: what it was given, else $CLAROS_URL and $CLAROS_KEY, else
-    the saved sign-in. The saved key is only sent to the server it was made for."""
+    the saved sign-in. The saved key is only sent to the server it was made for.
+    CredentialsError when the saved sign-in is needed and damaged."""
     env = os.environ if env is None else env
     url = url or env.get("CLAROS_URL") or None
     key = key or env.get("CLAROS_KEY") or None
     if url and key:
         return url, key
-    saved = load_credentials(credentials_path(env))
+    saved = _saved(credentials_path(env))  # CredentialsError when it is damaged
     saved_url = str(saved.get("url") or "") if saved else ""
     if saved is None or not saved_url:
         return url, key
     url = url or saved_url
-    if key is None and _origin(url) == _origin(saved_url):
+    origin = _origin(saved_url)
+    if key is None and origin is not None and _origin(url) == origin:
         key = str(saved["key"])
     return url, key
 
@@ -169,7 +223,15 @@ def login(
     """Run the device flow against ``url`` and save the key; returns where it was saved."""
     out = out or sys.stdout
     url = url.rstrip("/")
-    with httpx.Client(base_url=url, timeout=30, transport=transport) as http:
+    problem = url_problem(url)
+    if problem:
+        raise LoginError(f"the Claros URL {problem}", 2)
+    try:  # before anyone approves a code: the key must have somewhere to go
+        check_replaceable(path or credentials_path())
+    except FileProblem as exc:
+        raise LoginError(f"cannot save the key: {exc}", 2) from None
+    timeout = httpx.Timeout(30.0, connect=10.0)
+    with httpx.Client(base_url=url, timeout=timeout, transport=transport) as http:
         started = _start(http)
         page = started.get("verification_uri_complete") or started.get("verification_uri")
         minutes = int(started.get("expires_in") or 600) // 60

@@ -9,15 +9,13 @@ or connection errors.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from claros_guard.client import ApiError, Client, ClientError
+from claros_guard.files import FileProblem, parse_json, parse_yaml, plain_json, read_text
 
 __all__ = ["load_items", "push_mappings", "push_rules"]
 
@@ -26,16 +24,11 @@ Sent = tuple[str, str, dict[str, Any]]
 
 
 def load_items(path: str, plural: str) -> list[dict[str, Any]]:
-    file = Path(path)
+    parse = parse_json if Path(path).suffix == ".json" else parse_yaml
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ClientError(f"{path} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: "
-                          f"{exc}") from exc  # fmt: skip
+        data = plain_json(parse(read_text(path), path), path)
+    except FileProblem as exc:
+        raise ClientError(str(exc)) from None
     if isinstance(data, dict) and plural in data:
         data = data[plural]
     items = data if isinstance(data, list) else [data]
@@ -63,6 +56,12 @@ def _push(
             print(f"FAIL: {name}: {exc.message}", file=sys.stderr)
             failed += 1
             continue
+        if not (
+            isinstance(state, dict)
+            and isinstance(state.get("version"), int)
+            and isinstance(state.get("hash"), str)
+        ):  # another server at that URL: stop before sending the rest
+            raise client.unlike(f"PUT {path} gave no version", state)
         what = "unchanged" if not state.get("changed") else (
             "created" if state["version"] == 1 else "new version")  # fmt: skip
         print(f"OK: {name} v{state['version']} {what} ({state['hash'][:12]})")

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_LINE",
     "UpstreamSpec",
     "agent_stdio",
+    "describe_bad_message",
     "upstream",
 ]
 
@@ -167,9 +168,54 @@ async def agent_stdio() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
                 stream.close()
 
 
+class _NoSdkTraceback(logging.Filter):
+    """The SDK logs a traceback for every line a wrapped server writes that is not
+    JSON-RPC (a server printing to stdout). The guard says so itself, in one line
+    (``Upstream``); here the stdio client's record is dropped and the HTTP client's is cut
+    to one line."""
+
+    DROP = frozenset({"Failed to parse JSONRPC message from server"})
+    SHORTEN = frozenset({"Error parsing JSON response", "Error parsing SSE message"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in self.DROP:
+            return False
+        if record.msg in self.SHORTEN and record.exc_info and record.exc_info[1] is not None:
+            first = str(record.exc_info[1]).strip().splitlines()[:1]
+            record.msg = f"{record.msg} from the wrapped server: {' '.join(first)[:200]}"
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_FILTER = _NoSdkTraceback()
+
+
+def _quiet_sdk() -> None:
+    for name in ("mcp.client.stdio", "mcp.client.streamable_http"):
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+def describe_bad_message(exc: Exception) -> str:
+    """One line on a message that is not JSON-RPC: what is wrong, and its start."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False)[0]
+            shown = repr(first.get("input"))
+            shown = shown[:80] + ("..." if len(shown) > 80 else "")
+            return f"{first.get('msg')}: {shown}"
+        except Exception:  # not pydantic's shape after all: say it plainly below
+            pass
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
 @contextlib.asynccontextmanager
 async def upstream(spec: UpstreamSpec) -> AsyncIterator[tuple[Any, Any]]:
     """The wrapped server's side: its JSON-RPC messages as SDK streams."""
+    _quiet_sdk()
     if spec.url:
         async with streamable_http_client(spec.url) as streams:
             yield streams

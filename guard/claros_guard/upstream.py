@@ -30,7 +30,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from claros_guard import VERSION
 from claros_guard.errors import ReadFailedError, UpstreamError
-from claros_guard.transport import UpstreamSpec, upstream
+from claros_guard.transport import UpstreamSpec, describe_bad_message, upstream
 
 __all__ = ["Upstream", "forward_params"]
 
@@ -38,6 +38,8 @@ log = logging.getLogger("claros_guard.upstream")
 
 _ENVELOPE = "io.modelcontextprotocol/"
 _MAX_TOOL_PAGES = 100
+_BAD_SHOWN = 5  # lines that are not JSON-RPC logged one by one; then a count now and then
+_BAD_EVERY = 1000
 
 NotifyFn = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 RequestFn = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
@@ -86,6 +88,7 @@ class Upstream:
         self._connected = anyio.Event()
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
+        self.bad_messages = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -96,7 +99,9 @@ class Upstream:
         started = False
         try:
             async with upstream(self.spec) as (read, write):
-                dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(read, write)
+                dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+                    read, write, on_stream_exception=self._bad_message
+                )
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     await tg.start(self._carry, dispatcher)
@@ -108,6 +113,12 @@ class Upstream:
         except Exception as exc:
             self._fail(f"the wrapped server ({self.spec.describe()}) could not be started: {exc}")
         finally:
+            if self.bad_messages > _BAD_SHOWN:
+                log.warning(
+                    "%s: %d messages that are not JSON-RPC skipped in all",
+                    self.app,
+                    self.bad_messages,
+                )
             self._tg = None
             self._connected.set()
             self.closed.set()
@@ -126,6 +137,22 @@ class Upstream:
             self._fail(f"the wrapped server ({self.spec.describe()}) was stopped", quiet=True)
             raise
         self._fail(f"the wrapped server ({self.spec.describe()}) closed the connection")
+
+    async def _bad_message(self, exc: Exception) -> None:
+        """A line from the server that is not JSON-RPC (a server printing to stdout):
+        skipped, and said in one line; past the first few, counted."""
+        self.bad_messages += 1
+        n = self.bad_messages
+        if n <= _BAD_SHOWN:
+            more = "; more such lines are counted, not shown" if n == _BAD_SHOWN else ""
+            log.warning(
+                "%s: the wrapped server sent something that is not JSON-RPC (skipped): %s%s",
+                self.app,
+                describe_bad_message(exc),
+                more,
+            )
+        elif n % _BAD_EVERY == 0:
+            log.warning("%s: %d messages that are not JSON-RPC skipped so far", self.app, n)
 
     def _fail(self, why: str, *, quiet: bool = False) -> None:
         if self.failure is None:

@@ -50,6 +50,7 @@ from claros.ledger import (
     key_id_for,
     verify_signature,
 )
+from claros_guard.files import FileProblem, check_replaceable, write_file
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
@@ -109,16 +110,23 @@ class Saved:
 
 def load_saved(path: str) -> Saved:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except RecursionError:
+        raise VerifyError(f"{path} is not JSON this verifier reads: nested too deeply") from None
     except ValueError as exc:
         raise VerifyError(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("checkpoints"), list):
         raise VerifyError(f"{path} holds no checkpoints (save them with claros verify --save)")
+    keys_json = data.get("public_keys") or data.get("keys") or []
+    if not isinstance(keys_json, list) or not all(
+        isinstance(x, dict) for x in [*data["checkpoints"], *keys_json]
+    ):
+        raise VerifyError(f"{path}: a checkpoint or key is malformed: not a JSON object")
     try:
         checkpoints = [Checkpoint.from_json(c) for c in data["checkpoints"]]
-        keys = [PublicKey.from_json(k) for k in data.get("public_keys") or data.get("keys") or []]
+        keys = [PublicKey.from_json(k) for k in keys_json]
     except (KeyError, TypeError, ValueError) as exc:
         raise VerifyError(f"{path}: a checkpoint or key is malformed: {exc}") from exc
     if not checkpoints:
@@ -216,13 +224,10 @@ def save_checkpoints(
         "public_keys": [k.to_json() for k in keys],
         "checkpoints": [c.to_json() for c in cps],
     }
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        raise VerifyError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        write_file(path, json.dumps(data, indent=1) + "\n")
+    except FileProblem as exc:
+        raise VerifyError(str(exc)) from None
     return len(cps)
 
 
@@ -413,13 +418,7 @@ class _ExportReader:
                 f"at seq {report.first_seq}"
             )
             report.failures.append(Failure(report.first_seq, None, problem))
-        made = h.get("exported_at")
-        when = (
-            dt.datetime.fromtimestamp(made / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            if isinstance(made, int)
-            else "?"
-        )
-        return f"exported:    {when}"
+        return f"exported:    {_when(h.get('exported_at'))}"
 
     def _check_signature(self, report: VerifyReport) -> str:
         def fail(problem: str) -> None:
@@ -449,6 +448,16 @@ class _ExportReader:
         elif not verify_signature(key, signed, str(sig.get("signature"))):
             fail(f"bad export signature (key {key_id})")
         return f"signature:   the export as a whole, by {key_id} (Ed25519 over its sha256)"
+
+
+def _when(ms: Any) -> str:
+    """A time in ms since 1970 as UTC text; what the header holds when it is not one."""
+    if not isinstance(ms, int) or isinstance(ms, bool):
+        return "?"
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"? ({str(ms)[:30]} is not a time in ms)"
 
 
 def _saved_line(check: SavedCheck) -> str:
@@ -483,6 +492,9 @@ def verify_export(path: str, saved: Saved | None, progress: Progress) -> Result:
 
 
 # --- the ledger, online -----------------------------------------------------------------
+SAME_PAGE = "Claros answered the same page twice ({} did not advance)"
+
+
 def _online_pages(client: Any, progress: Progress) -> Iterator[bytes]:
     since = 0
     while True:
@@ -494,9 +506,12 @@ def _online_pages(client: Any, progress: Progress) -> Iterator[bytes]:
             return
         yield from lines
         try:
-            since = int(response.headers["x-claros-next"])
+            after = int(response.headers["x-claros-next"])
         except (KeyError, ValueError) as exc:
             raise VerifyError("Claros answered a page without x-claros-next") from exc
+        if after <= since:  # asking again would get the same page, for ever
+            raise VerifyError(SAME_PAGE.format("x-claros-next"))
+        since = after
 
 
 KEPT_LINE = b'{"type":"kept"'
@@ -514,26 +529,43 @@ def _feed_kept(verifier: ChainVerifier, line: bytes) -> None:
         verifier.report.failures.append(Failure(None, None, f"malformed kept record: {exc}"))
 
 
+def _objects(client: Any, body: Any, field: str, path: str) -> list[dict[str, Any]]:
+    """``body[field]``, a list of JSON objects; the error for an answer unlike Claros's."""
+    items = body.get(field, []) if isinstance(body, dict) else None
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise client.unlike(f"GET {path} gave no list of {field}", body)
+    return items
+
+
 def _checkpoints_of(client: Any) -> list[Checkpoint]:
     out: list[Checkpoint] = []
     since = 0
+    path = "/v1/ledger/checkpoints"
     while True:
-        body = client.json("GET", "/v1/ledger/checkpoints", params={"since": since, "limit": PAGE})
-        out += [Checkpoint.from_json(c) for c in body.get("checkpoints", [])]
+        body = client.json("GET", path, params={"since": since, "limit": PAGE})
+        out += [Checkpoint.from_json(c) for c in _objects(client, body, "checkpoints", path)]
         if body.get("next") is None:
             return out
-        since = int(body["next"])
+        after = body["next"]
+        if not isinstance(after, int) or isinstance(after, bool):
+            raise client.unlike(f"GET {path} gave a next that is not a seq", body)
+        if after <= since:
+            raise VerifyError(SAME_PAGE.format("the checkpoints' next"))
+        since = after
 
 
 def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Result:
     keys_body = client.json("GET", "/v1/ledger/pubkey")
+    key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
+    if not isinstance(keys_body.get("workspace"), str):
+        raise client.unlike("GET /v1/ledger/pubkey named no workspace", keys_body)
     workspace = str(keys_body["workspace"])
     if saved is not None and saved.workspace != workspace:
         raise VerifyError(
             f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
             f"this key's workspace is {workspace}"
         )
-    keys = [PublicKey.from_json(k) for k in keys_body.get("keys", [])]
+    keys = [PublicKey.from_json(k) for k in key_list]
     checkpoints = _checkpoints_of(client)
     progress.total = max((cp.seq for cp in checkpoints), default=0) or None
     verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True)
@@ -617,19 +649,26 @@ def _verify(args: argparse.Namespace, progress: Progress) -> Result:
     from claros_guard.client import ApiError, Client, ClientError
 
     try:
+        # A generous timeout for big pages; connecting takes at most 10 s of it.
         with Client(args.url, args.key, timeout=120) as client:
-            return verify_online(client, saved, progress)
+            try:
+                return verify_online(client, saved, progress)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise client.unlike(f"{type(exc).__name__}: {exc}") from exc
     except ClientError as exc:
         raise VerifyError(str(exc)) from exc
     except ApiError as exc:
         raise VerifyError(f"Claros refused: {exc.status}: {exc.message}") from exc
-    except (KeyError, TypeError, ValueError) as exc:
-        raise VerifyError(f"Claros answered something unexpected: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
     progress = Progress(bool(args.progress) or sys.stderr.isatty())
     try:
+        if args.save:
+            try:  # before the work: --save must name a file it may replace
+                check_replaceable(args.save)
+            except FileProblem as exc:
+                raise VerifyError(f"--save: {exc}") from None
         result = _verify(args, progress)
         result.print(sys.stdout)
         if args.save:
