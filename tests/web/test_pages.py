@@ -304,6 +304,43 @@ def test_retention_is_set_from_the_page(
     assert api["days"] == 400
 
 
+def test_a_person_makes_an_agent_key_on_home_shown_once(
+    sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client, store: Store
+) -> None:
+    person = sign_in(keys.agent)
+    home = person.get("/app").text
+    [once] = re.findall(r'action="/app/keys".*?name="once" value="([^"]+)"', home, flags=re.S)
+    made = person.post_form("/app/keys", {"label": "Laptop <CC>", "once": once})
+    assert made.status_code == 201 and made.headers["cache-control"] == "no-store"
+    assert "Agent key made" in made.text and "Laptop &lt;CC&gt;" in made.text
+    [key] = re.findall(r'value="(ck_[A-Za-z0-9_-]{43})"', made.text)
+    # The key is the person's: a check made with it acts for them.
+    check = http.post("/v1/check", json=check_body(), headers=bearer(key)).json()
+    row = store.get_record(WORKSPACE, "check", check["check_id"])
+    assert row is not None
+    assert (row["on_behalf_of"], row["obo_source"]) == (PERSON, "agent_key")
+    # A reload sends the same form again: no second key.
+    again = person.post_form("/app/keys", {"label": "Laptop <CC>", "once": once})
+    assert again.status_code == 409 and "already sent" in again.text
+    assert "ck_" not in again.text
+    # An agent holding a key cannot mint another with it.
+    minted = http.post("/app/keys", json={"label": "x"}, headers=bearer(key))
+    assert minted.status_code == 400 and "claros login" in minted.json()["message"]
+
+
+def test_an_audit_key_form_sent_twice_makes_one_key(
+    sign_in: Callable[[str], Browserish], keys: Keys
+) -> None:
+    admin = sign_in(keys.admin)
+    page = admin.get("/app/evidence").text
+    [once] = re.findall(
+        r'action="/app/evidence/audit-keys".*?name="once" value="([^"]+)"', page, flags=re.S
+    )
+    assert admin.post_form("/app/evidence/audit-keys", {"once": once}).status_code == 201
+    again = admin.post_form("/app/evidence/audit-keys", {"once": once})
+    assert again.status_code == 409 and "ck_" not in again.text
+
+
 def test_an_audit_key_is_shown_once_and_reads_only_the_log(
     sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client, store: Store
 ) -> None:

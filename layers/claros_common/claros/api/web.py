@@ -56,6 +56,8 @@ from claros.evidence.retention import get_retention, set_retention
 from claros.evidence.verify import verify_workspace
 from claros.mapping.service import list_mappings
 from claros.rules.service import list_rules
+from claros.store.base import ConflictError as StoreConflictError
+from claros.store.base import DocWrite
 from claros.timeline import timeline
 from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
@@ -109,10 +111,30 @@ class RetentionForm(BaseModel):
     days: int = Field(ge=1, le=36_500)
 
 
-class AuditKeyForm(BaseModel):
+class KeyForm(BaseModel):
+    """The form that makes an audit key (Evidence) or an agent key (Home)."""
+
     model_config = ConfigDict(extra="ignore")
 
     label: str = Field("", max_length=100)
+    # The form's one-use token (pages.one_use_field): a reload does not make a second key.
+    once: str = Field("", max_length=64)
+
+
+FORMS_SENT = "form_sent"
+
+
+def _use_form_once(app: ClarosResolver, principal: Principal, once: str) -> None:
+    """Refuse a form sent twice (a reload of the page a key was shown on)."""
+    if not once:
+        return
+    sent = DocWrite(principal.workspace, FORMS_SENT, once, {"at": now_ms()}, 0)
+    try:
+        app.services.store.write_docs([sent])
+    except StoreConflictError:
+        raise ConflictError(
+            "this form was already sent, and a key is shown only once: make another if you need one"
+        ) from None
 
 
 class DeviceAnswer(BaseModel):
@@ -422,6 +444,28 @@ def _home_routes(app: ClarosResolver) -> None:
         )
         return html_response(body)
 
+    @page(app, "POST", "/app/keys", PEOPLE)
+    def agent_key(principal: Principal) -> Response[str]:
+        """A person makes an agent key of their own, signed in to the web app (or with
+        their admin key). Not with an agent key: an agent holding one must not mint more
+        (``claros login`` is for terminals, approved by the person in the web app)."""
+        if principal.kind == "agent" and _headers(app).get("authorization"):
+            raise BadRequestError(
+                "an agent key is made by a person signed in to the web app (Home, Agent "
+                "keys), not with a key; in a terminal, use claros login"
+            )
+        form = read_input(app, KeyForm, empty_ok=True)
+        if not principal.person:
+            raise ForbiddenError("an agent key belongs to a person")
+        _use_form_once(app, principal, form.once)
+        key = create_key(store, principal.workspace, "agent", person=principal.person,
+                         made_by=principal.person, label=form.label)  # fmt: skip
+        if _wants_html(app):
+            body = pages.agent_key_page(_chrome(app, principal, "home"), key=key, label=form.label)
+            return html_response(body, 201)  # pages are never cached
+        answer = {"key": key, "kind": "agent", "label": form.label, "person": principal.person}
+        return json_response(answer, 201, headers={"Cache-Control": "no-store"})
+
     @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE)
     def answer(principal: Principal, ask_id: str) -> Response[str]:
         form = read_input(app, AnswerForm)
@@ -510,9 +554,10 @@ def _evidence_routes(app: ClarosResolver) -> None:
 
     @page(app, "POST", "/app/evidence/audit-keys", ADMINS)
     def audit_key(principal: Principal) -> Response[str]:
-        form = read_input(app, AuditKeyForm, empty_ok=True)
+        form = read_input(app, KeyForm, empty_ok=True)
         if not principal.person:
             raise ForbiddenError("an audit key is made by a workspace admin")
+        _use_form_once(app, principal, form.once)
         key = create_key(
             store, principal.workspace, "audit", made_by=principal.person, label=form.label
         )

@@ -24,7 +24,7 @@ from claros.web.html import (
     short_hash,
     time_tag,
 )
-from claros.web.pages import Chrome, csrf_field, empty, layout, section
+from claros.web.pages import Chrome, csrf_field, empty, layout, one_use_field, section
 
 __all__ = ["RETENTION_FLOOR_DAYS", "EvidenceData", "Fetched", "evidence_page"]
 
@@ -243,12 +243,13 @@ def _audit_key(chrome: Chrome) -> Safe:
     return render(
         '<div class="card"><p>An audit key reads the log and its records, nothing else, and '
         "only while you are an admin. It is shown once.</p>"
-        '<form method="post" action="/app/evidence/audit-keys" class="inline">{csrf}'
+        '<form method="post" action="/app/evidence/audit-keys" class="inline">{csrf}{once}'
         '<div class="field"><label for="audit-label">Label <span class="opt">(optional)'
         '</span></label><input id="audit-label" name="label" maxlength="100" '
         'placeholder="Auditor, Q4"></div>'
         '<button class="btn" type="submit">Make an audit key</button></form></div>',
         csrf=csrf_field(chrome),
+        once=one_use_field(),
     )
 
 

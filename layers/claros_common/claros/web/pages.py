@@ -7,6 +7,7 @@ plain forms and links; ``/app/static/claros.js`` only adds copy buttons.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -426,6 +427,7 @@ def home_page(
             section("agents", "Your agents", agent_cards),
             section("answered", "Recently answered", _answered(answered)),
             section("timeline", "Your timeline", _timeline(timeline)),
+            section("keys", "Agent keys", _agent_key_form(chrome)),
         ]
     )
     person = chrome.principal.person if chrome.principal else ""
@@ -632,7 +634,45 @@ def device_page(
     return layout("Sign in a device", body, chrome, lede="A terminal asks to act for you.")
 
 
-# --- audit key and errors ---------------------------------------------------------------
+# --- keys made in the web app, and errors -----------------------------------------------
+def one_use_field() -> Safe:
+    """A form's one-use token: sending the same form twice (a reload) makes nothing twice."""
+    return render('<input type="hidden" name="once" value="{v}">', v=secrets.token_urlsafe(16))
+
+
+def _agent_key_form(chrome: Chrome) -> Safe:
+    return render(
+        '<div class="card"><p>An agent key lets an agent act for you: its checks, asks and '
+        "timeline are yours. Put it in the agent's environment as <code>CLAROS_KEY</code> (or "
+        "sign the machine in with <code>claros login</code>, which makes one for you). "
+        "It is shown once.</p>"
+        '<form method="post" action="/app/keys" class="inline">{csrf}{once}'
+        '<div class="field"><label for="agent-label">Label <span class="opt">(optional)'
+        '</span></label><input id="agent-label" name="label" maxlength="100" '
+        'placeholder="Laptop, Claude Code"></div>'
+        '<button class="btn" type="submit">Make an agent key</button></form></div>',
+        csrf=csrf_field(chrome),
+        once=one_use_field(),
+    )
+
+
+def agent_key_page(chrome: Chrome, *, key: str, label: str) -> str:
+    person = chrome.principal.person if chrome.principal else ""
+    body = render(
+        '<div class="card narrow">{warn}<div class="field"><label for="agent-key">Agent key'
+        '{label}</label><div class="copy-row"><input id="agent-key" class="mono" readonly '
+        'value="{key}"><button class="btn" type="button" data-copy="agent-key">Copy</button>'
+        "</div></div><p>An agent using it acts for {person}. Set it as "
+        "<code>CLAROS_KEY</code> where the agent runs <code>claros guard</code> or the Claude "
+        'Code hooks.</p><p><a class="btn btn-quiet" href="/app">Back to Home</a></p></div>',
+        warn=notice("Shown only now. Copy it somewhere safe: Claros keeps only its hash.", "warn"),
+        label=f" ({label})" if label else "",
+        key=key,
+        person=person,
+    )
+    return layout("Agent key made", body, chrome)
+
+
 def audit_key_page(chrome: Chrome, *, key: str, label: str) -> str:
     body = render(
         '<div class="card narrow">{warn}<div class="field"><label for="audit-key">Audit key'
