@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 
 def _free_port() -> int:
@@ -64,3 +65,24 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"CLAROS_PORT": "eighty"}, "CLAROS_PORT must be a port number (0 to 65535), not 'eighty'"),
+        ({"CLAROS_PORT": "70000"}, "CLAROS_PORT must be a port number"),
+        ({"CLAROS_LEDGER_CHECKPOINT_EVERY": "x"}, "CLAROS_LEDGER_CHECKPOINT_EVERY"),
+    ],
+)
+def test_demo_refuses_a_bad_environment_in_one_line(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "claros.demo"],
+        env={**os.environ, "CLAROS_DATA": str(tmp_path / "data"), **env},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "data").exists()

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from claros.auth import create_key
-from claros.config import Settings
+from claros.config import ConfigError, Settings
 from claros.local import LocalServer
 from claros.wiring import build_services
 
@@ -54,9 +54,20 @@ def _keys(settings: Settings) -> dict[str, str]:
     return keys
 
 
+def _port() -> int:
+    text = os.environ.get("CLAROS_PORT", "8787")
+    if not (text.isascii() and text.isdigit() and 0 <= int(text) <= 65535):
+        raise ConfigError(f"CLAROS_PORT must be a port number (0 to 65535), not {text!r}")
+    return int(text)
+
+
 def main() -> int:
-    port = int(os.environ.get("CLAROS_PORT", "8787"))
-    settings = Settings.from_env()
+    try:
+        port = _port()
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"claros demo: {exc}", file=sys.stderr)
+        return 2
     Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     keys = _keys(settings)
     services = build_services(settings)
