@@ -2,7 +2,12 @@
 
 Failures are typed: ``ClarosUnavailableError`` when Claros cannot be reached, times out or
 answers 5xx, 408 or 429 (``--fail-open`` may forward then), ``ClarosRefusedError`` on any
-other 4xx (never forwarded). Reports that may be retried carry an ``Idempotency-Key``.
+other 4xx (never forwarded).
+
+Reports (an outcome, a write let through unchecked) are ``Report`` values: the route, the
+body and the ``Idempotency-Key`` they are first sent with, kept as they are so that a
+report sent again (from the spool, after an outage) is the same request and Claros records
+it once. Names go into paths percent-encoded, one segment each: an app may be ``team/shop``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 
@@ -18,9 +25,64 @@ from claros_guard.client import error_reason
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
 from claros_guard.login import CredentialsError, key_problem, resolve_connection, url_problem
 
-__all__ = ["ClarosApi", "HttpClarosApi", "is_need", "new_idempotency_key", "outcome_key"]
+__all__ = [
+    "ClarosApi",
+    "HttpClarosApi",
+    "Report",
+    "call_outcome_report",
+    "is_need",
+    "new_idempotency_key",
+    "outcome_key",
+    "outcome_report",
+    "segment",
+    "unchecked_report",
+]
 
 DEFAULT_TIMEOUT = 10.0
+
+
+def segment(name: str) -> str:
+    """A name as one path segment: app and tool names may hold ``/``, ``:`` or ``@``."""
+    return quote(name, safe="")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report for Claros, as sent the first time and every time after."""
+
+    route: str  # /v1/unchecked, /v1/outcomes or /v1/check/{check_id}/outcome
+    body: dict[str, Any]
+    key: str  # the Idempotency-Key
+    what: str = field(default="report", compare=False)  # for log lines
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        """Two reports with the same ident are one report (Claros keeps the first)."""
+        return self.route, self.key
+
+    def with_outcome(self, status: str | None, summary: str | None) -> Report:
+        body = {k: v for k, v in self.body.items() if k not in ("status", "summary")}
+        if status is not None:
+            body["status"] = status
+        body["summary"] = summary
+        return Report(self.route, body, self.key, self.what)
+
+
+def outcome_report(check_id: str, status: str, summary: str | None, what: str) -> Report:
+    route = f"/v1/check/{segment(check_id)}/outcome"
+    body = {"status": status, "summary": summary}
+    return Report(route, body, f"outcome-{check_id}", what)
+
+
+def call_outcome_report(tool_use_id: str, status: str, summary: str | None) -> Report:
+    body = {"tool_use_id": tool_use_id, "status": status, "summary": summary}
+    return Report("/v1/outcomes", body, outcome_key(tool_use_id), "outcome")
+
+
+def unchecked_report(body: Mapping[str, Any], what: str, key: str | None = None) -> Report:
+    """A write let through unchecked. ``status`` left out of the body is "not known"
+    (Claros takes ``ok``, ``error`` or none)."""
+    return Report("/v1/unchecked", dict(body), key or new_idempotency_key(), what)
 
 
 class ClarosApi(Protocol):
@@ -30,11 +92,7 @@ class ClarosApi(Protocol):
 
     async def ask(self, ask_id: str) -> dict[str, Any]: ...
 
-    async def outcome(self, check_id: str, status: str, summary: str | None) -> None: ...
-
-    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None: ...
-
-    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None: ...
+    async def send_report(self, report: Report) -> None: ...
 
     async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]: ...
 
@@ -128,31 +186,16 @@ class HttpClarosApi:
         return answer
 
     async def ask(self, ask_id: str) -> dict[str, Any]:
-        answer = await self._send("GET", f"/v1/asks/{ask_id}")
+        answer = await self._send("GET", f"/v1/asks/{segment(ask_id)}")
         return dict(answer) if isinstance(answer, dict) else {}
 
-    async def outcome(self, check_id: str, status: str, summary: str | None) -> None:
-        body = {"status": status, "summary": summary}
-        await self._send(
-            "POST",
-            f"/v1/check/{check_id}/outcome",
-            body,
-            {"Idempotency-Key": f"outcome-{check_id}"},
-            what="outcome",
-        )
-
-    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
-        body = {"tool_use_id": tool_use_id, "status": status, "summary": summary}
-        key = {"Idempotency-Key": outcome_key(tool_use_id)}
-        await self._send("POST", "/v1/outcomes", body, key, what="outcome")
-
-    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None:
-        headers = {"Idempotency-Key": idempotency_key}
-        await self._send("POST", "/v1/unchecked", body, headers, what="unchecked report")
+    async def send_report(self, report: Report) -> None:
+        headers = {"Idempotency-Key": report.key}
+        await self._send("POST", report.route, report.body, headers, what=report.what)
 
     async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-        body = {"tools": tools}
-        answer = await self._send("POST", f"/v1/apps/{app}/tools", body, what="tool registration")
+        path, body = f"/v1/apps/{segment(app)}/tools", {"tools": tools}
+        answer = await self._send("POST", path, body, what="tool registration")
         return dict(answer) if isinstance(answer, dict) else {}
 
 

@@ -30,6 +30,7 @@ from claros_guard.login import url_problem
 from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_dir
 from claros_guard.reporter import Reporter
 from claros_guard.session import AgentSession
+from claros_guard.spool import Spool, state_dir
 from claros_guard.transport import UpstreamSpec, agent_stdio
 
 __all__ = ["GuardPlan", "main", "plan_from_args", "serve"]
@@ -162,7 +163,8 @@ async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
     ensure_private_dir(plan.peers)
     key = api.key
     peers = PeerClient(plan.peers, key, timeout=plan.shared.read_timeout)
-    reporter = Reporter()
+    # Reports Claros cannot take go to disk, per key, and are sent from there later.
+    reporter = Reporter(api, Spool(state_dir(), key))
     apps = {
         a.name: GuardedApp(a, plan.shared, api=api, peers=peers, reporter=reporter)
         for a in plan.apps
@@ -181,7 +183,9 @@ async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
             if plan.agent and stdio:
                 tg.start_soon(_serve_agent, apps[plan.agent], stop)
             await stop.wait()
-            await reporter.drain(5.0)
+            # Within the 2 s an MCP client gives a server to exit before it kills it: what
+            # cannot go by then goes to the spool, which takes milliseconds.
+            await reporter.drain(1.0)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

@@ -25,40 +25,54 @@
   (default 60) for the person asked: ``allow`` on approval, else ``deny`` saying who was
   asked and how to retry.
 * Claros unreachable or a read failing: ``deny`` (fail closed), unless
-  ``CLAROS_FAIL_OPEN=1``: then ``allow``, reported to ``/v1/unchecked``. A need naming a
-  tool that is not a read is denied even then. The key is ``$CLAROS_KEY``, else the one
-  ``claros login`` saved.
+  ``CLAROS_FAIL_OPEN=1``: then ``allow``, and the call is kept (``Spool.hold``, by its
+  ``tool_use_id``) for ``hook post`` to report to ``/v1/unchecked`` with how it ended. A
+  need naming a tool that is not a read is denied even then. The key is ``$CLAROS_KEY``,
+  else the one ``claros login`` saved.
 * Any other failure of the hook itself: one line on stderr and, for ``pre``, ``deny`` (or
-  with ``CLAROS_FAIL_OPEN=1`` ``allow``, reported as unchecked); never a traceback or a
-  non-zero exit, which Claude Code takes as "run the tool anyway, unchecked".
+  with ``CLAROS_FAIL_OPEN=1`` ``allow``, kept for ``post`` as unchecked); never a
+  traceback or a non-zero exit, which Claude Code takes as "run the tool anyway,
+  unchecked".
 
-``hook post`` reports the outcome (``ok`` or ``error``, a short summary) by the call's
-``tool_use_id`` (``POST /v1/outcomes``); it never blocks and prints nothing.
+``hook post`` reports the outcome (``ok`` or ``error``, a short summary): of the unchecked
+call ``pre`` kept, else by the call's ``tool_use_id`` (``POST /v1/outcomes``); it never
+blocks and prints nothing.
+
+A report Claros cannot take goes to the spool (``claros_guard.spool``); every hook run
+that gets that far first sends what the spool holds, at most ``_FLUSH_LINES`` reports and
+``_FLUSH_SECONDS``, so a hook never stalls the agent for long.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from claros_guard import VERSION
-from claros_guard.api import HttpClarosApi, new_idempotency_key
+from claros_guard.api import HttpClarosApi, Report, call_outcome_report, unchecked_report
 from claros_guard.classify import by_name
-from claros_guard.errors import ClarosRefusedError, ConfigError, GuardError
+from claros_guard.errors import (
+    ClarosRefusedError,
+    ClarosUnavailableError,
+    ConfigError,
+    GuardError,
+)
 from claros_guard.files import FileProblem, parse_json, read_text, write_file
 from claros_guard.login import CredentialsError, resolve_connection
 from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
 from claros_guard.policy import Call, Policy
+from claros_guard.spool import Spool, deliver, flush, state_dir
 
 __all__ = [
     "HOOK_EVENTS",
@@ -74,6 +88,9 @@ HOOK_EVENTS = {"PreToolUse": "pre", "PostToolUse": "post", "PostToolUseFailure":
 _TIMEOUTS = {"pre": 120, "post": 15}
 _MAX_STRING = 2000
 _ASKS_FILE = "hook-asks.json"
+_FLUSH_LINES = 100
+_FLUSH_SECONDS = 2.0
+_UNCHECKED_SUMMARY = "allowed unchecked by the hook"
 
 
 # -- install ---------------------------------------------------------------------------------
@@ -251,7 +268,11 @@ def _save_asks(path: Path, asks: dict[str, Any]) -> None:
 
 
 async def pre(
-    event: Mapping[str, Any], target: tuple[str, str], api: HttpClarosApi, peers: PeerClient
+    event: Mapping[str, Any],
+    target: tuple[str, str],
+    api: HttpClarosApi,
+    peers: PeerClient,
+    spool: Spool | None,
 ) -> dict[str, Any] | None:
     app, tool = target
     fail_open = os.environ.get("CLAROS_FAIL_OPEN") == "1"
@@ -281,12 +302,9 @@ async def pre(
     if not verdict.forward:
         return _answer("deny", verdict.message or "Blocked by Claros.")
     if verdict.unchecked:
-        job = policy.report_job(call, verdict, "ok", "allowed unchecked by the hook")
-        if job is not None:
-            try:
-                await job()
-            except GuardError as exc:
-                print(f"claros hook: cannot report the unchecked call: {exc}", file=sys.stderr)
+        report = policy.report_for(call, verdict, None, _UNCHECKED_SUMMARY)
+        if report is not None:
+            await _keep_for_post(event, report, spool, lambda: api)
         return _answer(
             "allow",
             f"Claros could not check this call and CLAROS_FAIL_OPEN=1 "
@@ -323,18 +341,100 @@ def _post_outcome(event: Mapping[str, Any]) -> tuple[str, str]:
     return "ok", str(response or "done")[:300]
 
 
-async def post(event: Mapping[str, Any], api: HttpClarosApi) -> None:
+async def post(event: Mapping[str, Any], api: HttpClarosApi, spool: Spool | None) -> None:
     tool_use_id = event.get("tool_use_id")
     if not isinstance(tool_use_id, str):
         return
     status, summary = _post_outcome(event)
+    report = call_outcome_report(tool_use_id, status, summary)
     try:
-        await api.outcome_by_call(tool_use_id, status, summary)
+        await api.send_report(report)
     except ClarosRefusedError as exc:
-        if exc.status != 404:  # 404: no check was made for it (e.g. let through unchecked)
+        # 404: no check was made for it (pre kept it as unchecked, reported long ago);
+        # 409: its outcome is recorded already.
+        if exc.status not in (404, 409):
             print(f"claros hook post: {exc}", file=sys.stderr)
+    except ClarosUnavailableError as exc:
+        _spool_or_say("post", report, spool, str(exc))
     except GuardError as exc:
         print(f"claros hook post: cannot report the outcome: {exc}", file=sys.stderr)
+
+
+def _claim(event: Mapping[str, Any], spool: Spool | None) -> Report | None:
+    """The unchecked call ``pre`` kept for this one, with how it ended."""
+    tool_use_id = event.get("tool_use_id")
+    if spool is None or not isinstance(tool_use_id, str) or not tool_use_id:
+        return None
+    try:
+        held = spool.claim(tool_use_id)
+    except (OSError, GuardError) as exc:
+        print(f"claros hook post: cannot read the report spool: {exc}", file=sys.stderr)
+        return None
+    return held.with_outcome(*_post_outcome(event)) if held is not None else None
+
+
+# -- reports that cannot wait, and the spool ---------------------------------------------------
+
+
+async def _keep_for_post(
+    event: Mapping[str, Any],
+    report: Report,
+    spool: Spool | None,
+    client: Callable[[], HttpClarosApi],
+) -> None:
+    """A call let through unchecked: kept for its ``hook post``, which reports it with how
+    it ended. Without a tool_use_id or a usable spool no post can find it, so it is
+    reported now, how it ends not known."""
+    call_id = event.get("tool_use_id")
+    if spool is not None and isinstance(call_id, str) and call_id:
+        try:
+            spool.hold(call_id, report)
+            return
+        except (OSError, GuardError) as exc:
+            print(
+                f"claros hook pre: cannot keep the unchecked call for its outcome: {exc}",
+                file=sys.stderr,
+            )
+    try:
+        await deliver(client(), report)
+    except ClarosUnavailableError as exc:
+        _spool_or_say("pre", report, spool, str(exc))
+
+
+def _spool_or_say(kind: str, report: Report, spool: Spool | None, reason: str) -> None:
+    """Claros could not take the report: into the spool, sent by the next hook or guard."""
+    if spool is not None:
+        try:
+            if spool.append([report]):
+                print(
+                    f"claros hook {kind}: Claros is unreachable ({reason}); the {report.what} "
+                    f"is kept in {spool.path} and sent later",
+                    file=sys.stderr,
+                )
+            return  # or dropped by a full spool, which said so
+        except (OSError, GuardError) as exc:
+            reason = f"{reason}; and it cannot be kept: {exc}"
+    print(f"claros hook {kind}: cannot report the {report.what}: {reason}", file=sys.stderr)
+
+
+async def _flush_spool(kind: str, spool: Spool, api: HttpClarosApi) -> None:
+    """What earlier hooks or guards could not send: a few reports, briefly."""
+    try:
+        with anyio.move_on_after(_FLUSH_SECONDS):
+            await flush(spool, api, limit=_FLUSH_LINES)
+    except (OSError, GuardError) as exc:
+        print(f"claros hook {kind}: cannot send the report spool: {exc}", file=sys.stderr)
+
+
+def _spool_for(key: str | None) -> Spool | None:
+    return Spool(state_dir(), key) if key else None
+
+
+def _has_work(spool: Spool | None) -> bool:
+    try:
+        return spool is not None and spool.has_work()
+    except (OSError, GuardError):
+        return False
 
 
 # -- entry -----------------------------------------------------------------------------------
@@ -349,19 +449,44 @@ async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
         raise ConfigError(str(exc)) from None
     read_timeout = float(os.environ.get("CLAROS_READ_TIMEOUT", "30"))
     peers = PeerClient(peer_dir(), key, timeout=read_timeout) if key else None
-    target = await _target(event, peers)
-    if target is None or not target[2]:
-        return None
-    api = HttpClarosApi(url, key, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10")))
+    spool = _spool_for(key)
+    made: list[HttpClarosApi] = []
+
+    def client() -> HttpClarosApi:  # made when needed: most runs never talk to Claros
+        if not made:
+            timeout = float(os.environ.get("CLAROS_TIMEOUT", "10"))
+            made.append(HttpClarosApi(url, key, timeout=timeout))
+        return made[0]
+
     try:
+        if spool is not None and _has_work(spool):
+            await _flush_spool(kind, spool, client())
+        if kind == "post":
+            held = _claim(event, spool)
+            if held is not None:
+                await _send_or_spool("post", client(), held, spool)
+                return None
+        target = await _target(event, peers)
+        if target is None or not target[2]:
+            return None
         if kind == "pre":
             if peers is None:  # not reached: without a key HttpClarosApi raised ConfigError
                 raise ConfigError("no Claros key: set CLAROS_KEY or run claros login")
-            return await pre(event, target[:2], api, peers)
-        await post(event, api)
+            return await pre(event, target[:2], client(), peers, spool)
+        await post(event, client(), spool)
         return None
     finally:
-        await api.aclose()
+        for api in made:
+            await api.aclose()
+
+
+async def _send_or_spool(
+    kind: str, api: HttpClarosApi, report: Report, spool: Spool | None
+) -> None:
+    try:
+        await deliver(api, report)
+    except ClarosUnavailableError as exc:
+        _spool_or_say(kind, report, spool, str(exc))
 
 
 def _plain_target(event: Mapping[str, Any]) -> tuple[str, str]:
@@ -373,6 +498,8 @@ def _plain_target(event: Mapping[str, Any]) -> tuple[str, str]:
 
 
 async def _report_unchecked(event: Mapping[str, Any], reason: str) -> None:
+    """The hook failed and CLAROS_FAIL_OPEN=1 lets the call run: keep it for its post, as
+    a call let through while Claros was unreachable (as little as can fail here)."""
     app, tool = _plain_target(event)
     tool_input = event.get("tool_input")
     agent: dict[str, Any] = {
@@ -388,14 +515,21 @@ async def _report_unchecked(event: Mapping[str, Any], reason: str) -> None:
         "arguments": _trimmed(dict(tool_input)) if isinstance(tool_input, Mapping) else {},
         "agent": agent,
         "reason": reason[:500],
-        "status": "ok",
-        "summary": "allowed unchecked by the hook",
+        "summary": _UNCHECKED_SUMMARY,
     }
-    api = HttpClarosApi(None, None, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10")))
+    report = unchecked_report(body, f"unchecked call to {app} {tool}")
+    url, key = resolve_connection(None, None)
+    made: list[HttpClarosApi] = []
+
+    def client() -> HttpClarosApi:
+        made.append(HttpClarosApi(url, key, timeout=float(os.environ.get("CLAROS_TIMEOUT", "10"))))
+        return made[-1]
+
     try:
-        await api.unchecked(body, new_idempotency_key())
+        await _keep_for_post(event, report, _spool_for(key), client)
     finally:
-        await api.aclose()
+        for api in made:
+            await api.aclose()
 
 
 def _unexpected(kind: str, event: Mapping[str, Any], exc: Exception) -> tuple[int, str]:
@@ -412,7 +546,7 @@ def _unexpected(kind: str, event: Mapping[str, Any], exc: Exception) -> tuple[in
         reason = f"the hook failed unexpectedly ({what})"
         try:
             anyio.run(_report_unchecked, event, reason)
-        except Exception as report_exc:  # the allow stands; say that Claros did not hear
+        except Exception as report_exc:  # the allow stands; say that Claros may not hear
             print(
                 f"claros hook pre: cannot report the unchecked call: {report_exc}",
                 file=sys.stderr,
@@ -460,6 +594,10 @@ def hook_main(kind: str, stdin: str | bytes) -> tuple[int, str]:
         return (0, json.dumps(_answer("deny", reason))) if kind == "pre" else (0, "")
     if passes_at_once(event):
         return 0, ""
+    # The spool's log lines (a report dropped, a line skipped), one line each on stderr.
+    logging.basicConfig(
+        level=logging.WARNING, format=f"claros hook {kind}: %(message)s", stream=sys.stderr
+    )
     try:
         answer = anyio.run(_run, kind, event)
     except ConfigError as exc:

@@ -81,19 +81,20 @@ def peer_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"claros-{os.getuid()}"
 
 
-def ensure_private_dir(path: Path) -> Path:
-    """The directory, made if needed: a real directory, owned by this user, mode 0700."""
+def ensure_private_dir(
+    path: Path, what: str = "the guards' sockets", setting: str = "CLAROS_PEER_DIR"
+) -> Path:
+    """The directory, made if needed: a real directory, owned by this user, mode 0700.
+    ``what`` goes there and ``setting`` names another place, for the messages."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.lstat()
     except OSError as exc:
-        raise ConfigError(f"cannot use {path} for the guards' sockets: {exc}") from exc
+        raise ConfigError(f"cannot use {path} for {what}: {exc}") from exc
     if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"{path} is not a directory (the guards' sockets go there)")
+        raise ConfigError(f"{path} is not a directory ({what} go there)")
     if info.st_uid != os.getuid():
-        raise ConfigError(
-            f"{path} belongs to another user; set CLAROS_PEER_DIR to a private directory"
-        )
+        raise ConfigError(f"{path} belongs to another user; set {setting} to a private directory")
     if info.st_mode & 0o077:
         path.chmod(0o700)
     return path

@@ -12,8 +12,9 @@
 3. Claros unreachable, slow or failing (5xx), or a read that failed: blocked, unless
    ``fail_open``, when the call is forwarded and reported to ``/v1/unchecked``. A 4xx from
    Claros and a need naming a tool that is not a read always block.
-4. After a checked write ran, its outcome goes to ``/v1/check/{id}/outcome`` in the
-   background (``reporter.Reporter``), so the agent never waits for it.
+4. After a forwarded write ran, its report (the outcome of its check, or the write let
+   through unchecked) goes to Claros in the background (``reporter.Reporter``), so the
+   agent never waits for it.
 
 Pure of MCP: calls, verdicts and the ``ClarosApi`` protocol in; the session module turns
 verdicts into MCP results.
@@ -33,7 +34,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from claros_guard.api import ClarosApi, is_need, new_idempotency_key
+from claros_guard.api import ClarosApi, Report, is_need, outcome_report, unchecked_report
 from claros_guard.errors import (
     ClarosRefusedError,
     ClarosUnavailableError,
@@ -299,25 +300,24 @@ class Policy:
             except (KeyError, TypeError, ValueError, AttributeError):
                 continue
 
-    def report_job(
-        self, call: Call, verdict: Verdict, status: str, summary: str | None
-    ) -> Callable[[], Awaitable[None]] | None:
-        """The report to send once a forwarded call has run (None when there is none)."""
+    def report_for(
+        self, call: Call, verdict: Verdict, status: str | None, summary: str | None
+    ) -> Report | None:
+        """The report to send once a forwarded call has run (None when there is none).
+        ``status`` None: how it ended is not known yet (left out of the body)."""
         if verdict.check_id:
-            check_id = verdict.check_id
-            return lambda: self.api.outcome(check_id, status, summary)
+            what = f"outcome of {call.app} {call.tool}"
+            return outcome_report(verdict.check_id, status or "ok", summary, what)
         if verdict.unchecked:
-            body = {
+            body: dict[str, Any] = {
                 "app": call.app,
                 "tool": call.tool,
                 "arguments": call.arguments,
                 "agent": call.agent,
                 "reason": verdict.unchecked,
-                "status": status,
-                "summary": summary,
             }
-            key = new_idempotency_key()
-            return lambda: self.api.unchecked(body, key)
+            what = f"unchecked call to {call.app} {call.tool}"
+            return unchecked_report(body, what).with_outcome(status, summary)
         return None
 
 

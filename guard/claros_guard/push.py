@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from claros_guard.api import segment
 from claros_guard.client import ApiError, Client, ClientError
 from claros_guard.files import FileProblem, parse_json, parse_yaml, plain_json, read_text
 
@@ -73,7 +74,7 @@ def push_rules(client: Client, path: str, made_by: str) -> int:
         rule_id = rule.get("id")
         if not isinstance(rule_id, str) or not rule_id:
             raise ValueError("the rule has no id")
-        return rule_id, f"/api/rules/{rule_id}", {"rule": rule, "made_by": made_by}
+        return rule_id, f"/api/rules/{segment(rule_id)}", {"rule": rule, "made_by": made_by}
 
     return _push(client, load_items(path, "rules"), send)
 
@@ -83,6 +84,8 @@ def push_mappings(client: Client, path: str) -> int:
         app, tool = mapping.get("app"), mapping.get("tool")
         if not isinstance(app, str) or not isinstance(tool, str):
             raise ValueError("the mapping needs app and tool")
-        return f"{app} {tool}", f"/api/mappings/{app}/{tool}", {"mapping": mapping}
+        # One segment each: an app or tool may be named team/shop or a:b.
+        path = f"/api/mappings/{segment(app)}/{segment(tool)}"
+        return f"{app} {tool}", path, {"mapping": mapping}
 
     return _push(client, load_items(path, "mappings"), send)

@@ -3,35 +3,42 @@ the checks.
 
 A check is on the agent's path; a report is not. So reports go out one at a time, once no
 check has been in flight for ``idle`` seconds, or once a report has waited ``max_delay``
-seconds (an agent that never pauses still has its outcomes recorded within seconds). What
-Claros cannot take now (unreachable) is kept, up to ``backlog`` reports, and tried again
-every ``retry_every`` seconds; what Claros refuses (a 4xx) is logged and dropped.
+seconds (an agent that never pauses still has its outcomes recorded within seconds).
+
+What Claros cannot take now (unreachable, slow, 5xx) goes to the spool on disk
+(``claros_guard.spool``) at once, with everything queued behind it: a guard stopped or
+killed during an outage must not lose it. The spool is sent at start (reports an earlier
+guard or hook left there) and every ``retry_every`` seconds while it holds anything, paced
+like the reports. At exit, what is still queued after ``drain`` goes to the spool too.
+What Claros refuses (a 4xx) is logged and dropped; a 409, "already recorded", is not a
+refusal. Without a usable spool, reports are kept in memory (up to ``backlog``) and tried
+again every ``retry_every`` seconds, as long as the guard runs.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import anyio
 import anyio.abc
 
+from claros_guard.api import Report
 from claros_guard.errors import ClarosUnavailableError, GuardError
+from claros_guard.spool import ReportSender, Spool, deliver, flush
 
 __all__ = ["Reporter"]
 
 log = logging.getLogger("claros_guard.reporter")
 
-Job = Callable[[], Awaitable[None]]
-
 
 @dataclass
-class _Report:
-    what: str
-    job: Job
+class _Queued:
+    report: Report
     since: float
     not_before: float = 0.0
 
@@ -39,23 +46,34 @@ class _Report:
 class Reporter:
     def __init__(
         self,
+        api: ReportSender,
+        spool: Spool | None = None,
         *,
         backlog: int = 1000,
         retry_every: float = 5.0,
         idle: float = 0.02,
         max_delay: float = 2.0,
+        batch: int = 500,
     ) -> None:
+        self.api = api
+        self.spool = spool
         self.retry_every = retry_every
         self.idle = idle
         self.max_delay = max_delay
-        self._queue: deque[_Report] = deque()
+        self.batch = batch
+        self._queue: deque[_Queued] = deque()
         self._backlog = backlog
         self._wake = anyio.Event()
         self._empty = anyio.Event()
         self._empty.set()
+        self._stopped = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
         self._checks = 0
         self._quiet_since = 0.0
         self._draining = False
+        self._next_flush = 0.0  # at start: reports an earlier guard or hook left
+        self._down_until = 0.0  # Claros failed a moment ago: spool without trying
+        self._outage = False
         self.sent = 0
 
     @contextmanager
@@ -70,60 +88,175 @@ class Reporter:
                 self._quiet_since = anyio.current_time()
                 self._wake.set()
 
-    def submit(self, what: str, job: Job) -> None:
-        if len(self._queue) >= self._backlog:
-            dropped = self._queue.popleft()
-            log.warning("too many reports waiting; dropped the %s", dropped.what)
-        self._queue.append(_Report(what, job, anyio.current_time()))
+    def submit(self, report: Report) -> None:
+        self._queue.append(_Queued(report, anyio.current_time()))
         self._empty = anyio.Event() if self._empty.is_set() else self._empty
         self._wake.set()
 
-    def _wait_for(self, report: _Report) -> float:
+    def _wait_for(self, item: _Queued) -> float:
         """Seconds until the report may go (0: now)."""
         now = anyio.current_time()
         if self._draining:
             return 0.0
-        floor = report.not_before - now
-        due = report.since + self.max_delay - now
+        floor = item.not_before - now
+        due = item.since + self.max_delay - now
         if self._checks == 0:
             due = min(due, self._quiet_since + self.idle - now)
         return max(0.0, floor, due)
 
+    async def _sleep(self, seconds: float) -> None:
+        """Until ``seconds`` pass or something wakes the reporter."""
+        self._wake = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._wake.wait()
+
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        task_status.started()
-        while True:
-            if not self._queue:
-                self._empty.set()
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                continue
-            wait = self._wait_for(self._queue[0])
-            if wait > 0:
-                self._wake = anyio.Event()
-                with anyio.move_on_after(wait):
-                    await self._wake.wait()
-                continue
-            await self._send(self._queue.popleft())
-
-    async def _send(self, report: _Report) -> None:
         try:
-            await report.job()
-            self.sent += 1
+            with anyio.CancelScope() as self._scope:
+                task_status.started()
+                await self._loop()
+        finally:
+            self._stopped.set()
+
+    async def _loop(self) -> None:
+        while True:
+            if len(self._queue) > self._backlog:
+                await self._overflow()
+            if self._queue:
+                wait = self._wait_for(self._queue[0])
+                if wait > 0:
+                    await self._sleep(wait)
+                else:
+                    await self._send_head()
+                continue
+            self._empty.set()
+            if self.spool is None or self._draining:
+                await self._sleep(math.inf)
+                continue
+            wait = self._next_flush - anyio.current_time()
+            if wait > 0:
+                await self._sleep(wait)
+                continue
+            await self._flush()
+
+    async def _send_head(self) -> None:
+        head = self._queue[0]
+        if self.spool is not None and anyio.current_time() < self._down_until:
+            await self._keep("Claros was unreachable moments ago")
+            return
+        try:
+            took = await deliver(self.api, head.report)
         except ClarosUnavailableError as exc:
-            if self._draining:
-                log.warning("could not send the %s before stopping: %s", report.what, exc)
+            await self._keep(str(exc))
+            return
+        # Taken off the queue only now: a send cut short at exit leaves it for the spool.
+        if self._queue and self._queue[0] is head:
+            self._queue.popleft()
+        if took:
+            self.sent += 1
+            self._back_up()
+
+    def _back_up(self) -> None:
+        if self._outage:
+            log.info("Claros is reachable again")
+            self._outage = False
+
+    def _down(self, reason: str, kept: str) -> None:
+        """One warning when an outage starts; the rest of it at info level."""
+        level = logging.INFO if self._outage else logging.WARNING
+        log.log(level, "Claros is unreachable (%s): %s", reason, kept)
+        self._outage = True
+
+    async def _keep(self, reason: str) -> None:
+        """Claros cannot take reports now: the whole queue goes to the spool (or, without
+        one, waits in memory)."""
+        items = list(self._queue)
+        self._queue.clear()
+        now = anyio.current_time()
+        self._down_until = self._next_flush = now + self.retry_every
+        if self.spool is not None and await self._spool([i.report for i in items]):
+            kept = f"{len(items)} reports kept in {self.spool.path}"
+            self._down(reason, f"{kept}, sent again every {self.retry_every:g}s")
+            return
+        if self._draining:
+            log.warning("could not send %d reports before stopping: %s", len(items), reason)
+            return
+        self._down(reason, f"keeping {len(items)} reports in memory")
+        for item in items:
+            item.not_before = now + self.retry_every
+        self._queue.extend(items)
+
+    async def _spool(self, reports: list[Report]) -> bool:
+        """Whether the reports are in the spool now (kept, or dropped by a full spool and
+        logged there)."""
+        if self.spool is None:
+            return False
+        spool = self.spool
+        try:
+            with anyio.CancelScope(shield=True):  # half spooled at exit is worse than late
+                await anyio.to_thread.run_sync(spool.append, reports)
+        except (OSError, GuardError) as exc:
+            log.error("cannot write the report spool %s: %s", spool.path, exc)
+            return False
+        return True
+
+    async def _overflow(self) -> None:
+        """More reports waiting than ``backlog``: the oldest go to the spool (or, without
+        one, are dropped, and said so)."""
+        excess = [self._queue.popleft() for _ in range(len(self._queue) - self._backlog)]
+        if await self._spool([i.report for i in excess]):
+            return
+        for item in excess:
+            log.warning("too many reports waiting; dropped the %s", item.report.what)
+
+    async def _pace(self) -> None:
+        """Before each report from the spool: as long as a queued report would wait."""
+        start = anyio.current_time()
+        while not self._draining:
+            now = anyio.current_time()
+            due = start + self.max_delay - now
+            if self._checks == 0:
+                due = min(due, self._quiet_since + self.idle - now)
+            if due <= 0:
                 return
-            log.warning("keeping the %s for later: %s", report.what, exc)
-            report.not_before = anyio.current_time() + self.retry_every
-            self._queue.append(report)
-        except GuardError as exc:
-            log.warning("Claros did not take the %s: %s", report.what, exc)
+            await self._sleep(due)
+
+    async def _flush(self) -> None:
+        spool = self.spool
+        assert spool is not None
+        self._next_flush = anyio.current_time() + self.retry_every
+        try:
+            if not await anyio.to_thread.run_sync(spool.has_work):
+                return
+            done = await flush(spool, self.api, limit=self.batch, pace=self._pace)
+        except (OSError, GuardError) as exc:
+            log.error("cannot send the report spool %s: %s", spool.path, exc)
+            return
+        self.sent += done.sent
+        if done.sent:
+            log.info("sent %d reports from the spool %s", done.sent, spool.path)
+            self._back_up()
+        if done.unavailable is not None:
+            self._down_until = self._next_flush
+            self._down(done.unavailable, f"the reports stay in {spool.path}")
+        elif done.more:
+            self._next_flush = anyio.current_time()  # the next batch at once
 
     async def drain(self, timeout: float) -> None:
-        """Send what is waiting now, one more try each (bounded by ``timeout``)."""
+        """Send what is waiting now, one more try each (bounded by ``timeout``); what is
+        left then goes to the spool."""
         self._draining = True
         self._wake.set()
         with anyio.move_on_after(timeout):
             await self._empty.wait()
+        if self._scope is not None:
+            self._scope.cancel()
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(1.0):  # the run task lets go of the queue
+                await self._stopped.wait()
+            left = [i.report for i in self._queue]
+            self._queue.clear()
+            if left and not await self._spool(left):
+                log.warning("could not send %d reports before stopping", len(left))

@@ -150,9 +150,9 @@ class AgentSession:
         self, call: Call, verdict: Verdict, result: Mapping[str, Any] | None, error: str | None
     ) -> None:
         status, summary = outcome_of(result, error)
-        job = self.app.policy.report_job(call, verdict, status, summary)
-        if job is not None:
-            self.app.reporter.submit(f"outcome of {call.app} {call.tool}", job)
+        report = self.app.policy.report_for(call, verdict, status, summary)
+        if report is not None:
+            self.app.reporter.submit(report)
 
     async def _on_notify(self, dctx: Ctx, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/initialized":

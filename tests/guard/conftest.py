@@ -68,7 +68,8 @@ def claros(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Claros]:
 
 @dataclass
 class Workspace:
-    """A fresh workspace: keys, a private peer directory and a call log."""
+    """A fresh workspace: keys, a private peer directory, a state directory of its own
+    (the report spool) and a call log."""
 
     claros: Claros
     name: str
@@ -77,6 +78,11 @@ class Workspace:
     peers: Path
     log: Path
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> Path:
+        """Where the guards and hooks keep reports Claros could not take (not made yet)."""
+        return Path(self.env["CLAROS_STATE_DIR"])
 
     def http(self) -> httpx.Client:
         return httpx.Client(base_url=self.claros.url, timeout=30)
@@ -133,6 +139,7 @@ def workspace(claros: Claros, tmp_path: Path) -> Iterator[Workspace]:
         "CLAROS_URL": claros.url,
         "CLAROS_KEY": agent,
         "CLAROS_PEER_DIR": str(peers),
+        "CLAROS_STATE_DIR": str(tmp_path / "state"),
         "CLAROS_ASK_POLL": "0.05",
         "CLAROS_LOG": "WARNING",
         "EXAMPLE_CALL_LOG": str(log),

@@ -331,26 +331,43 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     ]
     assert ws.records("check") == [] and ws.records("unchecked") == []
 
-    # With fail-open: allowed, and Claros hears of it as unchecked.
+    # With fail-open: allowed and kept for its post, which reports it as unchecked with
+    # how it ended.
     answer, stderr = await hook_process(ws, "pre", event, CLAROS_FAIL_OPEN="1", **broken)
     allowed = decision(answer)
     assert allowed[0] == "allow" and "CLAROS_FAIL_OPEN=1" in allowed[1]
     assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr
+    assert ws.records("unchecked") == []
+    ran = {**event, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "deployed"}}
+    assert await hook_process(ws, "post", ran) == (None, "")
     (unchecked,) = ws.records("unchecked")
     assert (unchecked["app"], unchecked["tool"]) == ("claude-code", "Bash")
     assert unchecked["arguments"] == {"command": "make deploy"}
     assert "failed unexpectedly (ValueError" in unchecked["reason"]
+    assert (unchecked["status"], unchecked["summary"]) == ("ok", "deployed")
     assert unchecked["agent"]["via"]["guard"] == "claros-hooks"
     assert unchecked["agent"]["call_id"] == "t7"
 
-    # ... and when that report cannot be sent either, the allow stands and stderr says so.
+    # ... and when it can be neither kept nor sent, the allow stands and stderr says so.
+    not_a_dir = ws.log.parent / "state-file"
+    not_a_dir.write_text("")
     answer, stderr = await hook_process(
-        ws, "pre", event, CLAROS_FAIL_OPEN="1", CLAROS_URL=dead_url(), **broken
+        ws,
+        "pre",
+        {**event, "tool_use_id": "t8"},
+        CLAROS_FAIL_OPEN="1",
+        CLAROS_URL=dead_url(),
+        CLAROS_STATE_DIR=str(not_a_dir),
+        **broken,
     )
     assert decision(answer)[0] == "allow"
     lines = stderr.splitlines()
-    assert len(lines) == 2 and "Traceback" not in stderr
-    assert lines[1].startswith("claros hook pre: cannot report the unchecked call: ")
+    assert len(lines) == 3 and "Traceback" not in stderr
+    assert lines[1].startswith("claros hook pre: cannot keep the unchecked call for its outcome: ")
+    assert lines[2].startswith(
+        "claros hook pre: cannot report the unchecked call to claude-code Bash: cannot reach "
+    )
+    assert "and it cannot be kept: cannot use " in lines[2]
     assert len(ws.records("unchecked")) == 1
 
     # A post hook never blocks: nothing on stdout, one line on stderr.

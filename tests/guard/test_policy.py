@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from claros_guard.api import is_need
+from claros_guard.api import Report, is_need
 from claros_guard.classify import Classifier, by_name, words
 from claros_guard.errors import (
     ClarosRefusedError,
@@ -303,7 +303,7 @@ class FakeClaros:
         self.answers = answers
         self.checks: list[dict[str, Any]] = []
         self.asks: dict[str, list[str]] = {}
-        self.reports: list[tuple[str, Any]] = []
+        self.reports: list[Report] = []
 
     async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
         self.checks.append(dict(body))
@@ -320,14 +320,8 @@ class FakeClaros:
             "decided_by": "admin@example.com",
         }
 
-    async def outcome(self, check_id: str, status: str, summary: str | None) -> None:
-        self.reports.append(("outcome", (check_id, status, summary)))
-
-    async def outcome_by_call(self, tool_use_id: str, status: str, summary: str | None) -> None:
-        self.reports.append(("by_call", (tool_use_id, status, summary)))
-
-    async def unchecked(self, body: Mapping[str, Any], idempotency_key: str) -> None:
-        self.reports.append(("unchecked", dict(body)))
+    async def send_report(self, report: Report) -> None:
+        self.reports.append(report)
 
     async def register_tools(self, app: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
@@ -447,12 +441,28 @@ async def test_reports_after_a_call() -> None:
     claros = FakeClaros([{"result": "allow", "check_id": "chk_5"}])
     guard = policy(claros)
     verdict = await guard.decide(CALL)
-    job = guard.report_job(CALL, verdict, *outcome_of(result(text=["Refund R-9 created"])))
-    assert job is not None
-    await job()
-    assert claros.reports == [("outcome", ("chk_5", "ok", "Refund R-9 created"))]
+    report = guard.report_for(CALL, verdict, *outcome_of(result(text=["Refund R-9 created"])))
+    assert report == Report(
+        "/v1/check/chk_5/outcome",
+        {"status": "ok", "summary": "Refund R-9 created"},
+        "outcome-chk_5",
+    )
     assert outcome_of(None, "cancelled") == ("error", "cancelled")
     assert outcome_of(result(text=["boom"], error=True)) == ("error", "boom")
+    # A write let through unchecked: a fresh Idempotency-Key, kept for every resend; a
+    # status not known yet is left out of the body.
+    down = ClarosUnavailableError("cannot reach Claros")
+    opened = await policy(FakeClaros([down]), fail_open=True).decide(CALL)
+    later = guard.report_for(CALL, opened, None, "allowed unchecked")
+    assert later is not None and later.route == "/v1/unchecked" and len(later.key) == 32
+    assert "status" not in later.body and later.body["reason"] == "cannot reach Claros"
+    ended = later.with_outcome("error", "exit 1")
+    assert (ended.key, ended.body["status"], ended.body["summary"]) == (
+        later.key,
+        "error",
+        "exit 1",
+    )
+    assert guard.report_for(CALL, await policy(FakeClaros([down])).decide(CALL), "ok", "") is None
 
 
 @pytest.mark.parametrize(

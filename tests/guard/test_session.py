@@ -33,7 +33,7 @@ async def test_agent_session_checks_writes_and_relays_the_rest() -> None:
     claros = FakeClaros([stop, {"result": "allow", "check_id": "chk_10"}])
     spec = UpstreamSpec(command=sys.executable, args=(str(LAB),))
     peers = PeerClient(Path(tempfile.mkdtemp(prefix="cs")), "ck_k")
-    reporter = Reporter(idle=0.0)
+    reporter = Reporter(claros, idle=0.0)
     app = GuardedApp(
         AppSettings("lab", spec), GuardSettings(), api=claros, peers=peers, reporter=reporter
     )
@@ -59,4 +59,10 @@ async def test_agent_session_checks_writes_and_relays_the_rest() -> None:
     sent: list[dict[str, Any]] = claros.checks
     assert [c["arguments"] for c in sent] == [{"text": "a"}, {"text": "b"}]
     assert sent[0]["agent"]["name"] == "mcp" and sent[0]["agent"]["via"]["guard"] == "claros-guard"
-    assert claros.reports == [("outcome", ("chk_10", "ok", '{"ok": true, "tool": "note_write"}'))]
+    assert [(r.route, r.body, r.key) for r in claros.reports] == [
+        (
+            "/v1/check/chk_10/outcome",
+            {"status": "ok", "summary": '{"ok": true, "tool": "note_write"}'},
+            "outcome-chk_10",
+        )
+    ]
