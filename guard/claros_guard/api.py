@@ -23,7 +23,7 @@ import httpx
 
 from claros_guard.client import error_reason
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
-from claros_guard.login import CredentialsError, key_problem, resolve_connection, url_problem
+from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
     "ClarosApi",
@@ -124,24 +124,12 @@ class HttpClarosApi:
     ) -> None:
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
         try:
-            url, key = resolve_connection(url, key)
+            self.url, self.key = usable_connection(url, key)
         except CredentialsError as exc:
             raise ConfigError(str(exc)) from None
-        if not url:
-            raise ConfigError("no Claros URL: pass --url or set CLAROS_URL")
-        if not key:
-            raise ConfigError("no Claros key: pass --key, set CLAROS_KEY or run claros login")
-        problem = url_problem(url)
-        if problem:
-            raise ConfigError(f"the Claros URL {problem}")
-        problem = key_problem(key)
-        if problem:
-            raise ConfigError(f"{problem}: check --key, CLAROS_KEY or the saved sign-in")
-        self.url = url.rstrip("/")
-        self.key = key
         self._http = httpx.AsyncClient(
             base_url=self.url,
-            headers={"Authorization": f"Bearer {key}"},
+            headers={"Authorization": f"Bearer {self.key}"},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             transport=transport,
         )

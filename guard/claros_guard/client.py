@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from claros_guard.login import CredentialsError, key_problem, resolve_connection, url_problem
+from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = ["ApiError", "Client", "ClientError"]
 
@@ -54,22 +54,12 @@ class Client:
     def __init__(self, url: str | None, key: str | None, *, timeout: float = 30) -> None:
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
         try:
-            url, key = resolve_connection(url, key)
+            url, key = usable_connection(url, key)
         except CredentialsError as exc:
             raise ClientError(str(exc)) from None
-        if not url:
-            raise ClientError("no Claros URL: pass --url or set CLAROS_URL")
-        if not key:
-            raise ClientError("no key: pass --key, set CLAROS_KEY or run claros login")
-        problem = url_problem(url)
-        if problem:
-            raise ClientError(f"the Claros URL {problem}")
-        problem = key_problem(key)
-        if problem:
-            raise ClientError(f"{problem}: check --key, CLAROS_KEY or the saved sign-in")
         self.timeout = timeout
         self.http = httpx.Client(
-            base_url=url.rstrip("/"),
+            base_url=url,
             headers={"Authorization": f"Bearer {key}"},
             timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
         )

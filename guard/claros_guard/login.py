@@ -157,6 +157,23 @@ def resolve_connection(
     return url, key
 
 
+def usable_connection(url: str | None, key: str | None) -> tuple[str, str]:
+    """``resolve_connection``, then both present and well formed: (url without a trailing
+    slash, key). CredentialsError says what is missing or wrong, and where to fix it."""
+    url, key = resolve_connection(url, key)
+    if not url:
+        raise CredentialsError("no Claros URL: pass --url or set CLAROS_URL")
+    if not key:
+        raise CredentialsError("no Claros key: pass --key, set CLAROS_KEY or run claros login")
+    problem = url_problem(url)
+    if problem:
+        raise CredentialsError(f"the Claros URL {problem}")
+    problem = key_problem(key)
+    if problem:
+        raise CredentialsError(f"{problem}: check --key, CLAROS_KEY or the saved sign-in")
+    return url.rstrip("/"), key
+
+
 # --- the device flow --------------------------------------------------------------------
 class LoginError(Exception):
     """Why the sign-in did not happen; ``code`` is the exit status."""

@@ -142,7 +142,7 @@ def test_usage_and_io_errors_exit_2(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no saved sign-in
     cases = [
         ([], "no Claros URL: pass --url or set CLAROS_URL"),
-        (["--url", server.url], "no key: pass --key"),
+        (["--url", server.url], "no Claros key: pass --key"),
         (["--url", server.url, "--key", "ck_" + "A" * 43], "Claros refused: 401"),
         (["--url", "http://127.0.0.1:9", "--key", keys.audit], "cannot reach Claros"),
         (["--url", server.url, "--key", keys.audit, "--checkpoints", str(tmp_path / "no")],
