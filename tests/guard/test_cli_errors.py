@@ -10,9 +10,7 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from claros_guard.client import Client
 from claros_guard.files import FileProblem, plain_json, write_file
 from claros_guard.login import save_credentials
 from tests.guard.conftest import LAB, Workspace
+from tests.guard.http_fakes import Answer, HttpFake, Request
 from tests.guard.test_hooks import decision, hook_process, pre
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,44 +59,18 @@ def refused(done: subprocess.CompletedProcess[str], message: str) -> None:
 
 
 # --- a real HTTP server that answers as the test says -------------------------------------
-Answer = tuple[int, dict[str, str], bytes]
-
-
-class Fake:
+class Fake(HttpFake):
     """Answers each ``METHOD /path`` (query ignored) from ``routes``; counts the requests."""
 
     def __init__(self, routes: dict[str, Callable[[], Answer]]) -> None:
+        self.routes = routes
         self.hits: dict[str, int] = {}
-        fake = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                route = f"{self.command} {self.path.split('?')[0]}"
-                fake.hits[route] = fake.hits.get(route, 0) + 1
-                status, headers, body = routes.get(route, lambda: (404, {}, b"no such page"))()
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_PUT = do_POST = _answer
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, request: Request) -> Answer:
+        route = f"{request.method} {request.path.split('?')[0]}"
+        self.hits[route] = self.hits.get(route, 0) + 1
+        return self.routes.get(route, lambda: (404, {}, b"no such page"))()
 
 
 @pytest.fixture

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -22,106 +19,48 @@ from claros_guard.errors import ClarosUnavailableError
 from claros_guard.needs import NeedResolver
 from claros_guard.policy import Policy
 from tests.guard.conftest import Workspace, lab
+from tests.guard.http_fakes import JSON, Answer, HttpFake, Request, relay
 from tests.guard.test_examples import text, tools_called, wait_registered
 from tests.guard.test_policy import CALL, Reader, result
 
 pytestmark = pytest.mark.anyio
 
 
-class Flaky:
+class Flaky(HttpFake):
     """A proxy in front of Claros that fails ``POST /v1/check`` as the test says:
     ``ok`` (pass it on), ``5xx`` (503) or ``slow`` (hold it until released)."""
 
     def __init__(self, target: str) -> None:
+        self.target = target
         self.mode = "ok"
-        self.release = threading.Event()
-        flaky = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _relay(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.path == "/v1/check" and flaky.mode == "5xx":
-                    self._reply(503, b'{"error":"unavailable","message":"maintenance"}')
-                    return
-                if self.path == "/v1/check" and flaky.mode == "slow":
-                    flaky.release.wait(30)
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower() in ("authorization", "content-type", "idempotency-key")
-                }
-                answer = httpx.request(
-                    self.command, target + self.path, headers=headers, content=body, timeout=30
-                )
-                self._reply(answer.status_code, answer.content)
-
-            def _reply(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = _relay
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, request: Request) -> Answer:
+        if request.path == "/v1/check" and self.mode == "5xx":
+            return 503, JSON, b'{"error":"unavailable","message":"maintenance"}'
+        if request.path == "/v1/check" and self.mode == "slow":
+            self.release.wait(30)
+        return relay(self.target, request)
 
 
 @pytest.fixture
 def flaky(workspace: Workspace) -> Iterator[Flaky]:
-    proxy = Flaky(workspace.claros.url)
-    try:
+    with Flaky(workspace.claros.url) as proxy:
         yield proxy
-    finally:
-        proxy.close()
 
 
-class Scripted:
+class Scripted(HttpFake):
     """An HTTP server answering ``POST /v1/check`` from a script: shapes of answers the
     local server does not send, such as the spec's need without ``result``."""
 
     def __init__(self, answers: list[dict[str, Any]]) -> None:
         self.answers = answers
         self.bodies: list[dict[str, Any]] = []
-        scripted = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                scripted.bodies.append(json.loads(body))
-                answer = json.dumps(scripted.answers.pop(0)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, request: Request) -> Answer:
+        self.bodies.append(json.loads(request.body))
+        return 200, JSON, json.dumps(self.answers.pop(0)).encode()
 
 
 async def test_the_specs_need_answer_without_result_is_answered() -> None:

@@ -5,25 +5,20 @@ relay in front of it that can be stopped and started again on the same port."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import socket
 import stat
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import Client
 
@@ -32,6 +27,8 @@ from claros_guard.errors import ClarosUnavailableError, ConfigError
 from claros_guard.reporter import Reporter
 from claros_guard.spool import HOLD_SECONDS, MAX_LINES, Spool, encode
 from tests.guard.conftest import ROOT, Workspace, example, lab
+from tests.guard.http_fakes import JSON, Answer, HttpFake, Request
+from tests.guard.http_fakes import relay as forward  # ``relay`` is the fixture here
 from tests.guard.test_examples import REFUND_MAPPING, tools_called, wait_registered
 from tests.guard.test_faults import dead_url
 from tests.guard.test_hooks import decision, hook_process, pre
@@ -39,7 +36,7 @@ from tests.guard.test_hooks import decision, hook_process, pre
 pytestmark = pytest.mark.anyio
 
 
-class Relay:
+class Relay(HttpFake):
     """Claros behind a port of its own, which the test stops (connections refused, as
     when the server is down) and starts again; ``hold`` keeps report requests unanswered
     until ``release`` (then answers 503, never passing them on)."""
@@ -47,78 +44,19 @@ class Relay:
     def __init__(self, target: str) -> None:
         self.target = target
         self.hold = False
-        self.release = threading.Event()
-        self.port = 0
-        self.httpd: ThreadingHTTPServer | None = None
-        self.open: set[socket.socket] = set()
-        self.start()
+        super().__init__()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        relay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                relay.open.add(self.connection)
-
-            def _relay(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if relay.hold and ("outcome" in self.path or self.path == "/v1/unchecked"):
-                    relay.release.wait(30)
-                    self._reply(503, b'{"error":"unavailable","message":"held"}')
-                    return
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower() in ("authorization", "content-type", "idempotency-key")
-                }
-                answer = httpx.request(
-                    self.command, relay.target + self.path, headers=headers, content=body
-                )
-                self._reply(answer.status_code, answer.content)
-
-            def _reply(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = _relay
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        if self.httpd is not None:
-            self.release.set()
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.httpd = None
-            for conn in list(self.open):  # keep-alive connections too: the server is gone
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-            self.open.clear()
+    def respond(self, request: Request) -> Answer:
+        if self.hold and ("outcome" in request.path or request.path == "/v1/unchecked"):
+            self.release.wait(30)
+            return 503, JSON, b'{"error":"unavailable","message":"held"}'
+        return forward(self.target, request)
 
 
 @pytest.fixture
 def relay(workspace: Workspace) -> Iterator[Relay]:
-    proxy = Relay(workspace.claros.url)
-    try:
+    with Relay(workspace.claros.url) as proxy:
         yield proxy
-    finally:
-        proxy.stop()
 
 
 def spool_files(ws: Workspace) -> list[Path]:
