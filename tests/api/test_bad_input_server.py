@@ -19,7 +19,7 @@ import pytest
 
 from claros.api.app import build_resolver
 from claros.config import Settings
-from claros.ledger import verify_entries
+from claros.evidence.verify import verify_workspace
 from claros.local import LocalServer
 from claros.signing import FileSigner
 from claros.store.base import NewRecord
@@ -95,14 +95,7 @@ def test_a_check_whose_checkpoint_cannot_be_signed_is_answered_and_recorded_once
     # With the key fixed, the tail is signed later and the chain holds.
     loose_key.chmod(0o600)
     assert http.post("/v1/ledger/checkpoints", headers=bearer(keys.admin)).status_code == 201
-    store = services.store
-    report = verify_entries(
-        WORKSPACE,
-        store.entries_with_records(WORKSPACE),
-        store.checkpoints(WORKSPACE),
-        store.public_keys(WORKSPACE),
-        compare_records=True,
-    )
+    report = verify_workspace(services.store, WORKSPACE)
     assert report.ok and report.checkpoints_verified == 1, report.failures
 
 

@@ -656,36 +656,47 @@ def _agent_key_form(chrome: Chrome) -> Safe:
     )
 
 
-def agent_key_page(chrome: Chrome, *, key: str, label: str) -> str:
-    person = chrome.principal.person if chrome.principal else ""
+def _key_made(
+    chrome: Chrome, *, what: str, key: str, label: str, about: Safe, back: tuple[str, str]
+) -> str:
+    """The page a new key is shown on, once: ``what`` is "Agent key" or "Audit key"."""
+    field = what.lower().replace(" ", "-")
     body = render(
-        '<div class="card narrow">{warn}<div class="field"><label for="agent-key">Agent key'
-        '{label}</label><div class="copy-row"><input id="agent-key" class="mono" readonly '
-        'value="{key}"><button class="btn" type="button" data-copy="agent-key">Copy</button>'
-        "</div></div><p>An agent using it acts for {person}. Set it as "
-        "<code>CLAROS_KEY</code> where the agent runs <code>claros guard</code> or the Claude "
-        'Code hooks.</p><p><a class="btn btn-quiet" href="/app">Back to Home</a></p></div>',
+        '<div class="card narrow">{warn}<div class="field"><label for="{field}">{what}'
+        '{label}</label><div class="copy-row"><input id="{field}" class="mono" readonly '
+        'value="{key}"><button class="btn" type="button" data-copy="{field}">Copy</button>'
+        '</div></div><p>{about}</p><p><a class="btn btn-quiet" href="{href}">{back}</a></p>'
+        "</div>",
         warn=notice("Shown only now. Copy it somewhere safe: Claros keeps only its hash.", "warn"),
+        field=field,
+        what=what,
         label=f" ({label})" if label else "",
         key=key,
+        about=about,
+        href=back[0],
+        back=back[1],
+    )
+    return layout(f"{what} made", body, chrome)
+
+
+def agent_key_page(chrome: Chrome, *, key: str, label: str) -> str:
+    person = chrome.principal.person if chrome.principal else ""
+    about = render(
+        "An agent using it acts for {person}. Set it as <code>CLAROS_KEY</code> where the "
+        "agent runs <code>claros guard</code> or the Claude Code hooks.",
         person=person,
     )
-    return layout("Agent key made", body, chrome)
+    return _key_made(chrome, what="Agent key", key=key, label=label, about=about,
+                     back=("/app", "Back to Home"))  # fmt: skip
 
 
 def audit_key_page(chrome: Chrome, *, key: str, label: str) -> str:
-    body = render(
-        '<div class="card narrow">{warn}<div class="field"><label for="audit-key">Audit key'
-        '{label}</label><div class="copy-row"><input id="audit-key" class="mono" readonly '
-        'value="{key}"><button class="btn" type="button" data-copy="audit-key">Copy</button>'
-        "</div></div><p>It reads the log and its records, nothing else, and only while you "
-        "are an admin. Give it to your auditor for <code>claros verify</code>.</p>"
-        '<p><a class="btn btn-quiet" href="/app/evidence">Back to Evidence</a></p></div>',
-        warn=notice("Shown only now. Copy it somewhere safe: Claros keeps only its hash.", "warn"),
-        label=f" ({label})" if label else "",
-        key=key,
+    about = Safe(
+        "It reads the log and its records, nothing else, and only while you are an admin. "
+        "Give it to your auditor for <code>claros verify</code>."
     )
-    return layout("Audit key made", body, chrome)
+    return _key_made(chrome, what="Audit key", key=key, label=label, about=about,
+                     back=("/app/evidence", "Back to Evidence"))  # fmt: skip
 
 
 _TITLES = {
