@@ -180,17 +180,32 @@ def authenticate(store: Store, authorization: str | None) -> Principal:
         raise UnauthorizedError("Authorization must be 'Bearer <key>'")
     if not _KEY.match(key):
         raise UnauthorizedError("not a Claros key")
-    digest = hash_key(key)
+    return key_principal(store, hash_key(key))
+
+
+class KeyRefused(UnauthorizedError):
+    """A key that no longer stands: ``problem`` is "revoked" (or unknown), "admin" (its
+    person is no longer an admin) or "audit" (its maker is no longer an admin)."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+def key_principal(store: Store, digest: str) -> Principal:
+    """Who a key (by its hash) is, checked as every request checks it: for a bearer key
+    and for the key a web session was opened with alike. KeyRefused when it no longer
+    stands."""
     doc = store.get_doc(GLOBAL, "key", digest)
     if doc is None or doc.value.get("revoked_at"):
-        raise UnauthorizedError("unknown or revoked key")
+        raise KeyRefused("unknown or revoked key", "revoked")
     info = doc.value
     workspace, kind = str(info["workspace"]), str(info["kind"])
     person = info.get("person")
     if kind == "admin" and member_role(store, workspace, str(person)) != "admin":
-        raise UnauthorizedError("this admin key's person is no longer a workspace admin")
+        raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
     if kind == "audit" and member_role(store, workspace, str(info.get("made_by"))) != "admin":
-        raise UnauthorizedError("this audit key's maker is no longer a workspace admin")
+        raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
     return Principal(workspace, kind, str(person) if person else None, digest[:16])
 
 

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
-from claros.auth import Principal, authenticate, member_role
+from claros.auth import KeyRefused, Principal, authenticate, key_principal
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, PayloadTooLargeError, UnauthorizedError
 from claros.store.base import GLOBAL, DocWrite, Store
@@ -136,17 +136,19 @@ def read_session_id(event: Mapping[str, Any]) -> str | None:
 
 
 # --- the session store ------------------------------------------------------------------
+_SESSION_REFUSED = {
+    "revoked": "the key this session was opened with is revoked: sign in again",
+    "admin": "this session's person is no longer a workspace admin",
+    "audit": "this session's audit key's maker is no longer a workspace admin",
+}
+
+
 def _key_principal(store: Store, digest: str) -> Principal:
-    """The key a session was opened with, re-checked as ``claros.auth.authenticate`` does."""
-    doc = store.get_doc(GLOBAL, "key", digest)
-    if doc is None or doc.value.get("revoked_at"):
-        raise UnauthorizedError("the key this session was opened with is revoked: sign in again")
-    info = doc.value
-    workspace, kind = str(info["workspace"]), str(info["kind"])
-    person = info.get("person")
-    if kind == "admin" and member_role(store, workspace, str(person)) != "admin":
-        raise UnauthorizedError("this session's person is no longer a workspace admin")
-    return Principal(workspace, kind, str(person) if person else None, digest[:16])
+    """The key a session was opened with, re-checked as every bearer key is."""
+    try:
+        return key_principal(store, digest)
+    except KeyRefused as exc:
+        raise UnauthorizedError(_SESSION_REFUSED[exc.problem]) from None
 
 
 def _sweep(store: Store, now: int) -> None:
