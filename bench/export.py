@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Result, in_child, report
+from bench.harness import Result, in_child, read_and_hash, report
 from claros.canonical import canonical
 from claros.ledger import ZERO_HASH, checkpoint_message, entry_hash
 
@@ -164,15 +164,6 @@ def verify_recanonicalized(path: str, n: int) -> int:
                     break
     assert verifier is not None and verifier.finish().ok
     return done
-
-
-def read_and_hash(path: str) -> int:
-    n = 0
-    with open(path, "rb") as fh:  # noqa: PTH123 - the baseline is the plainest read
-        for line in fh:
-            hashlib.sha256(line).digest()
-            n += 1
-    return n
 
 
 def export_over_http(data: str, out: str) -> int:

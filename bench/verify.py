@@ -6,13 +6,12 @@ Target (issue "Ledger core"): 100,000 entries/s or more.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import in_child, report
+from bench.harness import in_child, read_and_hash, report
 from claros.ledger import ZERO_HASH, ChainVerifier, Entry
 
 WORKSPACE = "bench"
@@ -29,15 +28,6 @@ def write_chain(path: Path, n: int) -> None:
             )
             out.write(json.dumps(entry.to_json(), separators=(",", ":")) + "\n")
             prev = entry.hash
-
-
-def read_and_hash(path: str) -> int:
-    n = 0
-    with open(path, "rb") as fh:  # noqa: PTH123 - the baseline is the plainest read
-        for line in fh:
-            hashlib.sha256(line).digest()
-            n += 1
-    return n
 
 
 def verify_file(path: str) -> int:
