@@ -13,7 +13,6 @@ not set (``resolve_connection``).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import socket
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from claros.clock import utc_now
 from claros_guard.files import FileProblem, check_replaceable, parse_json, read_text, write_file
 
 __all__ = [
@@ -268,7 +268,7 @@ def login(
             "kind": got.get("kind", "agent"),
             "workspace": got.get("workspace"),
             "person": got.get("person"),
-            "saved_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "saved_at": utc_now().isoformat(timespec="seconds"),
         },
         path,
     )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from claros.clock import utc_now
 from claros.evidence.lines import (
     EXPORT_FORMAT,
     LineError,
@@ -219,7 +220,7 @@ def save_checkpoints(
     data = {
         "format": SAVED_FORMAT,
         "workspace": workspace,
-        "saved_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "saved_at": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
         "public_keys": [k.to_json() for k in keys],
         "checkpoints": [c.to_json() for c in cps],

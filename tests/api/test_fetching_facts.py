@@ -14,9 +14,18 @@ from claros.rules.judge import Verdict
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, put_rule
 from tests.api.fake_guard import FakeApp, FakeGuard
+from tests.api.seed import Clock, install_clock, utc_ms
 
-TODAY = dt.datetime.now(dt.UTC).date()
+# Claros's clock is pinned (below), so "this quarter" never depends on the day the test runs.
+NOW = utc_ms(2026, 11, 20, 9)
+TODAY = dt.date(2026, 11, 20)
 QUARTER_START = TODAY.replace(month=3 * ((TODAY.month - 1) // 3) + 1, day=1)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    return install_clock(monkeypatch, NOW)
+
 
 INVOICES = {
     "ACC-PINV-0042": {"name": "ACC-PINV-0042", "supplier": "Acme Paper", "grand_total": 12500,

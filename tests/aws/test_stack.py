@@ -36,6 +36,7 @@ from claros.ledger import PublicKey, checkpoint_message
 from claros.store.base import Store
 from claros.wiring import build_services
 from claros_guard.verify import main as verify
+from tests.api.seed import Clock, install_clock, utc_ms
 from tests.aws import REPO, STORE_TABLES, load_template
 from tests.events import KEY_PLACEHOLDER, event_names, load_event, route_of
 
@@ -796,7 +797,15 @@ def _keys(functions: Functions, key: str) -> list[PublicKey]:
     return [PublicKey.from_json(k) for k in body["keys"]]
 
 
-def test_report_is_signed_by_the_kms_key(functions: Functions, keys: Keys) -> None:
+@pytest.fixture
+def mid_november(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Claros's clock pinned to 2026-11-15, so the month reported is never today's."""
+    return install_clock(monkeypatch, utc_ms(2026, 11, 15, 12))
+
+
+def test_report_is_signed_by_the_kms_key(
+    mid_november: Clock, functions: Functions, keys: Keys
+) -> None:
     edit = load_event("admin-edit-rule", keys.admin)
     assert functions.http("admin", edit)[0] == 200
     rule = json.loads(edit["body"])["rule"]

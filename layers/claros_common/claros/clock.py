@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 import threading
 import time
 
-__all__ = ["new_id", "now_ms"]
+__all__ = ["new_id", "now_ms", "utc_now"]
 
 _lock = threading.Lock()
 _last = [0, 0]  # the last id's (ms, counter) in this process
@@ -14,6 +15,12 @@ _last = [0, 0]  # the last id's (ms, counter) in this process
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def utc_now() -> dt.datetime:
+    """Now as an aware UTC datetime, from the same clock as :func:`now_ms` (so a test that
+    pins one pins both)."""
+    return dt.datetime.fromtimestamp(now_ms() / 1000, tz=dt.UTC)
 
 
 def new_id(prefix: str) -> str:

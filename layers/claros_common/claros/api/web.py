@@ -13,7 +13,6 @@ serve (the export, the printable report) are plain links: GET routes take the co
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
 import threading
@@ -41,7 +40,7 @@ from claros.api.http import (
 from claros.asks import AnswerRequest, answer_ask
 from claros.auth import Principal, create_key
 from claros.checkpoints import sign_checkpoint
-from claros.clock import now_ms
+from claros.clock import now_ms, utc_now
 from claros.errors import (
     BadRequestError,
     ClarosError,
@@ -526,7 +525,7 @@ def _evidence_routes(app: ClarosResolver) -> None:
             and (latest is None or latest.seq < head.seq)
         ):
             sign_checkpoint(store, services.signer, head)
-        now = dt.datetime.now(dt.UTC)
+        now = utc_now()
         body = {
             "format": SAVED_CHECKPOINTS,
             "workspace": workspace,
@@ -595,7 +594,7 @@ def _direct(route: str, compute: Callable[[], Any]) -> Fetched:
 def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
     store, workspace = app.services.store, principal.workspace
     fast = app.services.settings.fast_approval_s
-    now = dt.datetime.now(dt.UTC)
+    now = utc_now()
     workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
     return EvidenceData(
         workspace=workspace,
