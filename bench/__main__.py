@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import append, decide, export, guard, verify
+from bench import append, canonical, decide, export, guard, verify
 
 BENCHES = {
     "append": append.main,
+    "canonical": canonical.main,
     "verify": verify.main,
     "decide": decide.main,
     "guard": guard.main,

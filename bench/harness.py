@@ -11,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import resource
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Result", "best_of", "in_child", "read_and_hash", "report"]
+__all__ = ["Result", "best_of", "in_child", "interleaved", "read_and_hash", "report"]
 
 
 @dataclass
@@ -27,6 +29,8 @@ class Result:
     seconds: float
     items: int
     peak_mb: float | None = None
+    median_seconds: float | None = None  # set by interleaved(): min is ``seconds``
+    cpu_seconds: float | None = None  # this process's CPU time in the fastest run
 
     @property
     def per_second(self) -> float:
@@ -40,6 +44,30 @@ def best_of(name: str, items: int, fn: Callable[[], Any], repeat: int = 3) -> Re
         fn()
         best = min(best, time.perf_counter() - start)
     return Result(name, best, items)
+
+
+def interleaved(
+    baseline: tuple[str, Callable[[], Any]],
+    subjects: list[tuple[str, Callable[[], Any]]],
+    items: int,
+    repeat: int = 5,
+) -> tuple[Result, list[Result]]:
+    """Baseline and subjects run in turn (A B C A B C ...), ``repeat`` rounds, so drift in
+    the machine's load hits them alike. Each Result holds the fastest run (``seconds``), the
+    median, and the CPU time of the fastest run."""
+    tasks = [baseline, *subjects]
+    runs: list[list[tuple[float, float]]] = [[] for _ in tasks]
+    for _ in range(max(3, repeat)):
+        for i, (_, fn) in enumerate(tasks):
+            cpu, start = time.process_time(), time.perf_counter()
+            fn()
+            runs[i].append((time.perf_counter() - start, time.process_time() - cpu))
+    results = []
+    for (name, _), got in zip(tasks, runs, strict=True):
+        wall = sorted(w for w, _ in got)
+        fastest = min(got)
+        results.append(Result(name, fastest[0], items, None, statistics.median(wall), fastest[1]))
+    return results[0], results[1:]
 
 
 def _peak_kb() -> int:
@@ -75,17 +103,23 @@ def in_child(name: str, fn: Callable[..., int], *args: Any) -> Result:
 
 
 def report(title: str, results: list[Result], baseline: Result) -> dict[str, Any]:
-    print(f"\n## {title}")
-    print(f"{'':38} {'items/s':>12} {'seconds':>9} {'peak MB':>8} {'x baseline':>10}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n## {title}   (load average {load})")
+    print(f"{'':38} {'items/s':>12} {'min s':>9} {'median s':>9} {'cpu s':>8} {'peak MB':>8}"
+          f" {'x baseline':>10}")  # fmt: skip
     rows = []
     for r in [baseline, *results]:
         ratio = r.seconds / baseline.seconds * (baseline.items / r.items) if r.items else 0
         peak = f"{r.peak_mb:8.1f}" if r.peak_mb is not None else f"{'':8}"
+        median = f"{r.median_seconds:9.3f}" if r.median_seconds is not None else f"{'':9}"
+        cpu = f"{r.cpu_seconds:8.3f}" if r.cpu_seconds is not None else f"{'':8}"
         mark = " (baseline)" if r is baseline else ""
-        print(f"{r.name:38} {r.per_second:12,.0f} {r.seconds:9.3f} {peak} {ratio:10.2f}{mark}")
+        print(f"{r.name:38} {r.per_second:12,.0f} {r.seconds:9.3f} {median} {cpu} {peak}"
+              f" {ratio:10.2f}{mark}")  # fmt: skip
         rows.append({"name": r.name, "per_second": r.per_second, "seconds": r.seconds,
+                     "median_seconds": r.median_seconds, "cpu_seconds": r.cpu_seconds,
                      "peak_mb": r.peak_mb, "ratio": ratio})  # fmt: skip
-    return {"title": title, "rows": rows}
+    return {"title": title, "rows": rows, "load_average": load}
 
 
 def dump(results: list[dict[str, Any]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import random
@@ -14,11 +15,19 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claros import jsonutil
-from claros.canonical import CanonicalError, canonical, canonical_bytes, format_number, is_empty
+from claros.canonical import (
+    CanonicalError,
+    canonical,
+    canonical_bytes,
+    format_number,
+    is_empty,
+    reference_canonical,
+)
 from tests.vectors import CanonicalVector, InvalidCanonicalVector, load_canonical_vectors
 
 VECTORS = load_canonical_vectors()
@@ -328,6 +337,55 @@ def test_canonical_is_idempotent(doc: Any) -> None:
     assert canonical(jsonutil.loads(text)) == text
 
 
+@FAST
+@given(documents)
+def test_fast_writer_equals_the_reference_writer(doc: Any) -> None:
+    try:
+        expected = reference_canonical(doc)
+    except CanonicalError:
+        with pytest.raises(CanonicalError):
+            canonical(doc)
+        return
+    assert canonical(doc) == expected
+
+
+def _without_empty_fields(value: Any) -> Any:
+    """The spec's pruning, written again here so rfc8785 checks everything else."""
+    if isinstance(value, dict):
+        kept = {k: _without_empty_fields(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None and v not in ("", [], {})}
+    if isinstance(value, list):
+        return [_without_empty_fields(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def _has_unsafe_int(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_unsafe_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unsafe_int(v) for v in value)
+    return type(value) is int and abs(value) >= 2**53
+
+
+@FAST
+@given(documents)
+def test_agrees_with_an_independent_rfc8785_implementation(doc: Any) -> None:
+    """``rfc8785`` (an independent implementation) refuses integers of 2**53 and more, which
+    Claros writes through their double; Decimals go to it as the double Claros writes."""
+    pruned = _without_empty_fields(doc)
+    if _has_unsafe_int(pruned):
+        return
+    try:
+        expected = rfc8785.dumps(pruned)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):
+        with pytest.raises(CanonicalError):
+            canonical_bytes(doc)
+        return
+    assert canonical_bytes(doc) == expected
+
+
 def _shuffled(value: Any, rnd: random.Random) -> Any:
     if isinstance(value, dict):
         items = list(value.items())
@@ -475,3 +533,48 @@ def test_against_node() -> None:
         if canonical(json.loads(t)) != js or canonical(jsonutil.loads(t)) != js
     ]
     assert not wrong_d, f"{len(wrong_d)} documents differ from node, e.g. {wrong_d[:3]}"
+
+
+class _Tier(enum.IntEnum):
+    GOLD = 3
+
+
+class _Name(str, enum.Enum):  # noqa: UP042 - str() of this one is "_Name.DANA"
+    DANA = "dana"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"\U0001f600": 1, "\ue000": 2, "a": "\U0001f600"},  # UTF-16 order differs from code points
+        {"a": "\U0001f600", "b": {"c": "\ue000"}},  # astral value, plain keys
+        {"f": 1e-5, "g": 1e16, "h": 2.0, "i": -0.0, "j": 0.5},
+        {"big": 2**60, "neg": -(2**53) - 1, "safe": 2**53},
+        {"d": Decimal("1E-7"), "e": Decimal("1E+22"), "m": Decimal("12.50"), "z": Decimal("-0")},
+        [None, "", [], {}, {"a": None}, [{"b": ""}], ("t", None)],
+        MappingProxyType({"a": MappingProxyType({"b": None}), "c": (1, "", None)}),
+        {_Name.DANA: _Name.DANA, "tier": _Tier.GOLD},
+        {"a": {"b": {"c": {}}}, "d": [[], {"e": []}], "f": "x"},
+        {"a": 1, "b": None, "c": {"d": 2}, "e": ""},  # a change after unchanged fields
+    ],
+)
+def test_fast_path_cases_equal_the_reference(doc: Any) -> None:
+    assert canonical(doc) == reference_canonical(doc)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"a": Decimal("NaN")}, "number out of range: NaN"),
+        ({"a": [Decimal("sNaN")]}, "number out of range: sNaN"),
+        ({"a": Decimal("1E+400")}, "number out of range: 1E\\+400"),
+        ({"a": float("inf")}, "number out of range: inf"),
+        ({"a": {1: None}}, "object key is not a string: 1"),
+        ({"a": {1, 2}}, "not a JSON value: set"),
+    ],
+)
+def test_fast_path_refuses_what_the_reference_refuses(doc: Any, message: str) -> None:
+    with pytest.raises(CanonicalError, match=message):
+        reference_canonical(doc)
+    with pytest.raises(CanonicalError, match=message):
+        canonical(doc)
