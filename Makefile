@@ -1,35 +1,41 @@
 # Every target creates .venv on first use; only Python 3.11+ and make are assumed.
+# `make run` installs only what the server needs; `make test` adds the test and lint tools.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
+RUN_STAMP  := $(VENV)/.installed-server
+TEST_STAMP := $(VENV)/.installed-dev
 
 CLAROS_PORT ?= 8787
 CLAROS_DATA ?= .claros
 
 .PHONY: run test lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is needed" or 0)'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[server]'
+	touch $(RUN_STAMP)
 
-run: $(STAMP)
+$(TEST_STAMP): $(RUN_STAMP)
+	$(PIP) -e '.[dev]'
+	touch $(TEST_STAMP)
+
+run: $(RUN_STAMP)
 	CLAROS_PORT=$(CLAROS_PORT) CLAROS_DATA=$(CLAROS_DATA) $(BIN)/python -m claros.demo
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python -m bench
 
 clean:
