@@ -26,6 +26,8 @@ class Verdict:
     matched: bool
     # Why, in a sentence: kept in the check row so the decision can be reviewed.
     note: str
+    # Which judge gave it (a Bedrock model id, or the keyword judge's name).
+    model: str = ""
 
 
 class Judge(Protocol):
