@@ -128,7 +128,8 @@ def test_missing_field_fires_the_rule(
     answer = _check(http, keys.agent, amount=600)
     assert answer["result"] == "ask" and answer["allowed"] is False
     [applied] = answer["rules"]
-    assert applied["matched"] is None
+    # The rule spoke (matched), because its when could not be decided (unknown, on_unknown).
+    assert applied["matched"] is True
     assert applied["unknown"] == ["order_total"] and applied["on_unknown"] == "fire"
     row = services.store.get_record(WORKSPACE, "check", answer["check_id"])
     assert row is not None
@@ -172,7 +173,8 @@ def test_a_decided_when_ignores_what_it_does_not_need(http: httpx.Client, keys: 
     small = _check(http, keys.agent, amount=50)
     by_id = {r["id"]: r for r in small["rules"]}
     assert by_id["and"]["matched"] is False and "unknown" not in by_id["and"]
-    assert by_id["or"]["matched"] is None and by_id["or"]["unknown"] == ["tier"]
+    assert by_id["or"]["matched"] is True and by_id["or"]["unknown"] == ["tier"]
+    assert small["result"] == "ask"
     big = _check(http, keys.agent, amount=200)
     by_id = {r["id"]: r for r in big["rules"]}
     assert by_id["or"]["matched"] is True and "unknown" not in by_id["or"]
@@ -184,9 +186,10 @@ def test_on_unknown_ask_and_allow_are_recorded(http: httpx.Client, keys: Keys) -
     answer = _check(http, keys.agent, amount=600)
     assert answer["result"] == "ask"
     assert answer["rules"][0]["on_unknown"] == "ask" and answer["rules"][0]["unknown"] == ["limit"]
+    assert answer["rules"][0]["answered"] == "ask"
     put_rule(http, keys.admin, id="s", response="stop", when="amount > limit", on_unknown="allow")
     answer = _check(http, keys.agent, amount=600)
-    assert answer["result"] == "allow"
+    assert answer["result"] == "allow" and answer["rules"][0]["matched"] is False
     assert answer["rules"][0]["on_unknown"] == "allow"
     # Decided: on_unknown plays no part and is not recorded.
     answer = _check(http, keys.agent, amount=600, limit=100)
