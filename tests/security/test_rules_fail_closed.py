@@ -7,6 +7,10 @@ The checks run through the real local server on both stores (tests/api/conftest.
 through the real guard wrapping a real MCP SDK server (tests/guard/conftest.py).
 """
 
+# The fixtures of tests/api and tests/guard are imported by name; tests take them as
+# parameters of the same name.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import sys
@@ -121,9 +125,7 @@ def _half_rule(http: httpx.Client, keys: Keys, **overrides: object) -> None:
     put_rule(http, keys.admin, **overrides)  # amount > order_total / 2, ask
 
 
-def test_missing_field_fires_the_rule(
-    http: httpx.Client, keys: Keys, services: Services
-) -> None:
+def test_missing_field_fires_the_rule(http: httpx.Client, keys: Keys, services: Services) -> None:
     _half_rule(http, keys)
     answer = _check(http, keys.agent, amount=600)
     assert answer["result"] == "ask" and answer["allowed"] is False

@@ -172,12 +172,18 @@ class Ambiguous:
 AMBIGUOUS = Ambiguous()
 
 
-@functools.lru_cache(maxsize=8192)  # the same strings come back rule after rule
 def read_number(text: str) -> Decimal | Ambiguous | None:
     """A string as the expression language reads it: the number of a money-like string
     (:func:`parse_money`, currency dropped), :data:`AMBIGUOUS` for a single ``.`` or ``,``
     followed by exactly three digits (``1.000``, ``1,000 EUR``), None when it is not a
     number (a word, a date, ``NaN``, ``Infinity``, ``1e999999``, more than 64 characters)."""
+    if len(text) > 4 * _MAX_MONEY_STRING:  # never money, and never kept in the cache
+        return None
+    return _read_number(text)
+
+
+@functools.lru_cache(maxsize=8192)  # the same strings come back rule after rule
+def _read_number(text: str) -> Decimal | Ambiguous | None:
     parsed = _parse(text)
     if parsed is None:
         return None
@@ -224,7 +230,7 @@ def _parse(text: str) -> tuple[Decimal, str | None, bool] | None:
         if not _PLAIN.fullmatch(core):
             return None
         number: Decimal | None = Decimal(core + m["exp"])
-        if number is not None and abs(number.adjusted()) > _MAX_ADJUSTED:
+        if abs(Decimal(core + m["exp"]).adjusted()) > _MAX_ADJUSTED:
             return None
     else:
         number = _number(core)
