@@ -4,7 +4,6 @@ cache), the check policy against a fake Claros, identity, forwarded params."""
 from __future__ import annotations
 
 import re
-
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
