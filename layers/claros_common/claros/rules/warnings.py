@@ -15,7 +15,7 @@ from it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from claros.mapping.service import mapping_for
@@ -23,7 +23,7 @@ from claros.rules.expr import ExprError, parse_when
 from claros.rules.model import RuleSpec
 from claros.store.base import Store
 
-__all__ = ["rule_warnings"]
+__all__ = ["rule_warnings", "saved_rule_warnings"]
 
 _APPS = "app"  # the docs guards register their tools in (claros.mapping.service)
 
@@ -60,6 +60,25 @@ def _warning(app: str, tool: str, path: str, name: str, has_schema: bool) -> str
         f"{tool}: the rule reads {path!r}, but {why}, and no mapping of {tool} provides "
         f"{name!r}: it will be unknown, and the rule then answers by its on_unknown"
     )
+
+
+def saved_rule_warnings(
+    store: Store, workspace: str, rules: Sequence[Mapping[str, Any]]
+) -> dict[str, list[str]]:
+    """The warnings of each active saved rule, by id (the web app's Rules page shows them:
+    a tool registered or a mapping saved since the rule was can change them)."""
+    out: dict[str, list[str]] = {}
+    for state in rules:
+        if state.get("status") != "active":
+            continue
+        try:
+            spec = RuleSpec.model_validate(state.get("rule") or {})
+        except ValueError:  # saved by an older version with other rules: nothing to say
+            continue
+        warnings = rule_warnings(store, workspace, spec)
+        if warnings:
+            out[str(state.get("id"))] = warnings
+    return out
 
 
 def _root(path: str) -> str:
