@@ -122,6 +122,20 @@ STEPS = [
     ),
     Step(
         "accounting",
+        "credit_note_create",
+        {"order": "1187", "amount": "EUR 900"},
+        "stop",
+        why="money written as text is still a number: more than the order's total",
+    ),
+    Step(
+        "accounting",
+        "credit_note_create",
+        {"amount": 20},
+        "stop",
+        why="no order named: its total is unknown, so the rule fires (on_unknown)",
+    ),
+    Step(
+        "accounting",
         "supplier_bank_update",
         {"name": "Acme Paper", "iban": "DE1234"},
         "stop",

@@ -184,6 +184,9 @@ class GuardedApp:
             description = tool.get("description")
             if isinstance(description, str) and description:
                 entry["description"] = description[:4000]
+            schema = _schema_outline(tool.get("inputSchema"))
+            if schema is not None:
+                entry["input_schema"] = schema
             tools.append(entry)
         return tools
 
@@ -211,3 +214,22 @@ class GuardedApp:
                 self._register.set()
             except GuardError as exc:
                 log.error("%s: %s", self.name, exc)
+
+
+def _schema_outline(schema: Any) -> dict[str, Any] | None:
+    """What Claros needs of a tool's input schema (to warn of rules reading fields no call
+    carries): the argument names and their JSON types, at most 200; never descriptions or
+    defaults, which can be long and say more than needed."""
+    if not isinstance(schema, dict):
+        return None
+    outline: dict[str, Any] = {"type": "object"}
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        names = [name for name in properties if isinstance(name, str) and len(name) <= 200]
+        outline["properties"] = {
+            name: {"type": kind} if isinstance(kind := (properties[name] or {}).get("type"), str)
+            else {}
+            for name in names[:200]
+            if isinstance(properties[name], dict | type(None))
+        }  # fmt: skip
+    return outline

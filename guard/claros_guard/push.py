@@ -66,7 +66,17 @@ def _push(
         what = "unchanged" if not state.get("changed") else (
             "created" if state["version"] == 1 else "new version")  # fmt: skip
         print(f"OK: {name} v{state['version']} {what} ({state['hash'][:12]})")
+        _print_warnings(name, state.get("warnings"))
     return 1 if failed else 0
+
+
+def _print_warnings(name: str, warnings: Any) -> None:
+    """Claros's warnings about a saved item (a rule reading a field nothing provides): on
+    stderr, after its OK line. A warning is not a failure: the exit code stays 0."""
+    if not isinstance(warnings, list):
+        return
+    for warning in warnings[:100]:
+        print(f"WARNING: {name}: {str(warning)[:500]}", file=sys.stderr)
 
 
 def push_rules(client: Client, path: str, made_by: str) -> int:

@@ -6,9 +6,11 @@ The value a result carries:
 * otherwise its ``text`` content blocks, each parsed as JSON: one block gives that value,
   several blocks give the list of their values. A text block that is not JSON is an error.
 
-A **record** (fetch, lookup) is that value when it is a JSON object; ``{"result": {...}}``
-(how the MCP SDK wraps a non-object return type) gives the inner object, and a list of
-exactly one object gives that object. Anything else is an error.
+A **record** (fetch, lookup) is that value when it is a JSON object; ``{"result": ...}``
+(how the MCP SDK wraps a return type that is not an object) gives what it wraps, and a
+list of exactly one object gives that object. Anything else (plain text, a number, a
+list, null: ``{"result": "Order 7: 20 EUR"}`` included) is a failed read, never an empty
+record: the write is blocked, or forwarded unchecked with ``--fail-open``.
 
 **Rows** (query lookup) are that value when it is a list; in an object, the first of
 ``result``, ``items``, ``rows``, ``results``, ``records``, ``data`` that is a list, or else
@@ -67,15 +69,30 @@ def value_of(result: Mapping[str, Any], tool: str) -> Any:
 
 def record_of(result: Mapping[str, Any], tool: str) -> dict[str, Any]:
     value = value_of(result, tool)
-    if isinstance(value, dict) and set(value) == {"result"} and isinstance(value["result"], dict):
+    if isinstance(value, dict) and set(value) == {"result"}:
+        # The SDK's wrapping of a return that is not an object: what it wraps is the
+        # answer. A sentence or a number wrapped so is not a record: merged as one, its
+        # facts would be missing and the write would be checked on facts never read.
         value = value["result"]
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         value = value[0]
     if not isinstance(value, dict):
         raise ReadFailedError(
-            f"{tool} did not return a record (a JSON object) but {type(value).__name__}"
+            f"{tool} did not return a record (a JSON object) but {_describe(value)}; an "
+            "answer that is not a record is a failed read"
         )
     return value
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:59] + "…"
+        return f"plain text ({shown!r})"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"[:80]
 
 
 def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:

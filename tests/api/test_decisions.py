@@ -69,11 +69,14 @@ def test_rules_of_other_tools_do_not_apply(http: httpx.Client, keys: Keys) -> No
 
 
 def test_missing_fact_is_recorded_as_unknown(http: httpx.Client, keys: Keys) -> None:
+    # A rule that cannot be decided fires by default (on_unknown: fire); unknown never
+    # silently means allow (tests/security/test_rules_fail_closed.py).
     put_rule(http, keys.admin, id="half", response="stop", when="amount > order_total / 2")
     answer = _check(http, keys.agent, amount=5)
-    assert answer["result"] == "allow"
-    assert answer["rules"][0]["matched"] is False
+    assert answer["result"] == "stop"
+    assert answer["rules"][0]["matched"] is True
     assert answer["rules"][0]["unknown"] == ["order_total"]
+    assert answer["rules"][0]["on_unknown"] == "fire"
 
 
 def test_rule_without_when_is_not_judged(http: httpx.Client, keys: Keys) -> None:

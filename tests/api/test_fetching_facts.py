@@ -262,9 +262,11 @@ def test_context_goes_only_to_the_judge(
     assert put_mapping(http, keys.admin, JUDGED_MAPPING).status_code == 200
     put_rule(http, keys.admin, id="odd-lines", app="accounting", tools=["invoice_submit"],
              response="ask", when=None, owners=[])  # fmt: skip
-    # A `when` cannot read context: the query's `as` value is not a fact.
+    # A `when` cannot read context: the query's `as` value is not a fact (unknown; this
+    # rule lets unknown pass, so that the judge's ask is what decides).
     put_rule(http, keys.admin, id="peek", app="accounting", tools=["invoice_submit"],
-             response="stop", when="last_invoice == 'ACC-PINV-0042'")  # fmt: skip
+             response="stop", when="last_invoice == 'ACC-PINV-0042'",
+             on_unknown="allow")  # fmt: skip
     answer = guard.check("accounting", "invoice_submit", {"name": "ACC-PINV-0042"})
     assert answer["result"] == "ask" and not answer.get("not_judged")
     [(rule_id, facts, context)] = judge.seen
@@ -278,6 +280,7 @@ def test_context_goes_only_to_the_judge(
     assert by_id["odd-lines"]["judged"] is True and by_id["odd-lines"]["matched"] is True
     assert by_id["odd-lines"]["note"] == "a consulting line on a paper supplier's invoice"
     assert by_id["peek"]["matched"] is False and by_id["peek"]["unknown"] == ["last_invoice"]
+    assert by_id["peek"]["on_unknown"] == "allow"
     row = services.store.get_record(WORKSPACE, "check", answer["check_id"])
     assert row is not None and row["context"]["last_invoice"] == "ACC-PINV-0042"
     assert row["rules"] == answer["rules"]

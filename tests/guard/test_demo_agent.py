@@ -62,4 +62,6 @@ def test_make_run_drives_the_example_agent_through_the_guard(tmp_path: Path) -> 
     for decision in ("read", "allow", "nudge", "stop", "ask→ran", "ask→no"):
         assert f" {decision} " in out, out
     assert "lookup on another server" in out
-    assert "12 of 12 decisions as expected." in out, out
+    assert "money written as text is still a number" in out
+    assert "its total is unknown, so the rule fires (on_unknown)" in out
+    assert "14 of 14 decisions as expected." in out, out

@@ -3,6 +3,7 @@ cache), the check policy against a fake Claros, identity, forwarded params."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -85,6 +86,12 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         record_of(result(text=["Order 7: 20 EUR"]), "t")
     with pytest.raises(ReadFailedError, match="did not return a record"):
         record_of(result([1, 2]), "t")
+    assert record_of(result({"result": [{"id": 4}]}), "t") == {"id": 4}
+    # The SDK's wrapping of plain text, a number, a list or null is no record.
+    for wrapped, what in (("Order 7: 20 EUR", "plain text ('Order 7: 20 EUR')"),
+                          (3, "int 3"), ([1, 2], "a list of 2"), (None, "null")):  # fmt: skip
+        with pytest.raises(ReadFailedError, match=re.escape(f"but {what}; an answer that is")):
+            record_of(result({"result": wrapped}), "t")
     with pytest.raises(ReadFailedError, match="did not return rows"):
         rows_of(result({"a": 1}), "t")
     with pytest.raises(ReadFailedError, match="neither structuredContent nor text"):

@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claros import jsonutil
+from claros.rules import amounts
 from claros.rules.amounts import (
+    AMBIGUOUS,
     ISO_4217,
     KEY_WORDS,
     SYMBOLS,
@@ -26,6 +28,7 @@ from claros.rules.amounts import (
     find_amount,
     key_words,
     parse_money,
+    read_number,
 )
 
 DATA = Path(__file__).parent.parent / "data"
@@ -210,7 +213,7 @@ def test_parse_money(text: str, amount: str, currency: str | None) -> None:
         "USD 900 EUR",
         "--5",
         "-$-5",
-        "1e5",
+        "1e999999",  # an exponent is money only up to e300: 5e2 is 500
         "1,20,000",
         "1.200,000.5",
         "1,200,50",
@@ -388,3 +391,48 @@ def test_formatted_amounts_round_trip(amount: Decimal, symbol: str, negative: bo
         (f"{sign}{amount:.2f} CHF", "CHF"),
     ]:
         assert parse_money(text) == (expected, currency), text
+
+
+# --- read_number: the same parser, as the expression language reads strings --------------
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("$500.00", "500.00"),
+        ("500 EUR", "500"),
+        ("EUR 500", "500"),
+        (" 500", "500"),
+        ("1.200,50 EUR", "1200.50"),
+        ("5e2", "500"),
+        ("-500 EUR", "-500"),
+        ("500EUR", "500"),
+        ("1,000.00", "1000.00"),
+        ("0.500", "0.500"),  # a group never starts with 0: a decimal point
+        ("1,5", "1.5"),
+    ],
+)
+def test_read_number(text: str, number: str) -> None:
+    got = read_number(text)
+    assert isinstance(got, Decimal) and got == Decimal(number)
+    parsed = parse_money(text)
+    assert parsed is not None and parsed[0] == got  # one parser
+
+
+@pytest.mark.parametrize("text", ["1,000", "1.000", "1.000 EUR", "-1,500", "$1,000", "999.999"])
+def test_read_number_leaves_locale_dependent_numbers_unread(text: str) -> None:
+    assert read_number(text) is AMBIGUOUS
+    assert parse_money(text) is not None  # the near-miss finder still takes its reading
+
+
+@pytest.mark.parametrize(
+    "text", ["NaN", "Infinity", "1e999999", "9" * 10_000, "abc", "2026-01-05", "12/05", ""]
+)
+def test_read_number_of_what_is_not_a_number(text: str) -> None:
+    assert read_number(text) is None
+
+
+def test_read_number_does_not_cache_huge_strings() -> None:
+    amounts._read_number.cache_clear()
+    assert read_number("1" * 1_000_000) is None
+    assert amounts._read_number.cache_info().currsize == 0

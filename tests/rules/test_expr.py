@@ -127,7 +127,10 @@ def test_value_vector(vector: ValueVector) -> None:
     assert outcome.unknown == vector.unknown
     assert set(outcome.unknown) <= expr.fields()
     if vector.kind == "when":
-        assert matches(expr, vector.facts) == (vector.value is True, vector.unknown)
+        assert vector.value in (True, False, None)  # a when is decided, or unknown (None)
+        assert matches(expr, vector.facts) == (vector.value, vector.unknown)
+    if outcome.value is not None:
+        assert outcome.unknown == ()  # a decided value depends on nothing unknown
 
 
 @pytest.mark.parametrize("vector", INVALID, ids=lambda v: v.name)
@@ -153,7 +156,9 @@ def test_when_vectors_in_derived() -> None:
             assert "not allowed in derived" in err.message, (v.name, err)
             refused += 1
             continue
-        assert evaluate(derived, v.facts).value == evaluate(parse_when(v.expr), v.facts).value
+        as_when = evaluate(parse_when(v.expr), v.facts).value
+        # A when that is not a boolean is undecided (None); the derived value is the value.
+        assert as_when is None or evaluate(derived, v.facts).value == as_when, v.name
     assert refused >= 80
 
 
@@ -229,8 +234,8 @@ def test_matches() -> None:
     expr = parse_when("amount > limit")
     assert matches(expr, {"amount": 5, "limit": 1}) == (True, ())
     assert matches(expr, {"amount": 1, "limit": 5}) == (False, ())
-    assert matches(expr, {"amount": 1}) == (False, ("limit",))
-    assert matches(parse_when("amount"), {"amount": 1}) == (False, ("amount",))
+    assert matches(expr, {"amount": 1}) == (None, ("limit",))
+    assert matches(parse_when("amount"), {"amount": 1}) == (None, ("amount",))
     assert matches(parse_when("amount"), {"amount": True}) == (True, ())
 
 
@@ -271,9 +276,9 @@ def test_floats_go_through_their_text() -> None:
 def test_non_finite_numbers_are_null(bad: Any) -> None:
     facts = {"a": bad}
     assert evaluate(parse_derived("a + 1"), facts) == Outcome(None, ("a",))
-    assert evaluate(parse_when("a > 1"), facts) == Outcome(False, ("a",))
+    assert evaluate(parse_when("a > 1"), facts) == Outcome(None, ("a",))
     assert evaluate(parse_when("a == null"), facts) == Outcome(True, ())
-    assert evaluate(parse_when("a in [1]"), facts) == Outcome(False, ("a",))
+    assert evaluate(parse_when("a in [1]"), facts) == Outcome(None, ("a",))
 
 
 def test_ints_are_decimals() -> None:
@@ -315,18 +320,18 @@ def test_cyclic_facts_do_not_hang() -> None:
     b: list[Any] = []
     b.append(b)
     facts = {"a": a, "b": b, "c": {"k": a}}
-    assert evaluate(parse_when("a == b"), facts) == Outcome(False, ("a", "b"))
-    assert evaluate(parse_when("a != b"), facts) == Outcome(False, ("a", "b"))
-    assert evaluate(parse_when("a == a"), facts).value is False
-    assert evaluate(parse_when("b in a"), facts).value is False
-    assert evaluate(parse_when("c == c"), facts).value is False
+    assert evaluate(parse_when("a == b"), facts) == Outcome(None, ("a", "b"))
+    assert evaluate(parse_when("a != b"), facts) == Outcome(None, ("a", "b"))
+    assert evaluate(parse_when("a == a"), facts).value is None
+    assert evaluate(parse_when("b in a"), facts).value is None
+    assert evaluate(parse_when("c == c"), facts).value is None
 
 
 def test_structural_equality_has_a_step_budget() -> None:
     # 2**30 comparisons without the budget; equal as far as the budget reaches.
     x, y = _shared_tree(30), _shared_tree(30)
-    assert evaluate(parse_when("x == y"), {"x": x, "y": y}) == Outcome(False, ("x", "y"))
-    assert evaluate(parse_when("x in ys"), {"x": x, "ys": [y, y]}).value is False
+    assert evaluate(parse_when("x == y"), {"x": x, "y": y}) == Outcome(None, ("x", "y"))
+    assert evaluate(parse_when("x in ys"), {"x": x, "ys": [y, y]}).value is None
     small = {"x": _shared_tree(10), "y": _shared_tree(10)}
     assert evaluate(parse_when("x == y"), small) == Outcome(True, ())
 
@@ -339,7 +344,7 @@ def test_structural_equality_within_budget() -> None:
     for _ in range(MAX_DEPTH):
         same = [same]
     assert evaluate(parse_when("x == y"), {"x": deep, "y": same}).value is True
-    assert evaluate(parse_when("x == y"), {"x": [deep], "y": [same]}) == Outcome(False, ("x", "y"))
+    assert evaluate(parse_when("x == y"), {"x": [deep], "y": [same]}) == Outcome(None, ("x", "y"))
 
 
 def test_large_list_membership_is_linear() -> None:
@@ -463,7 +468,8 @@ def test_worst_case_nesting_needs_little_stack() -> None:
     with _stack_headroom(500):
         when = parse_when(text)
         outcome = evaluate(when, {})
-    assert outcome == Outcome(False, ())
+    # `1 + 1 * <a boolean>` cannot be computed: unknown, with no field to blame.
+    assert outcome == Outcome(None, ())
     with pytest.raises(ExprError, match="nesting deeper"):
         parse_when(f"({text})")
 
@@ -690,7 +696,9 @@ def test_valid_when_parses_and_evaluates(text: str, facts: dict[str, Any]) -> No
         return
     outcome = evaluate(expr, facts)
     hit, unknown = matches(expr, facts)
-    assert hit is (outcome.value is True) and unknown == outcome.unknown
+    assert hit is outcome.value and unknown == outcome.unknown
+    assert hit in (True, False, None)
+    assert (hit is None) or unknown == ()
     assert set(unknown) <= expr.fields() and len(set(unknown)) == len(unknown)
 
 
@@ -795,7 +803,9 @@ def test_derived_matches_independent_decimal_arithmetic(
     else:
         assert isinstance(got, Decimal) and got == expected, (text, got, expected)
     # The same text in a when, compared with itself, agrees.
-    assert evaluate(parse_when(f"{text} == {text}"), facts).value is (expected is not None)
+    assert evaluate(parse_when(f"{text} == {text}"), facts).value is (
+        True if expected is not None else None
+    )
 
 
 def test_evaluation_is_thread_safe() -> None:

@@ -16,6 +16,7 @@ from claros.outcomes import coverage
 from claros.overrides import OverrideRequest, record_override
 from claros.rules.model import RuleSpec
 from claros.rules.service import close_rule, get_rule, list_rules, put_rule
+from claros.rules.warnings import rule_warnings
 from claros.timeline import timeline
 from claros.webhook import WebhookSettings, get_webhook, set_webhook
 
@@ -65,7 +66,7 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         if store.get_doc(principal.workspace, "rule", body.rule.id) is not None:
             raise ConflictError(f"rule {body.rule.id!r} exists; edit it with PUT")
         state, _ = put_rule(services, principal, body.rule, body.made_by)
-        return json_response(state, 201)
+        return json_response(_warned(state, body.rule, principal), 201)
 
     @routed(app, "GET", "/api/rules/{rule_id}", ADMINS)
     def rule(principal: Principal, rule_id: str) -> Any:
@@ -77,7 +78,12 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         if body.rule.id != rule_id:
             raise BadRequestError(f"rule.id is {body.rule.id!r} but the path says {rule_id!r}")
         state, changed = put_rule(services, principal, body.rule, body.made_by)
-        return {**state, "changed": changed}
+        return _warned({**state, "changed": changed}, body.rule, principal)
+
+    def _warned(state: dict[str, Any], spec: RuleSpec, principal: Principal) -> dict[str, Any]:
+        """The saved rule, with a warning for each field it reads that nothing provides."""
+        warnings = rule_warnings(store, principal.workspace, spec)
+        return {**state, "warnings": warnings} if warnings else state
 
     @routed(app, "POST", "/api/rules/{rule_id}/close", ADMINS)
     def close(principal: Principal, rule_id: str) -> Any:

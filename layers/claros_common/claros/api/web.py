@@ -55,6 +55,7 @@ from claros.evidence.retention import get_retention, set_retention
 from claros.evidence.verify import verify_workspace
 from claros.mapping.service import list_mappings
 from claros.rules.service import list_rules
+from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
 from claros.timeline import timeline
@@ -490,7 +491,10 @@ def _admin_routes(app: ClarosResolver) -> None:
     def rules(principal: Principal) -> Response[str]:
         found = list_rules(store, principal.workspace, versions=True)
         body = pages.rules_page(
-            _chrome(app, principal, "rules"), found, list_mappings(store, principal.workspace)
+            _chrome(app, principal, "rules"),
+            found,
+            list_mappings(store, principal.workspace),
+            saved_rule_warnings(store, principal.workspace, found),
         )
         return html_response(body)
 

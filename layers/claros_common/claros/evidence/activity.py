@@ -104,7 +104,8 @@ def deciding_rules(refs: Any, result: str | None, versions: Versions) -> list[Ru
         version = versions.get((str(ref.get("id")), _int(ref.get("version"))))
         if version is None:
             continue
-        response = ref.get("response", version.response)
+        # A rule whose `when` was unknown answered by its on_unknown ("answered": "ask").
+        response = ref.get("answered") or ref.get("response", version.response)
         mode = ref.get("mode", version.mode)
         if response == result and mode != "shadow":
             out.append(version)

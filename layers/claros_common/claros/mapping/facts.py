@@ -112,6 +112,15 @@ def _record(fetched: Mapping[str, Any], key: str) -> Mapping[str, Any]:
         raise BadRequestError(
             f"fetched.{key} must be the record read (a JSON object), not {type(value).__name__}"
         )
+    if set(value) == {"result"} and not isinstance(value["result"], Mapping):
+        # How the MCP SDK wraps a read tool's plain text, number or list: not a record.
+        # Taken as one, every fact the rules need from it would be missing.
+        inner = value["result"]
+        what = "null" if inner is None else type(inner).__name__
+        raise BadRequestError(
+            f'fetched.{key} is {{"result": <{what}>}}, a read tool\'s answer wrapped by the MCP '
+            "SDK, not a record (a JSON object): the read failed"
+        )
     return value
 
 

@@ -45,6 +45,9 @@ class ToolInfo(BaseModel):
     description: str | None = Field(None, max_length=4000)
     annotations: dict[str, Any] = Field(default_factory=dict)
     read: bool
+    # The argument names (and types) of the tool's input schema, as the guard saw it: rules
+    # are warned, when saved, of fields neither this nor the mapping provides.
+    input_schema: dict[str, Any] | None = None
 
 
 class ToolsRequest(BaseModel):

@@ -40,13 +40,16 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
+    "AMBIGUOUS",
     "ISO_4217",
+    "Ambiguous",
     "KEY_WORDS",
     "SYMBOLS",
     "Money",
     "find_amount",
     "key_words",
     "parse_money",
+    "read_number",
 ]
 
 KEY_WORDS = frozenset(
@@ -118,10 +121,13 @@ _SYM = "[" + re.escape("".join(SYMBOLS)) + "]"
 _CUR = rf"(?:{_SYM}|[A-Za-z]{{3}})"
 _MONEY = re.compile(
     rf"(?P<sign1>[-+\u2212])?{_SP}(?P<pre>{_CUR})?{_SP}(?P<sign2>[-+\u2212])?{_SP}"
-    rf"(?P<num>[0-9]+(?:[.,'\u2019 \u00a0\u2009\u202f][0-9]+)*)"
+    rf"(?P<num>[0-9]+(?:[.,'\u2019 \u00a0\u2009\u202f][0-9]+)*)(?P<exp>[eE][-+]?[0-9]{{1,4}})?"
     rf"{_SP}(?P<post>{_CUR})?"
 )
+_MAX_ADJUSTED = 300  # 5e2 is money; 1e999 is not (no JSON number writes it)
 _SEPARATOR = re.compile("([.,'\u2019 \u00a0\u2009\u202f])")
+_PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_AMBIGUOUS_NUMBER = re.compile(r"[1-9][0-9]{0,2}[.,][0-9]{3}")
 _LETTER_RUNS = re.compile(r"[^\W\d_]+")
 
 
@@ -151,6 +157,40 @@ def key_words(key: str) -> tuple[str, ...]:
     return tuple(w.lower() for w in words)
 
 
+class Ambiguous:
+    """A number whose reading depends on the writer's locale: ``1.000`` (1 to a machine,
+    1000 to a German reader) or ``1,000``. The near-miss finder takes the reading
+    :func:`parse_money` documents; the expression language does not guess (a rule then
+    cannot be decided on it: its ``on_unknown`` answers)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "AMBIGUOUS"
+
+
+AMBIGUOUS = Ambiguous()
+
+
+def read_number(text: str) -> Decimal | Ambiguous | None:
+    """A string as the expression language reads it: the number of a money-like string
+    (:func:`parse_money`, currency dropped), :data:`AMBIGUOUS` for a single ``.`` or ``,``
+    followed by exactly three digits (``1.000``, ``1,000 EUR``), None when it is not a
+    number (a word, a date, ``NaN``, ``Infinity``, ``1e999999``, more than 64 characters)."""
+    if len(text) > 4 * _MAX_MONEY_STRING:  # never money, and never kept in the cache
+        return None
+    return _read_number(text)
+
+
+@functools.lru_cache(maxsize=8192)  # the same strings come back rule after rule
+def _read_number(text: str) -> Decimal | Ambiguous | None:
+    parsed = _parse(text)
+    if parsed is None:
+        return None
+    number, _currency, ambiguous = parsed
+    return AMBIGUOUS if ambiguous else number
+
+
 def parse_money(text: str) -> tuple[Decimal, str | None] | None:
     """The amount and currency of a money-like string, or None.
 
@@ -168,6 +208,12 @@ def parse_money(text: str) -> tuple[Decimal, str | None] | None:
     must be 1-3 digits then 3 digits each, or the string is not money. Dates, words and
     anything longer than 64 characters are not money.
     """
+    parsed = _parse(text)
+    return None if parsed is None else (parsed[0], parsed[1])
+
+
+def _parse(text: str) -> tuple[Decimal, str | None, bool] | None:
+    """The one reading of money-like strings: (number, currency, ambiguous) or None."""
     text = text.strip()
     if not text or len(text) > _MAX_MONEY_STRING:
         return None
@@ -177,12 +223,22 @@ def parse_money(text: str) -> tuple[Decimal, str | None] | None:
     ok, currency = _currency_beside(m["pre"], m["post"])
     if not ok:
         return None
-    number = _number(m["num"])
+    core = m["num"]
+    if m["exp"]:
+        # An exponent goes with a plain number only (5e2, 1.5E3), and stays within what
+        # a JSON number can write.
+        if not _PLAIN.fullmatch(core):
+            return None
+        number: Decimal | None = Decimal(core + m["exp"])
+        if abs(Decimal(core + m["exp"]).adjusted()) > _MAX_ADJUSTED:
+            return None
+    else:
+        number = _number(core)
     if number is None:
         return None
     if (m["sign1"] or m["sign2"] or "") in ("-", "\u2212"):
         number = number.copy_negate()
-    return number, currency
+    return number, currency, not m["exp"] and _AMBIGUOUS_NUMBER.fullmatch(core) is not None
 
 
 # --- key words -----------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 """The decision: which rules apply to a call, which match, and what Claros answers.
 
 Pure: rule states and facts in, a Decision out. The strongest response among the matching
-enforced rules wins (stop > ask > nudge > allow). Shadow rules are evaluated and recorded
-with what they would have answered, but never change the result. Rules without ``when``
-go to the judge (:mod:`claros.rules.judge`), with the call's context; with no judge, or
-when it gives no verdict, they are listed as not judged, never silently allowing or
-stopping anything.
+enforced rules wins (stop > ask > nudge > allow). A ``when`` that cannot be decided (a fact
+it needs is missing, null or of the wrong type, or a division by zero) answers by the rule's
+``on_unknown``: ``fire`` (the default: the rule's own response), ``ask`` or ``allow``; its
+entry in ``rules[]`` names the ``unknown`` fields and the ``on_unknown`` that answered
+(and ``answered: "ask"`` when that is not the rule's response). Shadow rules are
+evaluated and recorded with what they would have answered, but never change the result.
+Rules without ``when`` go to the judge (:mod:`claros.rules.judge`), with the call's
+context; with no judge, or when it gives no verdict, they are listed as not judged, never
+silently allowing or stopping anything.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ class Decision:
     result: str = "allow"
     # One entry per rule that applies to the call's app and tool, in id order.
     rules: list[dict[str, Any]] = field(default_factory=list)
-    # The enforced rules that matched with the winning response (they speak for it).
+    # The enforced rules that matched with the winning response (they speak for it): a
+    # rule whose `when` was unknown speaks with what its on_unknown answered.
     deciding: list[Mapping[str, Any]] = field(default_factory=list)
     shadow_result: str | None = None
     not_judged: list[str] = field(default_factory=list)
@@ -64,7 +69,7 @@ def decide(
     entries = decision.rules
     best = 0
     shadow_best = -1
-    matched_enforced: list[Mapping[str, Any]] = []
+    matched_enforced: list[tuple[Mapping[str, Any], int]] = []
     matches = Scope(facts).matches
     for rule in _applying(rules, app, tool):
         written = rule["rule"]
@@ -77,9 +82,9 @@ def decide(
         }  # fmt: skip
         if when:
             hit, unknown = matches(parse_when(when))
+            if hit is None:
+                hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
-            if unknown:
-                entry["unknown"] = list(unknown)
         else:
             verdict = judge.judge(written, facts, context or {}) if judge else None
             if verdict is None:
@@ -97,14 +102,31 @@ def decide(
         if mode == "shadow":
             shadow_best = max(shadow_best, level)
             continue
-        matched_enforced.append(rule)
+        matched_enforced.append((rule, level))
         best = max(best, level)
     decision.result = RESPONSES[best]
     if shadow_best >= 0:
         decision.shadow_result = RESPONSES[shadow_best]
     if best:
-        decision.deciding = [r for r in matched_enforced if strength(r["rule"]["response"]) == best]
+        decision.deciding = [r for r, level in matched_enforced if level == best]
     return decision
+
+
+def _on_unknown(
+    entry: dict[str, Any], written: Mapping[str, Any], unknown: tuple[str, ...]
+) -> tuple[bool, str]:
+    """A ``when`` that could not be decided answers by the rule's ``on_unknown``: fire (the
+    rule's own response, the default), ask, or allow. Never silently allow: the row says
+    which fields were unknown and what on_unknown did. Returns (matched, response)."""
+    on_unknown = str(written.get("on_unknown") or "fire")
+    entry["unknown"] = list(unknown)
+    entry["on_unknown"] = on_unknown
+    if on_unknown == "allow":
+        return False, str(written["response"])
+    if on_unknown == "ask":
+        entry["answered"] = "ask"
+        return True, "ask"
+    return True, str(written["response"])
 
 
 _ID = operator.itemgetter("id")

@@ -72,7 +72,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import (
@@ -84,7 +83,9 @@ from decimal import (
     InvalidOperation,
     Overflow,
 )
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
+
+from claros.rules.amounts import Ambiguous, read_number
 
 __all__ = [
     "MAX_DEPTH",
@@ -110,7 +111,6 @@ MAX_NUMBER_DIGITS = 40
 MAX_LIST_ITEMS = 100
 
 _MAX_INDEX_DIGITS = 9
-_MAX_NUMERIC_STRING = 100
 _MAX_FACT_DIGITS = 100
 _PRECISION = 34
 _MAX_STEPS = 100_000
@@ -134,7 +134,6 @@ _HINTS = {
     ".": "a '.' goes between field names or digits",
 }
 _BLANKS = str.maketrans("\n\r\t", "   ")
-_NUMERIC_STRING = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
 _ORDER: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt,
     "<=": operator.le,
@@ -232,10 +231,6 @@ class _Or:
 
 
 _Node: TypeAlias = "_Lit | _Field | _List | _Neg | _Arith | _Cmp | _In | _Not | _And | _Or"
-# A compiled node: its value over the facts of an evaluator; a compiled number: the value as a
-# number (None when it is not one). See "compiled evaluation" at the end.
-_Run: TypeAlias = "Callable[[_Evaluator], Any]"
-_Num: TypeAlias = "Callable[[_Evaluator], Decimal | None]"
 
 
 # --- public API ----------------------------------------------------------------------------
@@ -249,7 +244,8 @@ class Expr:
     kind: Kind
     _root: _Node = field(repr=False, compare=False)
     _fields: tuple[str, ...] = field(repr=False, compare=False)  # first-appearance order
-    _run: _Run = field(repr=False, compare=False)  # the tree compiled to closures, once
+    # The tree compiled to closures, once: (evaluator, fields) -> Outcome.
+    _run: Callable[[_Evaluator, tuple[str, ...]], Outcome] = field(repr=False, compare=False)
 
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
@@ -294,33 +290,25 @@ class Scope:
 
     def evaluate(self, expr: Expr) -> Outcome:
         ev = self._ev
-        recorded = ev.recorded
-        recorded.clear()
         ev.steps = 0
-        value = expr._run(ev)
-        unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
-        return Outcome(value, unknown)
+        return expr._run(ev, expr._fields)
 
-    def matches(self, expr: Expr) -> tuple[bool, tuple[str, ...]]:
+    def matches(self, expr: Expr) -> tuple[bool | None, tuple[str, ...]]:
         if expr.kind != "when":
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
-        ev = self._ev
-        recorded = ev.recorded
-        recorded.clear()
-        ev.steps = 0
-        value = expr._run(ev)
-        unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
-        return value is True, unknown
+        outcome = self.evaluate(expr)
+        return outcome.value, outcome.unknown
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
-    """The expression's value over ``facts`` and the fields it found unknown. Never raises."""
+    """The expression's value over ``facts`` and the fields it found unknown. Never raises.
+    A value that cannot be decided is None, with the fields that made it so."""
     return Scope(facts).evaluate(expr)
 
 
-def matches(expr: Expr, facts: Mapping[str, Any]) -> tuple[bool, tuple[str, ...]]:
-    """Whether a ``when`` holds: only the value ``true`` matches (false, null or any other
-    value does not), with the unknown fields. A ``derived`` expression is a ValueError."""
+def matches(expr: Expr, facts: Mapping[str, Any]) -> tuple[bool | None, tuple[str, ...]]:
+    """Whether a ``when`` holds: True, False, or None when it cannot be decided (then with
+    the unknown fields it depends on). A ``derived`` expression is a ValueError."""
     return Scope(facts).matches(expr)
 
 
@@ -339,18 +327,6 @@ def _parse(text: str, kind: Kind) -> Expr:
     root = _Parser(text, tokens, kind).parse()
     fields = tuple(dict.fromkeys(t.text for t in tokens if t.kind == "field"))
     return Expr(text, kind, root, fields, _compile_top(root, kind))
-
-
-def _visit(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
-    """Evaluate by walking the tree: the reference the compiled closures are tested against
-    (same values, same unknown fields), and never used on the hot path."""
-    ev = _Evaluator(facts)
-    result = ev.visit(expr._root)
-    if result.value is None or (expr.kind == "when" and not isinstance(result.value, bool)):
-        ev.record(result)
-    recorded = ev.recorded
-    unknown = tuple(p for p in expr._fields if p in recorded) if recorded else ()
-    return Outcome(result.value, unknown)
 
 
 # --- tokens --------------------------------------------------------------------------------
@@ -719,14 +695,29 @@ class _Parser:
 
 
 # --- evaluation ----------------------------------------------------------------------------
+#
+# Three-valued: a node's value is a fact value (Decimal, str, bool, None, list, dict) or
+# _Unknown, "cannot be decided", carrying the fields to blame. Only a field's value can be
+# null without blame yet: its blame is its own path, known when the tree is compiled, so
+# each closure below knows which path to name when an operand it needs is null or of the
+# wrong type. Decided values carry no blame, so `false and <unknown>` is false and names
+# nothing.
+#
+# Each tree is compiled once, when it is parsed, into nested closures that take the
+# evaluator (the facts, the field caches, the decimal context, the step budget).
 
 
-@dataclass(slots=True)  # not frozen: frozen dataclasses are slow to make, and these are
-class _V:  # made for every node of every rule of every check
-    """A value and the fields to blame when it turns out null or of the wrong type."""
+class _Unknown:
+    """A value that cannot be decided, and the field paths that made it so."""
 
-    value: Any
-    blame: tuple[str, ...] = ()
+    __slots__ = ("blame",)
+
+    def __init__(self, blame: tuple[str, ...]) -> None:
+        self.blame = blame
+
+
+_Run: TypeAlias = "Callable[[_Evaluator], Any]"
+_Num: TypeAlias = "Callable[[_Evaluator], Decimal | _Unknown]"
 
 
 def _context() -> Context:
@@ -739,113 +730,59 @@ def _context() -> Context:
     )
 
 
-def _numeric(text: str) -> Decimal | None:
-    if len(text) <= _MAX_NUMERIC_STRING and _NUMERIC_STRING.fullmatch(text):
-        return Decimal(text)
-    return None
-
-
-def _as_number(value: Any) -> Decimal | None:
-    if isinstance(value, Decimal):
+def _number_of(value: Any) -> Decimal | Ambiguous | None:
+    """A value as a number: a Decimal, a money-like string's number (the one parser,
+    :func:`claros.rules.amounts.read_number`), AMBIGUOUS, or None (not a number)."""
+    if type(value) is Decimal:
         return value
     if isinstance(value, str):
-        return _numeric(value)
+        return read_number(value)
     return None
 
 
-def _is_null(node: _Node) -> bool:
-    return isinstance(node, _Lit) and node.value is None
+def _why(value: Any, path: str) -> tuple[str, ...]:
+    """The blame of an operand that could not be used: its own, or its field's path."""
+    if isinstance(value, _Unknown):
+        return value.blame
+    return (path,) if path else ()
 
 
-def _orderable(a: Any, b: Any) -> tuple[Any, Any] | None:
-    """The pair to order, or None when ``a`` and ``b`` cannot be ordered."""
-    if isinstance(a, str) and isinstance(b, str):
-        return a, b
-    if isinstance(a, Decimal) or isinstance(b, Decimal):
-        x, y = _as_number(a), _as_number(b)
-        if x is not None and y is not None:
-            return x, y
-    return None
+def _undecided(a: Any, b: Any, a_path: str, b_path: str) -> _Unknown | None:
+    """_Unknown naming the operands that are null or unknown; None when neither is."""
+    a_bad = a is None or isinstance(a, _Unknown)
+    b_bad = b is None or isinstance(b, _Unknown)
+    if not (a_bad or b_bad):
+        return None
+    return _Unknown((_why(a, a_path) if a_bad else ()) + (_why(b, b_path) if b_bad else ()))
 
 
 class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
-    the decimal context, the fields recorded as unknown and the step budget of the current
-    expression. Its ``visit`` walks the tree (the reference path, see :func:`_visit`); the
-    compiled closures (below) take it as their one argument and reuse its general helpers."""
+    the decimal context and the step budget of the current expression."""
 
-    _dispatch: ClassVar[dict[type, Callable[[_Evaluator, Any], _V]]]
+    __slots__ = ("ctx", "facts", "fields", "numbers", "steps")
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
-        self.numbers: dict[str, Decimal | None] = {}  # path -> the value as a number, if any
+        self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
         self.ctx = _context()
-        self.recorded: set[str] = set()
         self.steps = 0
-        self.ops: dict[str, Callable[[Decimal, Decimal], Decimal]] = {
-            "+": self.ctx.add,
-            "-": self.ctx.subtract,
-            "*": self.ctx.multiply,
-            "/": self.ctx.divide,
-        }
-
-    def record(self, v: _V) -> None:
-        self.recorded.update(v.blame)
-
-    def visit(self, node: _Node) -> _V:
-        # Dispatch on the node's type with a dict: measurably faster than `match` on the
-        # hot path (every node of every rule of every check).
-        return self._dispatch[type(node)](self, node)
-
-    def _lit(self, node: _Lit) -> _V:
-        return _V(node.value)
-
-    def _field(self, node: _Field) -> _V:
-        return _V(self.lookup(node.path, node.segments), (node.path,))
 
     def lookup(self, path: str, segments: tuple[str | int, ...]) -> Any:
-        """A field's normalized value, looked up once per scope (the same path as written
-        always has the same segments)."""
+        """A field's normalized value, looked up once per scope."""
         try:
             return self.fields[path]
         except KeyError:
             value = self.fields[path] = self.resolve(segments)
             return value
 
-    def number(self, path: str, segments: tuple[str | int, ...]) -> Decimal | None:
-        """A field's value as a number (a number, or a string that is a plain number)."""
+    def number(self, path: str, segments: tuple[str | int, ...]) -> Decimal | Ambiguous | None:
         try:
             return self.numbers[path]
         except KeyError:
-            number = self.numbers[path] = _as_number(self.lookup(path, segments))
+            number = self.numbers[path] = _number_of(self.lookup(path, segments))
             return number
-
-    def _list(self, node: _List) -> _V:
-        return _V([self.visit(item).value for item in node.items])
-
-    def _cmp(self, node: _Cmp) -> _V:
-        return _V(self.compare(node))
-
-    def _in(self, node: _In) -> _V:
-        return _V(self.member(node))
-
-    def _not(self, node: _Not) -> _V:
-        return _V(not self.truth(self.visit(node.operand)))
-
-    def _and(self, node: _And) -> _V:
-        return _V(all(self.truth(self.visit(o)) for o in node.operands))
-
-    def _or(self, node: _Or) -> _V:
-        return _V(any(self.truth(self.visit(o)) for o in node.operands))
-
-    def truth(self, v: _V) -> bool:
-        if isinstance(v.value, bool):
-            return v.value
-        self.record(v)
-        return False
-
-    # values
 
     def resolve(self, segments: tuple[str | int, ...]) -> Any:
         current: Any = self.facts
@@ -881,91 +818,35 @@ class _Evaluator:
         except DecimalException:
             return None
 
-    # arithmetic
-
-    def negate(self, node: _Neg) -> _V:
-        v = self.visit(node.operand)
-        n = _as_number(v.value)
-        if n is None:
-            self.record(v)
-            return _V(None, v.blame)
-        try:
-            return _V(self.ctx.minus(n))
-        except DecimalException:
-            return _V(None)
-
-    def arith(self, node: _Arith) -> _V:
-        numbers: list[Decimal] = []
-        blame: list[str] = []
-        for child in (node.first, *(c for _, c in node.rest)):
-            v = self.visit(child)
-            n = _as_number(v.value)
-            if n is None:
-                self.record(v)
-                blame.extend(v.blame)
-            else:
-                numbers.append(n)
-        if len(numbers) != len(node.rest) + 1:
-            return _V(None, tuple(dict.fromkeys(blame)))
-        return _V(self.fold(numbers[0], [op for op, _ in node.rest], numbers[1:]))
-
-    def fold(self, first: Decimal, ops: list[str], rest: list[Decimal]) -> Decimal | None:
-        acc = first
-        try:
-            for op, n in zip(ops, rest, strict=True):
-                if op == "/" and n.is_zero():
-                    return None
-                acc = self.ops[op](acc, n)
-        except DecimalException:
-            return None
-        return acc
-
-    # comparisons
-
-    def fail(self, left: _V, right: _V) -> bool:
-        """Record the operands of an undecidable comparison: the null ones, else both."""
-        if left.value is None or right.value is None:
-            for v in (left, right):
-                if v.value is None:
-                    self.record(v)
-        else:
-            self.record(left)
-            self.record(right)
-        return False
-
-    def compare(self, node: _Cmp) -> bool:
-        left, right = self.visit(node.left), self.visit(node.right)
-        op = node.op
-        # The common case (two numbers, ordered) without the general path's checks.
-        if type(left.value) is Decimal and type(right.value) is Decimal and op in _ORDER:
-            return bool(_ORDER[op](left.value, right.value))
-        if op in ("==", "!="):
-            if _is_null(node.left) or _is_null(node.right):
-                same: bool | None = left.value is None and right.value is None
-            else:
-                same = self.equal(left.value, right.value)
-            if same is None:
-                return self.fail(left, right)
-            return same if node.op == "==" else not same
-        pair = (
-            None
-            if left.value is None or right.value is None
-            else _orderable(left.value, right.value)
-        )
-        if pair is None:
-            return self.fail(left, right)
-        return bool(_ORDER[node.op](pair[0], pair[1]))
-
     def equal(self, a: Any, b: Any) -> bool | None:
-        """``==`` on two evaluated values; None when it cannot be decided."""
-        if a is None or b is None:
-            return None
-        if isinstance(a, str) and isinstance(b, Decimal):
+        """``==`` on two values; None when it cannot be decided (different kinds of value,
+        an ambiguous number, the step budget)."""
+        if type(a) is Decimal and type(b) is Decimal:
+            return bool(a == b)
+        a_str, b_str = isinstance(a, str), isinstance(b, str)
+        if a_str and b_str:
+            if a == b:
+                return True
+            x, y = read_number(a), read_number(b)
+            if type(x) is Decimal and type(y) is Decimal:
+                return bool(x == y)
+            # A word never equals another string; two numbers one can't read are unknown.
+            return False if x is None or y is None else None
+        if a_str and type(b) is Decimal:
             a, b = b, a
-        if isinstance(a, Decimal) and isinstance(b, str):
-            n = _numeric(b)
-            return None if n is None else a == n
-        return self.same(a, b, 0)
+            a_str, b_str = False, True
+        if type(a) is Decimal and b_str:
+            y = read_number(b)
+            return bool(a == y) if type(y) is Decimal else None
+        if a is None or b is None:
+            return a is None and b is None
+        if isinstance(a, bool) and isinstance(b, bool):
+            return a == b
+        both_lists = isinstance(a, list | tuple) and isinstance(b, list | tuple)
+        both_maps = isinstance(a, Mapping) and isinstance(b, Mapping)
+        if both_lists or both_maps:
+            return self.same(a, b, 0)
+        return None
 
     def same(self, a: Any, b: Any, depth: int) -> bool | None:
         """Structural equality; None when a step budget or the depth limit runs out."""
@@ -975,7 +856,7 @@ class _Evaluator:
         if isinstance(a, bool) or isinstance(b, bool):
             return isinstance(a, bool) and isinstance(b, bool) and a == b
         if isinstance(a, Decimal) and isinstance(b, Decimal):
-            return a == b
+            return bool(a == b)
         if isinstance(a, str) and isinstance(b, str):
             return a == b
         both_lists = isinstance(a, list | tuple) and isinstance(b, list | tuple)
@@ -1007,66 +888,24 @@ class _Evaluator:
                 return result
         return True
 
-    def member(self, node: _In) -> bool:
-        left, right = self.visit(node.left), self.visit(node.right)
-        found = self.contains(left, right)
-        if found is None:
-            return False
-        return found != node.negated
+    def member(self, needle: Any, items: Any) -> bool | None:
+        """Whether a list holds ``needle`` (with ``==``'s rules); None when no item could
+        be compared with it at all."""
+        decided = False
+        for item in items:
+            found = self.equal(needle, self.normalize(item))
+            if found is True:
+                return True
+            if found is False:
+                decided = True
+        return False if decided or not items else None
 
-    def contains(self, left: _V, right: _V) -> bool | None:
-        box, needle = right.value, left.value
-        if not isinstance(box, str | list | tuple):
-            self.record(right)  # null, or not something to look in
-            if needle is None:
-                self.record(left)
-            return None
-        if needle is None:
-            self.record(left)
-            return None
-        if isinstance(box, str):
-            return isinstance(needle, str) and needle in box
-        return any(self.equal(needle, self.normalize(item)) is True for item in box)
-
-
-# Every node type of the AST, and the evaluator's method for it.
-_Evaluator._dispatch = {
-    _Lit: _Evaluator._lit,
-    _Field: _Evaluator._field,
-    _List: _Evaluator._list,
-    _Neg: _Evaluator.negate,
-    _Arith: _Evaluator.arith,
-    _Cmp: _Evaluator._cmp,
-    _In: _Evaluator._in,
-    _Not: _Evaluator._not,
-    _And: _Evaluator._and,
-    _Or: _Evaluator._or,
-}
-
-
-# --- compiled evaluation -------------------------------------------------------------------
-#
-# Each tree is compiled once, when it is parsed, into nested closures that take the
-# evaluator (the facts, the field caches, the decimal context, the recorded fields, the step
-# budget) and return the node's value: no dispatch and no value objects per node. The common
-# shapes (a field against a number or a string, arithmetic on numbers, and/or/not over
-# booleans) take a short path; whenever the short path is not sure, the closure hands the
-# values to the general code below, which is the visitor's logic with the blame made static.
-#
-# Why blame can be static: of all the nodes, only a field carries blame that is not recorded
-# yet. Arithmetic and negation record their operands' blame themselves before they give null,
-# and every other node has none. So where the visitor records a child's blame, the closure
-# records the child's path when the child is a field, and nothing otherwise. The recorded
-# fields form a set and are reported in the order of the text, so the order in which they are
-# recorded does not matter; nor does the order of field lookups, which change nothing but the
-# caches. Children are still evaluated in the visitor's order (the step budget is shared).
 
 _TESTS: dict[str, Callable[[Any, Any], bool]] = {
     **_ORDER,
     "==": operator.eq,
     "!=": operator.ne,
 }
-_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _CTX_OPS: dict[str, Callable[[Context, Decimal, Decimal], Decimal]] = {
     "+": Context.add,
     "-": Context.subtract,
@@ -1075,23 +914,56 @@ _CTX_OPS: dict[str, Callable[[Context, Decimal, Decimal], Decimal]] = {
 }
 
 
+def _is_null(node: _Node) -> bool:
+    return isinstance(node, _Lit) and node.value is None
+
+
 def _blame(node: _Node) -> str:
-    """The path to record when ``node``'s value is null or of the wrong type ("" for none)."""
+    """The path to name when ``node``'s value is null or of the wrong type ("" for none)."""
     return node.path if isinstance(node, _Field) else ""
 
 
-def _compile_top(root: _Node, kind: Kind) -> _Run:
-    run = _compile(root)
-    path = _blame(root)
-    if not path:
-        return run
-    when = kind == "when"
+def _paths(node: _Node) -> tuple[str, ...]:
+    """Every field path under ``node``, in the order of the text."""
+    if isinstance(node, _Field):
+        return (node.path,)
+    if isinstance(node, _Neg | _Not):
+        return _paths(node.operand)
+    if isinstance(node, _Arith):
+        out = _paths(node.first)
+        for _, child in node.rest:
+            out += _paths(child)
+        return out
+    if isinstance(node, _Cmp | _In):
+        return _paths(node.left) + _paths(node.right)
+    if isinstance(node, _List):
+        out = ()
+        for item in node.items:
+            out += _paths(item)
+        return out
+    if isinstance(node, _And | _Or):
+        out = ()
+        for operand in node.operands:
+            out += _paths(operand)
+        return out
+    return ()
 
-    def top(ev: _Evaluator) -> Any:
+
+def _compile_top(root: _Node, kind: Kind) -> Callable[[_Evaluator, tuple[str, ...]], Outcome]:
+    run, path, when = _compile(root), _blame(root), kind == "when"
+
+    def top(ev: _Evaluator, fields: tuple[str, ...]) -> Outcome:
         value = run(ev)
-        if value is None or (when and not isinstance(value, bool)):
-            ev.recorded.add(path)
-        return value
+        if when and isinstance(value, bool):
+            return Outcome(value, ())
+        if isinstance(value, _Unknown):
+            blame = value.blame
+        elif when or value is None:
+            blame = (path,) if path else ()  # a bare field that is null, or not a boolean
+        else:
+            return Outcome(value, ())
+        named = set(blame)
+        return Outcome(None, tuple(p for p in fields if p in named))
 
     return top
 
@@ -1124,151 +996,141 @@ def _compile_field(node: _Field) -> _Run:
 
 
 def _compile_list(node: _List) -> _Run:
-    items = tuple([_COMPILERS[type(item)](item) for item in node.items])
+    items = _compile_operands(node.items)
 
     def list_(ev: _Evaluator) -> Any:
-        return [item(ev) for item in items]
+        out = []
+        blame: tuple[str, ...] | None = None
+        for item, path in items:
+            value = item(ev)
+            if isinstance(value, _Unknown) or (value is None and path):
+                blame = (blame or ()) + _why(value, path)
+            else:
+                out.append(value)
+        return out if blame is None else _Unknown(blame)
 
     return list_
 
 
 def _compile_number(node: _Node) -> _Num:
-    """``node``'s value as a number: a Decimal, a string that is a plain number, else None."""
+    """``node``'s value as a number: a Decimal, else _Unknown naming what it could not read."""
     if isinstance(node, _Field):
         path, segments = node.path, node.segments
+        blame = _Unknown((path,))
 
-        def field_number(ev: _Evaluator) -> Decimal | None:
+        def field_number(ev: _Evaluator) -> Decimal | _Unknown:
             try:
-                return ev.numbers[path]
+                n = ev.numbers[path]
             except KeyError:
-                return ev.number(path, segments)
+                n = ev.number(path, segments)
+            return n if type(n) is Decimal else blame
 
         return field_number
     if isinstance(node, _Lit):
-        constant = _as_number(node.value)
+        n = _number_of(node.value)
+        constant: Decimal | _Unknown = n if type(n) is Decimal else _Unknown(())
 
-        def lit_number(ev: _Evaluator) -> Decimal | None:
+        def lit_number(ev: _Evaluator) -> Decimal | _Unknown:
             return constant
 
         return lit_number
     run = _COMPILERS[type(node)](node)
     if isinstance(node, _Arith | _Neg):
-        return run  # a Decimal or None already
-    return lambda ev: _as_number(run(ev))
+        return run  # a Decimal or _Unknown already
+
+    def other_number(ev: _Evaluator) -> Decimal | _Unknown:
+        value = run(ev)
+        if isinstance(value, _Unknown):
+            return value
+        n = _number_of(value)
+        return n if type(n) is Decimal else _Unknown(())
+
+    return other_number
 
 
 def _compile_neg(node: _Neg) -> _Run:
-    number, path = _compile_number(node.operand), _blame(node.operand)
+    number, paths = _compile_number(node.operand), _paths(node.operand)
 
-    def neg(ev: _Evaluator) -> Decimal | None:
+    def neg(ev: _Evaluator) -> Decimal | _Unknown:
         n = number(ev)
-        if n is None:
-            if path:
-                ev.recorded.add(path)
-            return None
+        if type(n) is not Decimal:
+            return n
         try:
             return ev.ctx.minus(n)
         except DecimalException:
-            return None
+            return _Unknown(paths)
 
     return neg
 
 
+_Step: TypeAlias = "tuple[bool, Callable[[Context, Decimal, Decimal], Decimal], _Unknown]"
+
+
 def _compile_arith(node: _Arith) -> _Run:
     children = [node.first]
-    steps: list[tuple[bool, Callable[[Context, Decimal, Decimal], Decimal]]] = []
-    for op, child in node.rest:
+    steps: list[_Step] = []
+    for name, child in node.rest:
         children.append(child)
-        steps.append((op == "/", _CTX_OPS[op]))
+        # A division by zero cannot be decided: it names the divisor's fields.
+        steps.append((name == "/", _CTX_OPS[name], _Unknown(_paths(child))))
     numbers: list[_Num] = []
     for child in children:
         numbers.append(_compile_number(child))
-    paths = [_blame(child) for child in children]
+    failed = _Unknown(_paths(node))  # overflow and the like: every field it used
     if len(children) == 2:
-        last = children[1]
-        constant = _as_number(last.value) if isinstance(last, _Lit) else None
-        if constant is not None:
-            return _binary_constant(numbers[0], paths[0], constant, *steps[0])
-        return _binary(numbers[0], numbers[1], paths[0], paths[1], *steps[0])
+        return _binary(numbers[0], numbers[1], steps[0], failed)
 
-    def arith(ev: _Evaluator) -> Decimal | None:
+    def arith(ev: _Evaluator) -> Decimal | _Unknown:
         values = [number(ev) for number in numbers]
-        if None in values:
-            for value, path in zip(values, paths, strict=True):
-                if value is None and path:
-                    ev.recorded.add(path)
-            return None
-        return _fold(ev.ctx, values, steps)
+        blame: tuple[str, ...] | None = None
+        for value in values:
+            if isinstance(value, _Unknown):
+                blame = (blame or ()) + value.blame
+        if blame is not None:
+            return _Unknown(blame)
+        return _fold(ev.ctx, values, steps, failed)
 
     return arith
 
 
-def _binary(
-    left: _Num,
-    right: _Num,
-    left_path: str,
-    right_path: str,
-    divide: bool,
-    op: Callable[[Context, Decimal, Decimal], Decimal],
-) -> _Run:
-    def binary(ev: _Evaluator) -> Decimal | None:
+def _fold(
+    ctx: Context, values: list[Decimal | _Unknown], steps: list[_Step], failed: _Unknown
+) -> Decimal | _Unknown:
+    acc = values[0]
+    try:
+        for (divide, op, by_zero), n in zip(steps, values[1:], strict=True):
+            if not (type(acc) is Decimal and type(n) is Decimal):
+                return failed  # not reached: the caller checked every value
+            if divide and n.is_zero():
+                return by_zero
+            acc = op(ctx, acc, n)
+    except DecimalException:
+        return failed
+    return acc
+
+
+def _binary(left: _Num, right: _Num, step: _Step, failed: _Unknown) -> _Run:
+    divide, op, by_zero = step
+
+    def binary(ev: _Evaluator) -> Decimal | _Unknown:
         x, y = left(ev), right(ev)
-        if x is None or y is None:
-            if x is None and left_path:
-                ev.recorded.add(left_path)
-            if y is None and right_path:
-                ev.recorded.add(right_path)
-            return None
+        if type(x) is not Decimal or type(y) is not Decimal:
+            return _either(x, y)
         if divide and y.is_zero():
-            return None
+            return by_zero
         try:
             return op(ev.ctx, x, y)
         except DecimalException:
-            return None
+            return failed
 
     return binary
 
 
-def _binary_constant(
-    left: _Num,
-    left_path: str,
-    constant: Decimal,
-    divide: bool,
-    op: Callable[[Context, Decimal, Decimal], Decimal],
-) -> _Run:
-    """``left op constant`` (``order.total / 2``); a division by zero is null."""
-    zero = divide and constant.is_zero()
-
-    def binary_constant(ev: _Evaluator) -> Decimal | None:
-        x = left(ev)
-        if x is None:
-            if left_path:
-                ev.recorded.add(left_path)
-            return None
-        if zero:
-            return None
-        try:
-            return op(ev.ctx, x, constant)
-        except DecimalException:
-            return None
-
-    return binary_constant
-
-
-def _fold(
-    ctx: Context,
-    values: list[Decimal | None],
-    steps: list[tuple[bool, Callable[[Context, Decimal, Decimal], Decimal]]],
-) -> Decimal | None:
-    acc = values[0]
-    try:
-        for (divide, op), n in zip(steps, values[1:], strict=True):
-            if acc is None or n is None or (divide and n.is_zero()):
-                return None
-            acc = op(ctx, acc, n)
-    except DecimalException:
-        return None
-    return acc
+def _either(x: Decimal | _Unknown, y: Decimal | _Unknown) -> _Unknown:
+    """The unknown operands of a binary operation, as one."""
+    if isinstance(x, _Unknown) and isinstance(y, _Unknown):
+        return _Unknown(x.blame + y.blame)
+    return x if isinstance(x, _Unknown) else y  # type: ignore[return-value]
 
 
 # comparisons
@@ -1276,216 +1138,130 @@ def _fold(
 
 def _compile_cmp(node: _Cmp) -> _Run:
     left, right, op = node.left, node.right, node.op
-    if isinstance(left, _Field) or isinstance(right, _Field):
-        fast = _field_cmp(op, left, right)
-        if fast is not None:
-            return fast
-    if _always_number(left) and _always_number(right):
-        return _numbers_cmp(op, left, right)
     run_left, run_right = _COMPILERS[type(left)](left), _COMPILERS[type(right)](right)
     left_path, right_path = _blame(left), _blame(right)
-    null = _is_null(left) or _is_null(right)
-    if op not in _ORDER:
+    test = _TESTS[op]
+    if op in _ORDER:
 
-        def equality(ev: _Evaluator) -> bool:
-            return _compare(ev, op, run_left(ev), run_right(ev), left_path, right_path, null)
+        def ordered(ev: _Evaluator) -> bool | _Unknown:
+            a, b = run_left(ev), run_right(ev)
+            if type(a) is Decimal and type(b) is Decimal:
+                return test(a, b)
+            return _order(test, a, b, left_path, right_path)
 
-        return equality
+        return ordered
+    negated = op == "!="
+    if _is_null(left) or _is_null(right):
+        # `x == null`: true when x is missing or null. Decided whatever x holds.
+        def null_test(ev: _Evaluator) -> bool | _Unknown:
+            a, b = run_left(ev), run_right(ev)
+            for v in (a, b):
+                if isinstance(v, _Unknown):
+                    return v
+            return (a is None and b is None) is not negated
 
-    order = _TESTS[op]
+        return null_test
 
-    def ordered(ev: _Evaluator) -> bool:
+    def equality(ev: _Evaluator) -> bool | _Unknown:
         a, b = run_left(ev), run_right(ev)
         if type(a) is Decimal and type(b) is Decimal:
-            return order(a, b)
-        return _compare(ev, op, a, b, left_path, right_path, null)
-
-    return ordered
-
-
-def _numbers_cmp(op: str, left: _Node, right: _Node) -> _Run:
-    # Two numbers (literals, arithmetic) compare by value for every operator; when one is
-    # null the general way records nothing (neither side is a field) and gives false.
-    test = _TESTS[op]
-    left_number, right_number = _compile_number(left), _compile_number(right)
-    if isinstance(right, _Lit) and isinstance(right.value, Decimal):
-        constant = right.value
-
-        def number_vs_constant(ev: _Evaluator) -> bool:
-            x = left_number(ev)
-            if x is not None:
-                return test(x, constant)
-            return _compare(ev, op, x, constant, "", "", False)
-
-        return number_vs_constant
-
-    def numbers(ev: _Evaluator) -> bool:
-        x, y = left_number(ev), right_number(ev)
-        if x is not None and y is not None:
-            return test(x, y)
-        return _compare(ev, op, x, y, "", "", False)
-
-    return numbers
-
-
-def _always_number(node: _Node) -> bool:
-    """Whether ``node``'s value is always a Decimal or null."""
-    return isinstance(node, _Arith | _Neg) or (
-        isinstance(node, _Lit) and type(node.value) is Decimal
-    )
-
-
-def _field_cmp(op: str, left: _Node, right: _Node) -> _Run | None:
-    """A field against a number (a number literal or arithmetic) or a string literal, either
-    way round; None for other shapes."""
-    if isinstance(left, _Field):
-        field_, other, test = left, right, _TESTS[op]
-    elif isinstance(right, _Field):
-        field_, other, test = right, left, _TESTS[_MIRROR[op]]
-    else:
-        return None
-    path, segments = field_.path, field_.segments
-    if field_ is left:
-
-        def general(ev: _Evaluator, a: Any, b: Any) -> bool:
-            return _compare(ev, op, a, b, path, "", False)
-
-    else:
-
-        def general(ev: _Evaluator, a: Any, b: Any) -> bool:
-            return _compare(ev, op, b, a, "", path, False)
-
-    if _always_number(other):
-        return _field_vs_number(path, segments, _compile_number(other), test, general)
-    if isinstance(other, _Lit) and type(other.value) is str:
-        return _field_vs_string(path, segments, other.value, test, general)
-    return None
-
-
-def _field_vs_number(
-    path: str,
-    segments: tuple[str | int, ...],
-    other: _Num,
-    test: Callable[[Any, Any], bool],
-    general: Callable[[_Evaluator, Any, Any], bool],
-) -> _Run:
-    # A field that reads as a number against a number: the visitor compares them by value,
-    # whether the field holds a number or a string that is a plain number, for every
-    # operator. Anything else (null on either side, a string that is not a number, a
-    # boolean, a list, an object) goes the general way.
-    def field_vs_number(ev: _Evaluator) -> bool:
-        try:
-            n = ev.numbers[path]
-        except KeyError:
-            n = ev.number(path, segments)
-        b = other(ev)
-        if n is not None and b is not None:
-            return test(n, b)
-        return general(ev, ev.lookup(path, segments), b)
-
-    return field_vs_number
-
-
-def _field_vs_string(
-    path: str,
-    segments: tuple[str | int, ...],
-    text: str,
-    test: Callable[[Any, Any], bool],
-    general: Callable[[_Evaluator, Any, Any], bool],
-) -> _Run:
-    # Two strings compare as strings for every operator (by code point, even when both look
-    # like numbers); anything else goes the general way.
-    def field_vs_string(ev: _Evaluator) -> bool:
-        try:
-            a = ev.fields[path]
-        except KeyError:
-            a = ev.lookup(path, segments)
-        if type(a) is str:
-            return test(a, text)
-        return general(ev, a, text)
-
-    return field_vs_string
-
-
-def _compare(
-    ev: _Evaluator, op: str, a: Any, b: Any, left_path: str, right_path: str, null: bool
-) -> bool:
-    """:meth:`_Evaluator.compare` on evaluated values; ``null``: one side is the literal."""
-    if type(a) is Decimal and type(b) is Decimal and op in _ORDER:
-        return bool(_ORDER[op](a, b))
-    if op in ("==", "!="):
-        same = (a is None and b is None) if null else ev.equal(a, b)
+            return test(a, b)
+        undecided = _undecided(a, b, left_path, right_path)
+        if undecided is not None:
+            return undecided
+        same = ev.equal(a, b)
         if same is None:
-            return _fail(ev, a, b, left_path, right_path)
-        return same if op == "==" else not same
-    pair = None if a is None or b is None else _orderable(a, b)
-    if pair is None:
-        return _fail(ev, a, b, left_path, right_path)
-    return bool(_ORDER[op](pair[0], pair[1]))
+            return _Unknown(_why(a, left_path) + _why(b, right_path))
+        return same is not negated
+
+    return equality
 
 
-def _fail(ev: _Evaluator, a: Any, b: Any, left_path: str, right_path: str) -> bool:
-    """:meth:`_Evaluator.fail`: record the null operands, else both."""
-    either = a is None or b is None
-    if left_path and (a is None or not either):
-        ev.recorded.add(left_path)
-    if right_path and (b is None or not either):
-        ev.recorded.add(right_path)
-    return False
+def _order(
+    test: Callable[[Any, Any], bool], a: Any, b: Any, a_path: str, b_path: str
+) -> bool | _Unknown:
+    """``<`` ``<=`` ``>`` ``>=``: numbers (money-like strings too) by value, two strings that
+    are not numbers by code point; anything else cannot be decided."""
+    undecided = _undecided(a, b, a_path, b_path)
+    if undecided is not None:
+        return undecided
+    x, y = _number_of(a), _number_of(b)
+    if type(x) is Decimal and type(y) is Decimal:
+        return test(x, y)
+    if x is None and y is None and isinstance(a, str) and isinstance(b, str):
+        return test(a, b)
+    return _Unknown(_why(a, a_path) + _why(b, b_path))
 
 
 def _compile_in(node: _In) -> _Run:
     left, negated = _COMPILERS[type(node.left)](node.left), node.negated
     left_path, right_path = _blame(node.left), _blame(node.right)
     box = node.right
-    if isinstance(box, _List) and all(isinstance(item, _Lit) for item in box.items):
-        # A list of literals: the same list every time, made once.
-        values = tuple(item.value for item in box.items if isinstance(item, _Lit))
-        if all(type(value) is str for value in values):
-            strings = frozenset(values)
-
-            def in_strings(ev: _Evaluator) -> bool:
-                needle = left(ev)
-                if type(needle) is str:  # a string equals a string only
-                    return (needle in strings) is not negated
-                return _member(ev, needle, values, left_path, "", negated)
-
-            return in_strings
-
-        def in_literals(ev: _Evaluator) -> bool:
-            return _member(ev, left(ev), values, left_path, "", negated)
-
-        return in_literals
+    if isinstance(box, _List):
+        return _in_list(left, left_path, box, negated)
     right = _COMPILERS[type(box)](box)
 
-    def in_(ev: _Evaluator) -> bool:
-        return _member(ev, left(ev), right(ev), left_path, right_path, negated)
+    def in_(ev: _Evaluator) -> bool | _Unknown:
+        needle, container = left(ev), right(ev)
+        undecided = _undecided(needle, container, left_path, right_path)
+        if undecided is not None:
+            return undecided
+        if isinstance(container, str):
+            if not isinstance(needle, str):
+                return _Unknown(_why(needle, left_path) + _why(container, right_path))
+            return (needle in container) is not negated
+        if isinstance(container, list | tuple):
+            found = ev.member(needle, container)
+            if found is None:
+                return _Unknown(_why(needle, left_path) + _why(container, right_path))
+            return found is not negated
+        return _Unknown(_why(container, right_path))  # a number, object or boolean
 
     return in_
 
 
-def _member(
-    ev: _Evaluator, needle: Any, box: Any, left_path: str, right_path: str, negated: bool
-) -> bool:
-    """:meth:`_Evaluator.member` on evaluated values."""
-    if not isinstance(box, str | list | tuple):
-        if right_path:
-            ev.recorded.add(right_path)  # null, or not something to look in
-        if needle is None and left_path:
-            ev.recorded.add(left_path)
-        return False
-    if needle is None:
-        if left_path:
-            ev.recorded.add(left_path)
-        return False
-    if isinstance(box, str):
-        found = isinstance(needle, str) and needle in box
-    else:
-        found = any(ev.equal(needle, ev.normalize(item)) is True for item in box)
-    return found != negated
+def _in_list(left: _Run, left_path: str, box: _List, negated: bool) -> _Run:
+    """``x in [...]``: found in any item is decided; else an unknown item (a null or unknown
+    field) leaves it unknown."""
+    items = _compile_operands(box.items)
+    words: frozenset[str] | None = None
+    if box.items and all(
+        isinstance(i, _Lit) and type(i.value) is str and read_number(i.value) is None
+        for i in box.items
+    ):
+        # Words only: a string equals one of them exactly or not at all.
+        words = frozenset(
+            i.value for i in box.items if isinstance(i, _Lit) and isinstance(i.value, str)
+        )
+
+    def in_list(ev: _Evaluator) -> bool | _Unknown:
+        needle = left(ev)
+        if needle is None or isinstance(needle, _Unknown):
+            return _Unknown(_why(needle, left_path))
+        if words is not None and type(needle) is str:
+            return (needle in words) is not negated
+        blame: tuple[str, ...] | None = None
+        decided = False
+        for item, path in items:
+            value = item(ev)
+            if isinstance(value, _Unknown) or (value is None and path):
+                blame = (blame or ()) + _why(value, path)
+                continue
+            found = ev.equal(needle, value)
+            if found is True:
+                return not negated
+            if found is False:
+                decided = True
+        if blame is not None:
+            return _Unknown(blame)
+        if decided or not items:
+            return negated
+        return _Unknown(_why(needle, left_path))
+
+    return in_list
 
 
-# conditions: an operand that is not true or false counts as false, and its field is recorded
+# conditions: true, false, or unknown (an operand that is not a boolean is unknown)
 
 
 def _compile_operands(nodes: tuple[_Node, ...]) -> tuple[tuple[_Run, str], ...]:
@@ -1498,82 +1274,49 @@ def _compile_operands(nodes: tuple[_Node, ...]) -> tuple[tuple[_Run, str], ...]:
 def _compile_not(node: _Not) -> _Run:
     operand, path = _COMPILERS[type(node.operand)](node.operand), _blame(node.operand)
 
-    def not_(ev: _Evaluator) -> bool:
+    def not_(ev: _Evaluator) -> bool | _Unknown:
         value = operand(ev)
         if value is True:
             return False
-        if value is not False and path:
-            ev.recorded.add(path)
-        return True
+        if value is False:
+            return True
+        return value if isinstance(value, _Unknown) else _Unknown(_why(value, path))
 
     return not_
 
 
 def _compile_and(node: _And) -> _Run:
     operands = _compile_operands(node.operands)
-    if len(operands) == 2:
-        return _and2(*operands[0], *operands[1])
 
-    def and_(ev: _Evaluator) -> bool:
+    def and_(ev: _Evaluator) -> bool | _Unknown:
+        # false wins over unknown: `false and x` and `x and false` are false whatever x is.
+        blame: tuple[str, ...] | None = None
         for operand, path in operands:
             value = operand(ev)
-            if value is not True:
-                if value is not False and path:
-                    ev.recorded.add(path)
+            if value is False:
                 return False
-        return True
+            if value is not True:
+                blame = (blame or ()) + _why(value, path)
+        return True if blame is None else _Unknown(blame)
 
     return and_
 
 
 def _compile_or(node: _Or) -> _Run:
     operands = _compile_operands(node.operands)
-    if len(operands) == 2:
-        return _or2(*operands[0], *operands[1])
 
-    def or_(ev: _Evaluator) -> bool:
+    def or_(ev: _Evaluator) -> bool | _Unknown:
+        # true wins over unknown: `true or x` and `x or true` are true whatever x is.
+        blame: tuple[str, ...] | None = None
         for operand, path in operands:
             value = operand(ev)
             if value is True:
                 return True
-            if value is not False and path:
-                ev.recorded.add(path)
-        return False
+            if value is not False:
+                blame = (blame or ()) + _why(value, path)
+        return False if blame is None else _Unknown(blame)
 
     return or_
-
-
-def _and2(first: _Run, first_path: str, second: _Run, second_path: str) -> _Run:
-    def and2(ev: _Evaluator) -> bool:
-        value = first(ev)
-        if value is True:
-            value = second(ev)
-            if value is True:
-                return True
-            if value is not False and second_path:
-                ev.recorded.add(second_path)
-        elif value is not False and first_path:
-            ev.recorded.add(first_path)
-        return False
-
-    return and2
-
-
-def _or2(first: _Run, first_path: str, second: _Run, second_path: str) -> _Run:
-    def or2(ev: _Evaluator) -> bool:
-        value = first(ev)
-        if value is True:
-            return True
-        if value is not False and first_path:
-            ev.recorded.add(first_path)
-        value = second(ev)
-        if value is True:
-            return True
-        if value is not False and second_path:
-            ev.recorded.add(second_path)
-        return False
-
-    return or2
 
 
 _COMPILERS: dict[type, Callable[[Any], _Run]] = {

@@ -18,6 +18,7 @@ from claros.names import EMAIL, NAME, RULE_ID
 from claros.rules.expr import ExprError, parse_when
 
 __all__ = [
+    "ON_UNKNOWN",
     "RESPONSES",
     "SEVERITY",
     "Confirm",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 Response = Literal["allow", "nudge", "ask", "stop"]
+OnUnknown = Literal["fire", "ask", "allow"]
+ON_UNKNOWN: tuple[OnUnknown, ...] = ("fire", "ask", "allow")
 RESPONSES: tuple[Response, ...] = ("allow", "nudge", "ask", "stop")  # weakest first
 SEVERITY = {"stop": "high", "ask": "medium", "nudge": "low"}
 _STRENGTH: dict[str, int] = {name: i for i, name in enumerate(RESPONSES)}
@@ -53,6 +56,11 @@ class RuleSpec(BaseModel):
     message: str | None = Field(None, max_length=1000)
     # shadow: evaluated and recorded (what it would have answered), never changes a result.
     mode: Literal["enforce", "shadow"] = "enforce"
+    # What the rule answers when its `when` cannot be decided because a fact it needs is
+    # missing, null or of the wrong type: fire (its own response), ask, or allow. Unset is
+    # fire, and is left out of the rule as written: rules written before on_unknown existed
+    # keep their hash, and mean exactly that.
+    on_unknown: OnUnknown | None = None
 
     @field_validator("tools")
     @classmethod
@@ -84,6 +92,11 @@ class RuleSpec(BaseModel):
         except ExprError as exc:
             raise ValueError(f"when: {exc}") from exc
         return when
+
+    @field_validator("on_unknown")
+    @classmethod
+    def _on_unknown(cls, on_unknown: OnUnknown | None) -> OnUnknown | None:
+        return None if on_unknown == "fire" else on_unknown
 
     def written(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

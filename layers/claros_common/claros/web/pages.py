@@ -476,7 +476,17 @@ def _closed(closed: Mapping[str, Any] | None) -> Safe:
     )
 
 
-def _rule_card(rule: Mapping[str, Any]) -> Safe:
+def _rule_warnings(warnings: Sequence[str]) -> Safe:
+    """Fields the rule reads that nothing provides (claros.rules.warnings)."""
+    if not warnings:
+        return Safe("")
+    return render(
+        '<div><dt>Warnings</dt><dd><ul class="warnings">{items}</ul></dd></div>',
+        items=join(render('<li class="warn-text">{w}</li>', w=w) for w in warnings),
+    )
+
+
+def _rule_card(rule: Mapping[str, Any], warnings: Sequence[str] = ()) -> Safe:
     written: Mapping[str, Any] = rule.get("rule") or {}
     owners = written.get("owners") or []
     when = written.get("when")
@@ -490,7 +500,7 @@ def _rule_card(rule: Mapping[str, Any]) -> Safe:
         "<div><dt>App · tools</dt><dd>{app} · {tools}</dd></div>"
         "<div><dt>Owners</dt><dd>{owners}</dd></div>"
         "<div><dt>When</dt><dd>{when}</dd></div>"
-        "<div><dt>Message</dt><dd>{message}</dd></div></dl>{versions}</article>",
+        "<div><dt>Message</dt><dd>{message}</dd></div>{warnings}</dl>{versions}</article>",
         id=rule.get("id"),
         title=written.get("title") or rule.get("id"),
         response=badge(str(written.get("response"))),
@@ -505,6 +515,7 @@ def _rule_card(rule: Mapping[str, Any]) -> Safe:
         when=render("<code>{w}</code>", w=when) if when else Safe("not judged (no expression)"),
         message=written.get("message") or "",
         versions=_versions(rule.get("versions") or []),
+        warnings=_rule_warnings(warnings),
     )
 
 
@@ -551,10 +562,14 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
 
 
 def rules_page(
-    chrome: Chrome, rules: Sequence[Mapping[str, Any]], mappings: Sequence[Mapping[str, Any]]
+    chrome: Chrome,
+    rules: Sequence[Mapping[str, Any]],
+    mappings: Sequence[Mapping[str, Any]],
+    warnings: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
+    warned = warnings or {}
     cards = (
-        join(_rule_card(r) for r in rules)
+        join(_rule_card(r, warned.get(str(r.get("id")), ())) for r in rules)
         if rules
         else empty(Safe("No rules yet. Push some with <code>claros rules push rules.yaml</code>."))
     )

@@ -1,0 +1,118 @@
+"""Warnings when a rule is saved: fields its ``when`` reads that nothing provides.
+
+A rule reads facts: the call's arguments (what the tool's registered input schema lists)
+and what the tool's mapping adds (the fetched record at ``into``, ``derived`` names, the
+``var`` of lookups and query lookups). A field that none of them provides is missing on
+every call, so the rule is never decided on it and always answers its ``on_unknown``
+(fire, by default): most likely a typo, or a mapping still to write. Saving the rule is
+not refused (the mapping may come next); the answer carries one warning per field and tool.
+
+Only a field's first name is checked (``order`` of ``order.total``). Nothing is warned when
+a tool's facts cannot be known: an input schema without ``properties`` (it takes anything),
+or a mapping that fetches a record into the top level (``into: ""``: any field may come
+from it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from claros.mapping.service import mapping_for
+from claros.rules.expr import ExprError, parse_when
+from claros.rules.model import RuleSpec
+from claros.store.base import Store
+
+__all__ = ["rule_warnings", "saved_rule_warnings"]
+
+_APPS = "app"  # the docs guards register their tools in (claros.mapping.service)
+
+
+def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
+    if not spec.when:
+        return []
+    try:
+        expr = parse_when(spec.when)
+    except ExprError:  # validated already; nothing to say
+        return []
+    fields = sorted(expr.fields(), key=spec.when.find)
+    registered = _registered_tools(store, workspace, spec.app)
+    out: list[str] = []
+    for tool in spec.tools:
+        arguments = _arguments(registered.get(tool))
+        facts = _mapped(store, workspace, spec.app, tool)
+        if facts is None or (arguments is not None and "*" in arguments):
+            continue  # anything may be provided
+        for path in fields:
+            name = _root(path)
+            if name in facts or (arguments is not None and name in arguments):
+                continue
+            out.append(_warning(spec.app, tool, path, name, arguments is not None))
+    return out
+
+
+def _warning(app: str, tool: str, path: str, name: str, has_schema: bool) -> str:
+    if has_schema:
+        why = f"{name!r} is not an argument in the input schema {app} registered for {tool}"
+    else:
+        why = f"{app} registered no input schema for {tool} (start its guard)"
+    return (
+        f"{tool}: the rule reads {path!r}, but {why}, and no mapping of {tool} provides "
+        f"{name!r}: it will be unknown, and the rule then answers by its on_unknown"
+    )
+
+
+def saved_rule_warnings(
+    store: Store, workspace: str, rules: Sequence[Mapping[str, Any]]
+) -> dict[str, list[str]]:
+    """The warnings of each active saved rule, by id (the web app's Rules page shows them:
+    a tool registered or a mapping saved since the rule was can change them)."""
+    out: dict[str, list[str]] = {}
+    for state in rules:
+        if state.get("status") != "active":
+            continue
+        try:
+            spec = RuleSpec.model_validate(state.get("rule") or {})
+        except ValueError:  # saved by an older version with other rules: nothing to say
+            continue
+        warnings = rule_warnings(store, workspace, spec)
+        if warnings:
+            out[str(state.get("id"))] = warnings
+    return out
+
+
+def _root(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def _registered_tools(store: Store, workspace: str, app: str) -> Mapping[str, Any]:
+    doc = store.get_doc(workspace, _APPS, app)
+    tools = doc.value.get("tools") if doc else None
+    return tools if isinstance(tools, Mapping) else {}
+
+
+def _arguments(info: Any) -> set[str] | None:
+    """The argument names a registered tool's input schema lists; {"*"} when it takes any
+    object; None when no schema is registered."""
+    schema = info.get("input_schema") if isinstance(info, Mapping) else None
+    if not isinstance(schema, Mapping):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or not properties:
+        return {"*"}
+    return {str(name) for name in properties}
+
+
+def _mapped(store: Store, workspace: str, app: str, tool: str) -> set[str] | None:
+    """The fact names a tool's mapping adds; None when any name may come from it."""
+    spec = mapping_for(store, workspace, app, tool)
+    if spec is None:
+        return set()
+    names: set[str] = set(spec.derived)
+    if spec.fetch is not None:
+        if not spec.fetch.into:
+            return None
+        names.add(_root(spec.fetch.into))
+    names.update(str(lookup.var) for lookup in spec.lookups if lookup.var)
+    names.update(str(query.var) for query in spec.queries if query.var)
+    return names
