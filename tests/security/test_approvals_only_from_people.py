@@ -202,10 +202,13 @@ def test_a_key_derived_from_the_asking_key_cannot_answer_its_ask(
     signin = http.post("/app/signin", json={}, headers=bearer(child))
     assert signin.status_code == 200, signin.text
     cookie = signin.headers["set-cookie"].split(";")[0]
-    by_session = _answer(
-        http, ask_id, cookie=cookie, **{"x-csrf-token": signin.json()["csrf"]}
+    by_session = http.post(
+        f"/app/asks/{ask_id}/answer",
+        json={"decision": "approve"},
+        headers={"cookie": cookie, "x-csrf-token": signin.json()["csrf"]},
     )
     assert by_session.status_code == 403, by_session.text
+    assert "derived from the key that made the check" in by_session.json()["message"]
     own = create_key(services.store, WORKSPACE, "person", person=OWNER)
     answered = _answer(http, ask_id, **bearer(own))
     assert answered.status_code == 200 and answered.json()["authority"] == "owner"
