@@ -3,6 +3,10 @@ it can obtain. Each test performs one attack with only what an agent holds (its 
 environment) against the real local server, on both stores; the guard and hook ones run
 ``claros guard`` and ``claros hook`` as real subprocesses."""
 
+# The API tests' fixtures are imported here, not through a conftest shared by the other
+# attack files; the tests then take them as arguments, which ruff calls a redefinition.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import json
@@ -55,9 +59,7 @@ def _ask_id(asked: dict[str, object]) -> str:
 
 
 def _answer(http: httpx.Client, ask_id: str, **headers: str) -> httpx.Response:
-    return http.post(
-        f"/api/asks/{ask_id}/answer", json={"decision": "approve"}, headers=headers
-    )
+    return http.post(f"/api/asks/{ask_id}/answer", json={"decision": "approve"}, headers=headers)
 
 
 def _key_count(services: Services) -> int:
@@ -251,9 +253,7 @@ def test_agent_cannot_file_an_override_on_its_own_check(
     assert filed.status_code == 201, filed.text
 
 
-def test_other_keys_cannot_read_an_ask(
-    http: httpx.Client, keys: Keys, services: Services
-) -> None:
+def test_other_keys_cannot_read_an_ask(http: httpx.Client, keys: Keys, services: Services) -> None:
     ask_id = _ask_id(_ask(http, keys))
     second = create_key(services.store, WORKSPACE, "agent", person=PERSON)
     for key in (second, keys.service):

@@ -30,7 +30,8 @@ OVERRIDE = (
     "never file overrides: an override is a person's verdict on a check, filed with their "
     "person key (or an admin key)"
 )
-MINE = "see no person's asks or timeline: use your person key (or an admin key)"
+# What a person's keys may read of theirs: the asks routed to them, their timeline.
+READERS = PERSON_KINDS | {"agent"}
 
 
 class RuleWrite(BaseModel):
@@ -113,7 +114,7 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         state, changed = put_mapping(services, principal, body.mapping)
         return {**state, "changed": changed}
 
-    @routed(app, "GET", "/api/asks", PEOPLE, refusal=MINE)
+    @routed(app, "GET", "/api/asks", READERS)
     def asks(principal: Principal) -> Any:
         # The asks routed to the caller (?mine=1, the only view a person has); open ones
         # unless ?all=1.
@@ -139,7 +140,7 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         days = query_int(app, "days", 30, minimum=1, maximum=3660)
         return coverage(store, principal.workspace, days=days)
 
-    @routed(app, "GET", "/api/me/timeline", PEOPLE, refusal=MINE)
+    @routed(app, "GET", "/api/me/timeline", READERS)
     def my_timeline(principal: Principal) -> Any:
         limit = query_int(app, "limit", 50, minimum=1, maximum=500)
         before = (app.current_event.query_string_parameters or {}).get("before") or None
