@@ -33,11 +33,11 @@ class ApprovingKeyError(Exception):
 
 def refusal(kind: str, person: str | None) -> str:
     whose = f" ({person}'s)" if person else ""
-    what = "sign-in key" if kind == "person" else "key"
+    what = "a person's sign-in key" if kind == "person" else f"an {kind} key"
     return (
-        f"refusing to run with a {kind} key{whose}: a {kind} {what} can approve asks, so an "
-        "agent must never hold it; give the agent an agent key (claros login, or "
-        "CLAROS_KEY) or a service key"
+        f"refusing to run with {'an' if kind[0] in 'aeiou' else 'a'} {kind} key{whose}: "
+        f"{what} can approve asks, so an agent must never hold it; give the agent an agent "
+        "key (claros login, or CLAROS_KEY) or a service key"
     )
 
 

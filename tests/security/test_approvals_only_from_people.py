@@ -37,6 +37,7 @@ from tests.api.conftest import (  # noqa: F401 - fixtures used here
     services,
     settings,
 )
+from tests.guard.http_fakes import JSON, Answer, HttpFake, Request, relay
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = [sys.executable, str(ROOT / "examples" / "shop_server.py")]
@@ -324,7 +325,7 @@ def test_guard_refuses_an_admin_key(
     line = _one_line(done.stderr)
     assert line.startswith("claros guard: ") and "admin key" in line and "agent" in line
     assert not (tmp_path / "calls.jsonl").exists()  # the wrapped server never started
-    assert not services.store.query_docs(WORKSPACE, "app_tools", limit=10)
+    assert not services.store.query_docs(WORKSPACE, "app", limit=10)
 
 
 def test_guard_refuses_a_person_key(
@@ -334,6 +335,48 @@ def test_guard_refuses_a_person_key(
     done = _guard(server, person, tmp_path)
     assert done.returncode == 2, done.stderr
     assert "person key" in _one_line(done.stderr)
+
+
+class LateClaros(HttpFake):
+    """Claros that is down (503) for the guard's first question, then answers."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.asked: list[str] = []
+        super().__init__()
+
+    def respond(self, request: Request) -> Answer:
+        self.asked.append(request.path)
+        if len(self.asked) == 1:
+            return 503, JSON, b'{"error":"unavailable","message":"starting"}'
+        return relay(self.target, request)
+
+
+def test_guard_started_while_claros_was_down_stops_once_it_learns_the_key_is_admin(
+    server: LocalServer, keys: Keys, services: Services, tmp_path: Path
+) -> None:
+    """The guard starts through an outage, as it does for any; its first request that
+    reaches Claros asks what the key is first, and with an admin key it stops (exit 2)
+    before sending anything else: the tools are never registered."""
+    with LateClaros(server.url) as late:
+        env = {**_env(server, keys.admin, tmp_path), "CLAROS_URL": late.url,
+               "CLAROS_START_WAIT": "0"}  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "claros_guard.cli", "guard", "--app", "shop", "--", *SHOP],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env,
+        )  # fmt: skip
+        try:
+            proc.wait(timeout=60)  # stdin stays open: the agent has not gone away
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _, stderr = proc.communicate()
+    assert proc.returncode == 2, stderr
+    assert late.asked[:2] == ["/v1/me", "/v1/me"], late.asked
+    assert "/v1/apps/shop/tools" not in late.asked
+    assert "claros guard: refusing to run with an admin key" in stderr, stderr
+    assert not services.store.query_docs(WORKSPACE, "app", limit=10)
 
 
 def _hook(
