@@ -291,7 +291,7 @@ def test_a_person_key_signs_in_and_answers_its_agents_ask(
 # --- the guard and the hooks ------------------------------------------------------------------
 
 
-def _env(server: LocalServer, key: str, tmp_path: Path) -> dict[str, str]:
+def _env(server: LocalServer | HttpFake, key: str, tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "CLAROS_URL": server.url,
@@ -435,3 +435,105 @@ def test_me_names_the_key_kind(http: httpx.Client, keys: Keys) -> None:
         assert me.status_code == 200 and me.json()["kind"] == kind, me.text
     assert http.get("/v1/me").status_code == 401
     assert http.get("/v1/me", headers=bearer(keys.admin)).json()["person"] == ADMIN
+
+
+# --- the error paths of the above -----------------------------------------------------------
+
+
+def test_a_key_mints_keys_in_its_own_workspace_only(keys: Keys, services: Services) -> None:
+    from claros.auth import ForbiddenError, authenticate
+
+    other = authenticate(services.store, f"Bearer {keys.other_workspace_admin}")
+    with pytest.raises(ForbiddenError, match="its own workspace"):
+        create_key(services.store, WORKSPACE, "agent", person=PERSON, parent=other)
+    from claros.auth import BadRequestError
+
+    with pytest.raises(BadRequestError, match="a person key belongs to a person"):
+        create_key(services.store, WORKSPACE, "person")
+
+
+def test_a_session_opened_with_an_agent_key_before_is_refused(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    """A session an agent key opened before agent keys were refused at sign-in ends at its
+    next request."""
+    from claros.auth import hash_key
+    from claros.store.base import DocWrite
+    from claros.web import sessions
+
+    session_id, _ = sessions.open_session(services.store, keys.person)
+    digest = sessions.session_hash(session_id)
+    doc = services.store.get_doc(GLOBAL, sessions.COLLECTION, digest)
+    assert doc is not None
+    value = {**doc.value, "key_hash": hash_key(keys.agent), "kind": "agent"}
+    services.store.write_docs([DocWrite(GLOBAL, sessions.COLLECTION, digest, value, doc.rev)])
+    page = http.get("/app", headers={"cookie": f"{sessions.COOKIE}={session_id}"})
+    assert page.status_code == 401, page.text
+    assert "person key" in page.json()["message"]
+
+
+class OddClaros(HttpFake):
+    """Answers GET /v1/me as ``me`` says; any other request is a test failure."""
+
+    def __init__(self, me: Answer) -> None:
+        self.me = me
+        self.asked: list[str] = []
+        super().__init__()
+
+    def respond(self, request: Request) -> Answer:
+        self.asked.append(request.path)
+        return self.me if request.path == "/v1/me" else (500, JSON, b"{}")
+
+
+@pytest.mark.parametrize(
+    ("me", "reason"),
+    [
+        ((404, JSON, b'{"error":"not_found","message":"no route GET /v1/me"}'),
+         "does not say what kind of key this is (GET /v1/me); update the server"),
+        ((200, JSON, b'{"kind": 5}'), "did not say what kind of key this is"),
+        ((401, JSON, b'{"error":"unauthorized","message":"unknown or revoked key"}'),
+         "unknown or revoked key"),
+    ],
+    ids=["old-server", "no-kind", "revoked"],
+)  # fmt: skip
+def test_hook_blocks_when_claros_does_not_say_what_the_key_is(
+    keys: Keys, tmp_path: Path, me: Answer, reason: str
+) -> None:
+    with OddClaros(me) as odd:
+        env = _env(odd, keys.agent, tmp_path)
+        event = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                 "tool_input": {"command": "ls"}, "tool_use_id": "toolu_2"}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "claros_guard.cli", "hook", "pre"],
+            input=json.dumps(event), capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and reason in out["permissionDecisionReason"]
+    assert odd.asked == ["/v1/me"]  # nothing else was sent with a key of unknown kind
+
+
+def test_auth_cli_gives_a_new_member_their_person_key(tmp_path: Path) -> None:
+    def create(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "claros.auth", "create", "--data", str(tmp_path / "d"),
+             "--workspace", "acme", *args],
+            capture_output=True, text=True, timeout=60, env={**os.environ},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [line for line in done.stdout.splitlines() if line.startswith("ck_")]
+
+    first = create("--kind", "agent", "--person", "new@acme.test")
+    assert len(first) == 2  # her person key, then the agent key (the last line)
+    again = create("--kind", "agent", "--person", "new@acme.test")
+    assert len(again) == 1  # a member already: only the agent key
+    assert len(create("--kind", "person", "--person", "new@acme.test")) == 1
+    refused = subprocess.run(
+        [sys.executable, "-m", "claros.auth", "create", "--data", str(tmp_path / "d"),
+         "--kind", "person"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "claros.auth: a person key belongs to a person: give --person"
+    )

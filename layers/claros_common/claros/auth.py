@@ -188,7 +188,8 @@ def create_key(
         raise ForbiddenError("a key mints keys in its own workspace only")
     ensure_workspace(store, workspace)
     if kind in ("agent", "admin", "person") and not person:
-        raise BadRequestError(f"an {kind} key belongs to a person: give --person")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise BadRequestError(f"{article} {kind} key belongs to a person: give --person")
     if kind == "service" and person:
         raise BadRequestError("a service key is tied to nobody: leave out --person")
     if person:
