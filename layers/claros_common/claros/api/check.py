@@ -45,7 +45,7 @@ def register(app: ClarosResolver) -> None:
     def ask(principal: Principal, ask_id: str) -> Any:
         return ask_view(visible_ask(app.services.store, principal, ask_id))
 
-    @routed(app, "GET", "/v1/me", ALL_KINDS, web=False)
+    @routed(app, "GET", "/v1/me", ALL_KINDS)
     def me(principal: Principal) -> Any:
         """What the caller's key is: the guard and the hooks ask it before they use a key,
         and refuse to run with one that can approve (admin, person)."""
