@@ -7,8 +7,9 @@ and prints what Claros decided for each call.
 * ``--admin-key`` pushes ``examples/rules.yaml`` and ``examples/mappings.yaml`` first
   (once the guards have registered their tools, which mappings need).
 * ``--approver-key`` answers the questions Claros asks, as a person would in Claros: it
-  approves the first and denies the second. Without it a question stays open and the
-  call comes back "waiting for approval".
+  approves the first and denies the second. It is a person's key (their person key, or an
+  admin key), never one the agent holds: Claros refuses agent keys there. Without it a
+  question stays open and the call comes back "waiting for approval".
 
 Each server runs behind its own guard (``claros guard --app shop -- python
 examples/shop_server.py``), as an MCP client such as Claude Code would start them.

@@ -25,7 +25,8 @@ from claros_guard.api import HttpClarosApi
 from claros_guard.app import AppSettings, GuardedApp, GuardSettings
 from claros_guard.commands import NAME_HELP
 from claros_guard.config import load_config
-from claros_guard.errors import ConfigError, GuardError
+from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError, GuardError
+from claros_guard.keykind import KindCheckedApi, approving_key_in
 from claros_guard.login import url_problem
 from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_dir
 from claros_guard.reporter import Reporter
@@ -159,7 +160,16 @@ async def _signals(stop: anyio.Event) -> None:
 
 
 async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
-    api = HttpClarosApi(plan.url, plan.key, timeout=plan.timeout)
+    # Never with a key that can approve (claros_guard.keykind): asked before anything
+    # starts; when Claros cannot say yet, before the first request that reaches it.
+    api = KindCheckedApi(plan.url, plan.key, timeout=plan.timeout)
+    try:
+        await api.key_kind()
+    except (ClarosUnavailableError, ClarosRefusedError) as exc:
+        log.warning("cannot learn what kind of key this is yet: %s", exc)
+    except BaseException:
+        await api.aclose()
+        raise
     ensure_private_dir(plan.peers)
     key = api.key
     peers = PeerClient(plan.peers, key, timeout=plan.shared.read_timeout)
@@ -222,6 +232,10 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: one clear line, the traceback only when asked for
+        approving = approving_key_in(exc)
+        if approving is not None:
+            print(f"claros guard: {approving}", file=sys.stderr)
+            return 2
         log.debug("the guard stopped", exc_info=True)
         print(
             f"claros guard: stopped by an unexpected error: {exc!r} (CLAROS_LOG=DEBUG shows where)",

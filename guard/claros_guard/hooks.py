@@ -68,6 +68,7 @@ from claros_guard.errors import (
     GuardError,
 )
 from claros_guard.files import FileProblem, parse_json, read_text, write_file
+from claros_guard.keykind import ApprovingKeyError, KindCheckedApi
 from claros_guard.login import CredentialsError, resolve_connection
 from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
@@ -455,7 +456,8 @@ async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
     def client() -> HttpClarosApi:  # made when needed: most runs never talk to Claros
         if not made:
             timeout = float(os.environ.get("CLAROS_TIMEOUT", "10"))
-            made.append(HttpClarosApi(url, key, timeout=timeout))
+            # Asks Claros what the key is before its first request: never an approving key.
+            made.append(KindCheckedApi(url, key, timeout=timeout))
         return made[0]
 
     try:
@@ -600,6 +602,9 @@ def hook_main(kind: str, stdin: str | bytes) -> tuple[int, str]:
     )
     try:
         answer = anyio.run(_run, kind, event)
+    except ApprovingKeyError as exc:  # exit 2: Claude Code blocks the call (claros_guard.keykind)
+        print(f"claros hook {kind}: {exc}", file=sys.stderr)
+        return 2, ""
     except ConfigError as exc:
         if kind != "pre":
             return 0, ""

@@ -27,6 +27,7 @@ class Keys:
     agent: str
     service: str
     audit: str
+    person: str  # PERSON's own sign-in key (the agent key above is PERSON's agent's)
     other_workspace_admin: str
 
     def of(self, kind: str) -> str:
@@ -51,6 +52,7 @@ def keys(services: Services) -> Keys:
         agent=create_key(store, WORKSPACE, "agent", person=PERSON),
         service=create_key(store, WORKSPACE, "service"),
         audit=create_key(store, WORKSPACE, "audit", made_by=ADMIN),
+        person=create_key(store, WORKSPACE, "person", person=PERSON),
         other_workspace_admin=create_key(store, "other", "admin", person="boss@other.test"),
     )
 

@@ -98,8 +98,8 @@ def seed_october(services: Services, clock: Clock, *, rule_title: str = "") -> S
     store = services.store
     keys = {
         "admin": create_key(store, WS, "admin", person=ADMIN),
-        "dana": create_key(store, WS, "agent", person=DANA),
-        "erin": create_key(store, WS, "agent", person=ERIN),
+        "dana": create_key(store, WS, "person", person=DANA),  # answers asks, files overrides
+        "erin": create_key(store, WS, "person", person=ERIN),
         "sam": create_key(store, WS, "agent", person=SAM),
     }
     who = {name: authenticate(store, f"Bearer {key}") for name, key in keys.items()}

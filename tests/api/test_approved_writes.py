@@ -44,7 +44,7 @@ def _check(http: httpx.Client, key: str, call_id: str, amount: int,
 @pytest.fixture
 def flow(http: httpx.Client, keys: Keys, services: Services) -> Flow:
     put_rule(http, keys.admin)  # refund-half: ask when amount > order_total / 2, owner dana
-    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    dana_web = create_key(services.store, WORKSPACE, "person", person=PERSON)
     small = _check(http, keys.agent, "toolu_small", 10)
     assert small["result"] == "allow"
     asked = _check(http, keys.agent, "toolu_refund", 80)

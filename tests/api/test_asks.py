@@ -44,12 +44,12 @@ def test_self_route_approve_and_use_once(
     assert asked["result"] == "ask" and asked["allowed"] is False
     ask = asked["ask"]
     assert ask["routed_to"] == [PERSON] and ask["route"] == "self" and ask["status"] == "open"
-    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    dana_web = create_key(services.store, WORKSPACE, "person", person=PERSON)
     mine = http.get("/api/asks?mine=1", headers=bearer(dana_web)).json()["asks"]
     assert [a["ask_id"] for a in mine] == [ask["ask_id"]]
 
     own = _answer(http, keys.agent, ask["ask_id"])
-    assert own.status_code == 403 and "its own ask" in own.json()["message"]
+    assert own.status_code == 403 and "never answer asks" in own.json()["message"]
 
     answered = _answer(http, dana_web, ask["ask_id"])
     assert answered.status_code == 200, answered.text
@@ -78,12 +78,12 @@ def test_routed_to_owners_when_the_person_may_not_answer(
 ) -> None:
     put_rule(http, keys.admin)
     bob_agent = create_key(services.store, WORKSPACE, "agent", person=BOB)
-    bob_web = create_key(services.store, WORKSPACE, "agent", person=BOB)
+    bob_web = create_key(services.store, WORKSPACE, "person", person=BOB)
     asked = _check(http, bob_agent)
     assert asked["ask"]["routed_to"] == [PERSON] and asked["ask"]["route"] == "owners"
     refused = _answer(http, bob_web, asked["ask"]["ask_id"])
     assert refused.status_code == 403 and "routed to" in refused.json()["message"]
-    answered = _answer(http, keys.agent, asked["ask"]["ask_id"])  # dana's key did not ask
+    answered = _answer(http, keys.person, asked["ask"]["ask_id"])  # dana's own sign-in key
     assert answered.status_code == 200 and answered.json()["authority"] == "owner"
 
 
@@ -103,13 +103,13 @@ def test_self_route_only_when_the_person_owns_every_asking_rule(
     assert sorted(r["id"] for r in ask["rules"]) == ["refund-half", "refund-other"]
     # Dana owns only one of the two: the ask goes to the owners, without her.
     assert ask["route"] == "owners" and ask["routed_to"] == [BOB]
-    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    dana_web = create_key(services.store, WORKSPACE, "person", person=PERSON)
     assert http.get("/api/asks?mine=1", headers=bearer(dana_web)).json()["asks"] == []
     refused = _answer(http, dana_web, ask["ask_id"])
     assert refused.status_code == 403, refused.text
     assert "own agent under rules they do not own" in refused.json()["message"]
     assert services.store.get_record(WORKSPACE, "approval", ask["ask_id"]) is None
-    bob_web = create_key(services.store, WORKSPACE, "agent", person=BOB)
+    bob_web = create_key(services.store, WORKSPACE, "person", person=BOB)
     answered = _answer(http, bob_web, ask["ask_id"])
     assert answered.status_code == 200 and answered.json()["authority"] == "owner"
 
@@ -133,7 +133,7 @@ def test_self_route_when_the_person_is_among_every_asking_rules_owners(
     _second_rule(http, keys, [BOB, PERSON])
     ask = _check(http, keys.agent)["ask"]
     assert ask["route"] == "self" and ask["routed_to"] == [PERSON]
-    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    dana_web = create_key(services.store, WORKSPACE, "person", person=PERSON)
     answered = _answer(http, dana_web, ask["ask_id"])
     assert answered.status_code == 200 and answered.json()["authority"] == "self"
 
@@ -157,7 +157,7 @@ def test_a_second_rule_with_no_owner_sends_the_ask_to_the_admins(
     _second_rule(http, keys, [])  # nobody's: only an admin may answer for it
     ask = _check(http, keys.agent)["ask"]
     assert ask["route"] == "admins" and ask["routed_to"] == [ADMIN]
-    dana_web = create_key(services.store, WORKSPACE, "agent", person=PERSON)
+    dana_web = create_key(services.store, WORKSPACE, "person", person=PERSON)
     assert _answer(http, dana_web, ask["ask_id"]).status_code == 403
     answered = _answer(http, keys.admin, ask["ask_id"])
     assert answered.status_code == 200 and answered.json()["authority"] == "admin"

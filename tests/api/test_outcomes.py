@@ -97,7 +97,7 @@ def test_overrides(http: httpx.Client, keys: Keys, services: Services) -> None:
     row = services.store.get_record(WORKSPACE, "override", wrong.json()["override_id"])
     assert row is not None and row["verdict"] == "wrong_stop" and row["check_id"] == stopped
     missed = http.post(f"/api/checks/{allowed}/override", json={"verdict": "missed",
-                       "rule_id": "s"}, headers=bearer(keys.agent))  # fmt: skip
+                       "rule_id": "s"}, headers=bearer(keys.person))  # fmt: skip
     assert missed.status_code == 201
     for check_id, body, status in [
         (allowed, {"verdict": "missed"}, 400),

@@ -56,8 +56,8 @@ class Browserish:
 
 @pytest.fixture
 def person_key(services: Services) -> str:  # noqa: F811 - the imported fixture
-    """A second key of PERSON's, to sign in with (the agent key is the one that asks)."""
-    return create_key(services.store, WORKSPACE, "agent", person=PERSON, label="browser")
+    """PERSON's own sign-in key (the agent key is the one that asks)."""
+    return create_key(services.store, WORKSPACE, "person", person=PERSON, label="browser")
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     services = Services(settings, store, FileSigner(settings.data_dir))
     admin = create_key(store, WORKSPACE, "admin", person=ADMIN)
     agent = create_key(store, WORKSPACE, "agent", person=PERSON, label="guard")
-    person = create_key(store, WORKSPACE, "agent", person=PERSON, label="browser")
+    person = create_key(store, WORKSPACE, "person", person=PERSON, label="browser")
     shots = Path(os.environ.get("CLAROS_SCREENSHOTS") or REPO / "build" / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     downloads = tmp / "downloads"

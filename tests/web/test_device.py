@@ -17,7 +17,7 @@ from claros.web.device import DeviceFlowError, TooManyRequestsError
 from tests.web.conftest import PERSON, WORKSPACE, Keys, bearer
 
 T0 = 1_800_000_000_000
-DANA = Principal(WORKSPACE, "agent", PERSON, "0" * 16)
+DANA = Principal(WORKSPACE, "person", PERSON, "0" * 16)  # her sign-in key approves
 SQLITE = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
 
@@ -142,13 +142,13 @@ def test_the_flow_over_http(http: httpx.Client, server: LocalServer, keys: Keys)
     pending = http.post("/v1/device/token", json={"device_code": body["device_code"]})
     assert pending.status_code == 400
     assert pending.json()["error"] == "authorization_pending"
-    page = http.get(f"/app/device?code={body['user_code']}", headers=bearer(keys.agent))
+    page = http.get(f"/app/device?code={body['user_code']}", headers=bearer(keys.person))
     assert page.status_code == 200 and body["user_code"] in page.text
     assert "dana-laptop" in page.text
     answer = http.post(
         "/app/device",
         json={"user_code": body["user_code"], "decision": "approve"},
-        headers=bearer(keys.agent),
+        headers=bearer(keys.person),
     )
     assert answer.status_code == 200 and answer.json()["status"] == "approved"
     got = http.post("/v1/device/token", json={"device_code": body["device_code"]})

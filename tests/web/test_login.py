@@ -124,7 +124,7 @@ def test_login_saves_a_key_for_the_person_who_approves(
     out = io.StringIO()
     done = threading.Event()
     approver = threading.Thread(
-        target=_approve_when_asked, args=(server, keys.agent, out, decision, done), daemon=True
+        target=_approve_when_asked, args=(server, keys.person, out, decision, done), daemon=True
     )
     approver.start()
     try:

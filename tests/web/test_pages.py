@@ -85,7 +85,7 @@ def test_each_page_by_kind(
     got = person.get(path)
     if path in ADMIN_ONLY:
         assert got.status_code == 403
-        assert "agent keys cannot do this (allowed: admin)" in got.text
+        assert "person keys cannot do this (allowed: admin)" in got.text
         assert got.headers["content-type"].startswith("text/html")
     else:
         assert got.status_code == 200
@@ -96,7 +96,7 @@ def test_every_route_with_a_session_cookie(
 ) -> None:
     """GET routes read with the session as the person's key would; /app forms change state
     with the session and its CSRF token; the API's other writes never take the cookie."""
-    sessions = {"admin": sign_in(keys.admin), "agent": sign_in(person_key)}
+    sessions = {"admin": sign_in(keys.admin), "person": sign_in(person_key)}
     failures = []
     for (method, path), kinds in sorted(PERMISSIONS.items()):
         if (method, path) == ("POST", "/app/signout"):
@@ -200,13 +200,18 @@ def test_approving_an_ask_on_home_lets_the_call_through(
 def test_the_key_that_asked_cannot_answer_in_the_browser(
     http: httpx.Client, sign_in: Callable[[str], Browserish], keys: Keys
 ) -> None:
+    # Agent keys cannot sign in at all, so the key that asks here is the admin's: its
+    # session is the asking key, and may not answer.
     put_rule(http, keys.admin)
-    ask_id = str(dict(_ask(http, keys)["ask"])["ask_id"])  # type: ignore[call-overload]
-    agent = sign_in(keys.agent)
-    home = agent.get("/app").text
-    assert "it cannot answer its own ask" in home
+    body = check_body(arguments={"amount": 80, "order_total": 100})
+    asked = http.post("/v1/check", json=body, headers=bearer(keys.admin)).json()
+    assert asked["result"] == "ask" and asked["ask"]["route"] == "self", asked
+    ask_id = str(asked["ask"]["ask_id"])
+    admin = sign_in(keys.admin)
+    home = admin.get("/app").text
+    assert "it cannot answer this ask" in home
     assert re.search(r'value="approve"\s+disabled', home)
-    refused = agent.post_form(f"/app/asks/{ask_id}/answer", {"decision": "approve"})
+    refused = admin.post_form(f"/app/asks/{ask_id}/answer", {"decision": "approve"})
     assert refused.status_code == 403 and "cannot answer its own ask" in refused.text
 
 
@@ -307,7 +312,7 @@ def test_retention_is_set_from_the_page(
 def test_a_person_makes_an_agent_key_on_home_shown_once(
     sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client, store: Store
 ) -> None:
-    person = sign_in(keys.agent)
+    person = sign_in(keys.person)
     home = person.get("/app").text
     [once] = re.findall(r'action="/app/keys".*?name="once" value="([^"]+)"', home, flags=re.S)
     made = person.post_form("/app/keys", {"label": "Laptop <CC>", "once": once})
@@ -325,7 +330,7 @@ def test_a_person_makes_an_agent_key_on_home_shown_once(
     assert "ck_" not in again.text
     # An agent holding a key cannot mint another with it.
     minted = http.post("/app/keys", json={"label": "x"}, headers=bearer(key))
-    assert minted.status_code == 400 and "claros login" in minted.json()["message"]
+    assert minted.status_code == 403 and "never mint keys" in minted.json()["message"]
 
 
 def test_an_audit_key_form_sent_twice_makes_one_key(

@@ -85,6 +85,8 @@ def test_only_the_session_ids_hash_is_stored(
     [
         ("service", 403, "a service key is tied to nobody"),
         ("audit", 403, "an audit key reads the log"),
+        ("agent", 403, "an agent key acts for an agent and never opens a web session"),
+        ("person", 303, ""),
         ("other_workspace_admin", 303, ""),
     ],
 )
@@ -111,10 +113,10 @@ def test_a_bad_key_is_refused_with_a_reason(http: httpx.Client, server: LocalSer
 
 
 def test_signing_in_with_the_bearer_header_gives_a_session(http: httpx.Client, keys: Keys) -> None:
-    answer = http.post("/app/signin", json={}, headers={"authorization": f"Bearer {keys.agent}"})
+    answer = http.post("/app/signin", json={}, headers={"authorization": f"Bearer {keys.person}"})
     assert answer.status_code == 200
     body = answer.json()
-    assert body["kind"] == "agent" and body["csrf"] and body["expires_in"] == 43200
+    assert body["kind"] == "person" and body["csrf"] and body["expires_in"] == 43200
     assert "claros_session" in answer.headers["set-cookie"]
 
 
@@ -166,8 +168,8 @@ def test_a_revoked_key_or_a_demoted_admin_ends_the_session(
         [DocWrite(WORKSPACE, "member", ADMIN, {**member.value, "role": "member"}, member.rev)]
     )
     assert browser.get("/app/evidence").status_code == 303
-    revoked = sign_in(keys.agent)
-    key = store.get_doc(GLOBAL, "key", hash_key(keys.agent))
+    revoked = sign_in(keys.person)
+    key = store.get_doc(GLOBAL, "key", hash_key(keys.person))
     assert key is not None
     store.write_docs(
         [DocWrite(GLOBAL, "key", key.key, {**key.value, "revoked_at": now_ms()}, key.rev)]

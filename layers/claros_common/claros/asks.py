@@ -8,7 +8,9 @@ owns an asking rule, to the workspace admins.
 
 An approval is bound to the exact call (sha256 of app, tool and canonical arguments), to
 the rule versions asked, and to an expiry, and it is used once: the guard repeats the check
-with ``approval: <ask_id>``. The key that asked can never answer its own ask.
+with ``approval: <ask_id>``. Only a person answers (a person key or an admin key, never an
+agent's or a service key), and never with the key that asked or any key derived from it
+(minted from it, directly or not, or a web session opened with one of those).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from claros.auth import Principal, member_role
+from claros.auth import PERSON_KINDS, Principal, member_role
 from claros.canonical import canonical_bytes
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
@@ -36,6 +38,7 @@ __all__ = [
     "list_my_asks",
     "open_ask",
     "use_approval",
+    "visible_ask",
 ]
 
 COLLECTION = "ask"
@@ -157,6 +160,15 @@ def get_ask(store: Store, workspace: str, ask_id: str) -> tuple[dict[str, Any], 
     return dict(doc.value), doc.rev
 
 
+def visible_ask(store: Store, principal: Principal, ask_id: str) -> dict[str, Any]:
+    """An ask as the guard waiting on it reads it: only the key that made the check (and
+    the workspace's admins) see it; to any other key it does not exist (404)."""
+    ask, _ = get_ask(store, principal.workspace, ask_id)
+    if ask.get("key_id") != principal.key_id and not principal.is_admin:
+        raise NotFoundError(f"no ask {ask_id!r}")
+    return ask
+
+
 def list_my_asks(
     store: Store, principal: Principal, *, include_closed: bool, limit: int
 ) -> list[dict[str, Any]]:
@@ -184,10 +196,17 @@ def list_my_asks(
 
 def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> str:
     person = principal.person
-    if not person:
-        raise ForbiddenError("asks are answered by people: use a person's key")
+    if not person or principal.kind not in PERSON_KINDS:
+        raise ForbiddenError(
+            f"{principal.kind} keys never answer asks: a person answers with their person key"
+        )
     if principal.key_id == ask["key_id"]:
         raise ForbiddenError("the key that asked cannot answer its own ask")
+    if principal.derives_from(str(ask["key_id"])):
+        raise ForbiddenError(
+            "this key is derived from the key that made the check (minted from it): it "
+            "cannot answer that check's ask"
+        )
     if person == ask.get("on_behalf_of"):
         if ask["route"] == "self":
             return "self"

@@ -7,7 +7,16 @@ Keys are stored only as their sha256; the key itself is shown once, when made. K
   member in ``agent.on_behalf_of``;
 * ``admin``   an admin's key (valid while that person is an admin);
 * ``audit``   reads the ledger and its records, nothing else, valid only while its maker
-  is an admin.
+  is an admin;
+* ``person``  a member's own sign-in key: opens web sessions, answers asks, mints their
+  agent keys; refused by ``/v1/check`` and by the guard. One is made for each member
+  when they are added (``add_member``).
+
+Only a person approves (THREATS.md §1): agent and service keys never open web sessions,
+mint keys, approve device sign-ins or answer asks. A key minted by another key (in the web
+app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key ids of every
+ancestor, parent first), so that nothing derived from the key that made a check answers
+that check's ask.
 
 ``python -m claros.auth create [--data DIR] [--workspace W] [--kind K] [--person EMAIL]``
 prints the new key as the last line of stdout.
@@ -31,7 +40,9 @@ from claros.store.base import GLOBAL, ConflictError, DocWrite, Store, StoreError
 
 __all__ = [
     "KeyKind",
+    "PERSON_KINDS",
     "Principal",
+    "add_member",
     "authenticate",
     "create_key",
     "ensure_member",
@@ -41,9 +52,13 @@ __all__ = [
     "require",
 ]
 
-KeyKind = Literal["agent", "service", "admin", "audit"]
+KeyKind = Literal["agent", "service", "admin", "audit", "person"]
 KEY_KINDS: tuple[str, ...] = get_args(KeyKind)
 ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
+# A person's own credentials: they sign in to the web app, answer asks and mint keys. An
+# agent's environment never holds one (the guard and the hooks refuse them).
+PERSON_KINDS: frozenset[str] = frozenset({"admin", "person"})
+MAX_LINEAGE = 16  # a key minted from a key minted from ...: far deeper than any real chain
 Role = Literal["admin", "member"]
 
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -59,10 +74,16 @@ class Principal:
     kind: str
     person: str | None
     key_id: str  # first 16 hex of the key's sha256: names the key without revealing it
+    lineage: tuple[str, ...] = ()  # the key ids this key was minted from, parent first
 
     @property
     def is_admin(self) -> bool:
         return self.kind == "admin"
+
+    def derives_from(self, key_id: str) -> bool:
+        """Whether this key is ``key_id`` or was minted from it, directly or not (a web
+        session acts with the key it was opened with, so it counts too)."""
+        return key_id == self.key_id or key_id in self.lineage
 
 
 def hash_key(key: str) -> str:
@@ -119,14 +140,28 @@ def member_role(store: Store, workspace: str, email: str) -> str | None:
     return str(doc.value["role"]) if doc else None
 
 
-def ensure_member(store: Store, workspace: str, email: str, role: Role) -> None:
-    """Add ``email`` to the workspace, or raise them to admin; never lowers a role."""
+def ensure_member(store: Store, workspace: str, email: str, role: Role) -> bool:
+    """Add ``email`` to the workspace, or raise them to admin; never lowers a role. True
+    when they were not a member before."""
     email = check_email(email)
     doc = store.get_doc(workspace, "member", email)
     if doc and (doc.value.get("role") == "admin" or role == "member"):
-        return
+        return False
     value = {"email": email, "role": role, "added_at": now_ms()}
     store.write_docs([DocWrite(workspace, "member", email, value, doc.rev if doc else 0)])
+    return doc is None
+
+
+def add_member(
+    store: Store, workspace: str, email: str, *, parent: Principal | None = None
+) -> str | None:
+    """Add ``email`` as a member; a new member gets their person key, returned (the only
+    time it is seen). None when they were a member already (their key is theirs to keep;
+    another is made with ``create --kind person``)."""
+    ensure_workspace(store, workspace)
+    if member_role(store, workspace, check_email(email)) is not None:
+        return None
+    return create_key(store, workspace, "person", person=email, parent=parent, label="sign-in")
 
 
 def create_key(
@@ -137,20 +172,31 @@ def create_key(
     person: str | None = None,
     made_by: str | None = None,
     label: str = "",
+    parent: Principal | None = None,
 ) -> str:
-    """Make a key and return it (the only time it is seen in clear)."""
+    """Make a key and return it (the only time it is seen in clear). ``parent``: the key
+    minting it (a person's or an admin's; agent and service keys never mint keys), kept in
+    the new key's record with its lineage."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
+    if parent is not None and parent.kind not in PERSON_KINDS:
+        raise ForbiddenError(
+            f"{parent.kind} keys never mint keys: a person makes keys with their person key "
+            "(or an admin with the admin key)"
+        )
+    if parent is not None and parent.workspace != workspace:
+        raise ForbiddenError("a key mints keys in its own workspace only")
     ensure_workspace(store, workspace)
-    if kind in ("agent", "admin") and not person:
-        raise BadRequestError(f"an {kind} key belongs to a person: give --person")
+    if kind in ("agent", "admin", "person") and not person:
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise BadRequestError(f"{article} {kind} key belongs to a person: give --person")
     if kind == "service" and person:
         raise BadRequestError("a service key is tied to nobody: leave out --person")
     if person:
         person = check_email(person)
     if kind == "admin" and person:
         ensure_member(store, workspace, person, "admin")
-    elif kind == "agent" and person:
+    elif kind in ("agent", "person") and person:
         ensure_member(store, workspace, person, "member")
     if kind == "audit":
         made_by = made_by or person
@@ -158,14 +204,17 @@ def create_key(
             raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
         person = None
     key = "ck_" + secrets.token_urlsafe(32)
-    doc = {
+    doc: dict[str, object] = {
         "workspace": workspace,
         "kind": kind,
         "person": person,
-        "made_by": made_by or person,
+        "made_by": made_by or (parent.person if parent else None) or person,
         "label": label,
         "created_at": now_ms(),
     }
+    if parent is not None:
+        doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
+        doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
     store.write_docs([DocWrite(GLOBAL, "key", hash_key(key), doc, 0)])
     return key
 
@@ -206,13 +255,19 @@ def key_principal(store: Store, digest: str) -> Principal:
         raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
     if kind == "audit" and member_role(store, workspace, str(info.get("made_by"))) != "admin":
         raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
-    return Principal(workspace, kind, str(person) if person else None, digest[:16])
+    lineage = tuple(str(k) for k in info.get("lineage") or ())
+    return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
 
 
-def require(principal: Principal, kinds: frozenset[str] | set[str]) -> Principal:
+def require(
+    principal: Principal, kinds: frozenset[str] | set[str], refusal: str | None = None
+) -> Principal:
+    """``principal`` when its kind is among ``kinds``, else 403: "<kind> keys <refusal>"
+    (the route's reason), or a plain "cannot do this"."""
     if principal.kind not in kinds:
         allowed = ", ".join(sorted(kinds))
-        raise ForbiddenError(f"{principal.kind} keys cannot do this (allowed: {allowed})")
+        why = refusal or "cannot do this"
+        raise ForbiddenError(f"{principal.kind} keys {why} (allowed: {allowed})")
     return principal
 
 
@@ -229,7 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     create.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
     create.add_argument("--workspace", default="default")
     create.add_argument("--kind", choices=KEY_KINDS, default="service")
-    create.add_argument("--person", help="the person the key belongs to (or, audit: its maker)")
+    create.add_argument(
+        "--person",
+        help="the person the key belongs to (or, audit: its maker); required for "
+        "agent, admin and person keys",
+    )
     create.add_argument("--label", default="")
     args = parser.parse_args(argv)
 
@@ -239,6 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = settings.model_copy(update={"data_dir": args.data})
         store = open_store(settings)  # the first key of a new install makes its data
         try:
+            # A new member (an agent key for someone not in the workspace yet) gets their
+            # person key first: it is how they sign in and answer their agent's asks.
+            sign_in = None
+            if args.kind == "agent" and args.person:
+                sign_in = add_member(store, args.workspace, args.person)
             key = create_key(store, args.workspace, args.kind, person=args.person, label=args.label)
         finally:
             store.close()
@@ -249,6 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"claros.auth: {exc}", file=sys.stderr)
         return 2
     who = f" for {args.person}" if args.person else ""
+    if sign_in:
+        print(f"# {args.person} is a new member: their person key (signs in to the web app and")
+        print("# answers asks; give it to them alone, never to an agent); shown only now:")
+        print(sign_in)
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")
     print(key)
     return 0

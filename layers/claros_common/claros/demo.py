@@ -6,7 +6,8 @@ itself stores only their hashes.
 Then the example agent (``examples/agent.py``) runs once through the guard: it starts the
 two example MCP servers behind ``claros guard``, pushes ``examples/rules.yaml`` and
 ``examples/mappings.yaml`` and prints what Claros decided for each call, while Claros keeps
-serving. ``CLAROS_DEMO_AGENT=0`` leaves it out.
+serving. ``CLAROS_DEMO_AGENT=0`` leaves it out. Dana's asks are answered with her person
+key (her own sign-in key), never with a key the agent holds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from claros.auth import create_key
+from claros.auth import add_member, create_key
 from claros.config import ConfigError, Settings
 from claros.local import LocalServer
 from claros.wiring import build_services
@@ -35,17 +36,22 @@ PERSON = "dana@example.com"
 
 def _keys(settings: Settings) -> dict[str, str]:
     path = Path(settings.data_dir) / "demo-keys.json"
-    if path.exists():
-        return dict(json.loads(path.read_text()))
+    keys: dict[str, str] = dict(json.loads(path.read_text())) if path.exists() else {}
+    if "person" in keys:
+        return keys
     services = build_services(settings)
     try:
         store = services.store
-        keys = {
-            "admin": create_key(store, WORKSPACE, "admin", person=ADMIN),
-            "agent": create_key(store, WORKSPACE, "agent", person=PERSON),
-            "service": create_key(store, WORKSPACE, "service"),
-        }
-        keys["audit"] = create_key(store, WORKSPACE, "audit", made_by=ADMIN)
+        if not keys:
+            keys = {"admin": create_key(store, WORKSPACE, "admin", person=ADMIN)}
+            # Dana joins: her own sign-in key (she answers her agent's asks with it),
+            # then her agent's key.
+            keys["person"] = add_member(store, WORKSPACE, PERSON) or ""
+            keys["agent"] = create_key(store, WORKSPACE, "agent", person=PERSON)
+            keys["service"] = create_key(store, WORKSPACE, "service")
+            keys["audit"] = create_key(store, WORKSPACE, "audit", made_by=ADMIN)
+        else:  # demo keys kept from before person keys existed
+            keys["person"] = create_key(store, WORKSPACE, "person", person=PERSON)
     finally:
         services.close()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -83,6 +89,7 @@ Claros is running at {url}   (data in {settings.data_dir}, workspace "{WORKSPACE
 
 Keys (kept in {settings.data_dir}/demo-keys.json):
   admin   ({ADMIN})  {keys["admin"]}
+  person  ({PERSON})  {keys["person"]}   (her sign-in key: /app)
   agent   ({PERSON})  {keys["agent"]}
   service (tied to nobody)     {keys["service"]}
   audit   (made by {ADMIN})  {keys["audit"]}
@@ -131,7 +138,7 @@ def _example_agent(url: str, keys: dict[str, str]) -> subprocess.Popen[str] | No
     print("The example agent, through the guard (examples/agent.py):", flush=True)
     agent = subprocess.Popen(
         [sys.executable, str(script), "--url", url, "--key", keys["agent"],
-         "--admin-key", keys["admin"], "--approver-key", keys["admin"]],
+         "--admin-key", keys["admin"], "--approver-key", keys["person"]],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 

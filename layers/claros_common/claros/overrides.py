@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from claros.auth import Principal
+from claros.auth import PERSON_KINDS, Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ForbiddenError, NotFoundError
@@ -34,11 +34,16 @@ def record_override(
     services: Services, principal: Principal, check_id: str, req: OverrideRequest
 ) -> dict[str, Any]:
     store, workspace = services.store, principal.workspace
-    if not principal.person:
-        raise ForbiddenError("overrides are made by people: use a person's key")
+    if not principal.person or principal.kind not in PERSON_KINDS:
+        raise ForbiddenError("overrides are made by people: use your person key")
     check = store.get_record(workspace, "check", check_id)
     if check is None:
         raise NotFoundError(f"no check {check_id!r}")
+    if principal.derives_from(str(check.get("key_id"))):
+        raise ForbiddenError(
+            "an override on a check is never filed with the key that made it, nor with a key "
+            "derived from it: file it with another key of a person's"
+        )
     if req.rule_id and store.get_doc(workspace, "rule", req.rule_id) is None:
         raise BadRequestError(f"rule_id: no rule {req.rule_id!r}")
     if req.verdict in ("wrong_stop", "right_stop") and check.get("result") not in ("stop", "ask"):

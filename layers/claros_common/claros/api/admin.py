@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
 from claros.asks import AnswerRequest, answer_ask, list_my_asks
-from claros.auth import Principal
+from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
 from claros.mapping.service import get_mapping, list_mappings, put_mapping
@@ -23,7 +23,16 @@ from claros.webhook import WebhookSettings, get_webhook, set_webhook
 __all__ = ["register"]
 
 ADMINS = frozenset({"admin"})
-PEOPLE = frozenset({"admin", "agent"})  # keys that belong to a person
+# A person's own credentials (THREATS.md §1): asks and overrides are a person's, never an
+# agent's, whose key acts for them.
+PEOPLE = PERSON_KINDS
+ANSWER = "never answer asks: a person answers with their person key (or an admin key)"
+OVERRIDE = (
+    "never file overrides: an override is a person's verdict on a check, filed with their "
+    "person key (or an admin key)"
+)
+# What a person's keys may read of theirs: the asks routed to them, their timeline.
+READERS = PERSON_KINDS | {"agent"}
 
 
 class RuleWrite(BaseModel):
@@ -111,7 +120,7 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         state, changed = put_mapping(services, principal, body.mapping)
         return {**state, "changed": changed}
 
-    @routed(app, "GET", "/api/asks", PEOPLE)
+    @routed(app, "GET", "/api/asks", READERS)
     def asks(principal: Principal) -> Any:
         # The asks routed to the caller (?mine=1, the only view a person has); open ones
         # unless ?all=1.
@@ -120,11 +129,11 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         found = list_my_asks(store, principal, include_closed=_flag(app, "all"), limit=limit)
         return {"asks": found}
 
-    @routed(app, "POST", "/api/asks/{ask_id}/answer", PEOPLE)
+    @routed(app, "POST", "/api/asks/{ask_id}/answer", PEOPLE, refusal=ANSWER)
     def answer(principal: Principal, ask_id: str) -> Any:
         return answer_ask(services, principal, ask_id, parse_body(app, AnswerRequest))
 
-    @routed(app, "POST", "/api/checks/{check_id}/override", PEOPLE)
+    @routed(app, "POST", "/api/checks/{check_id}/override", PEOPLE, refusal=OVERRIDE)
     def override(principal: Principal, check_id: str) -> Any:
         def run() -> tuple[int, Any]:
             body = parse_body(app, OverrideRequest)
@@ -137,7 +146,7 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
         days = query_int(app, "days", 30, minimum=1, maximum=3660)
         return coverage(store, principal.workspace, days=days)
 
-    @routed(app, "GET", "/api/me/timeline", PEOPLE)
+    @routed(app, "GET", "/api/me/timeline", READERS)
     def my_timeline(principal: Principal) -> Any:
         limit = query_int(app, "limit", 50, minimum=1, maximum=500)
         before = (app.current_event.query_string_parameters or {}).get("before") or None

@@ -5,19 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from claros.api.http import ClarosResolver, once, parse_body, routed
-from claros.asks import ask_view, get_ask
-from claros.auth import Principal
+from claros.asks import ask_view, visible_ask
+from claros.auth import ALL_KINDS, Principal
 from claros.checks import CheckRequest, record_check
 from claros.mapping.service import ToolsRequest, list_apps, register_tools
 
 __all__ = ["GUARDS", "register"]
 
-# The kinds a guard may run with: a person's agent key, a service key, an admin's key.
+# The kinds a guard may run with: a person's agent key, a service key, an admin's key (the
+# guard itself refuses an admin key, which can approve; scripts may still check with one).
+# Never a person key: it signs in and answers asks, and an agent must never hold one.
 GUARDS = frozenset({"agent", "service", "admin"})
+CHECKS = (
+    "never make checks: a guard runs with an agent or service key; a person key signs in "
+    "to the web app and answers asks"
+)
 
 
 def register(app: ClarosResolver) -> None:
-    @routed(app, "POST", "/v1/check", GUARDS)
+    @routed(app, "POST", "/v1/check", GUARDS, refusal=CHECKS)
     def check(principal: Principal) -> Any:
         def run() -> tuple[int, Any]:
             answer = record_check(app.services, principal, parse_body(app, CheckRequest))
@@ -26,16 +32,26 @@ def register(app: ClarosResolver) -> None:
 
         return once(app, principal, "POST /v1/check", run)
 
-    @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS)
+    @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS, refusal=CHECKS)
     def register(principal: Principal, **path: str) -> Any:
         body = parse_body(app, ToolsRequest)
         return register_tools(app.services.store, principal, path["app"], body)
 
-    @routed(app, "GET", "/v1/apps", GUARDS)
+    @routed(app, "GET", "/v1/apps", GUARDS, refusal=CHECKS)
     def apps(principal: Principal) -> Any:
         return {"apps": list_apps(app.services.store, principal.workspace)}
 
-    @routed(app, "GET", "/v1/asks/{ask_id}", GUARDS)
+    @routed(app, "GET", "/v1/asks/{ask_id}", GUARDS, refusal=CHECKS)
     def ask(principal: Principal, ask_id: str) -> Any:
-        found, _ = get_ask(app.services.store, principal.workspace, ask_id)
-        return ask_view(found)
+        return ask_view(visible_ask(app.services.store, principal, ask_id))
+
+    @routed(app, "GET", "/v1/me", ALL_KINDS)
+    def me(principal: Principal) -> Any:
+        """What the caller's key is: the guard and the hooks ask it before they use a key,
+        and refuse to run with one that can approve (admin, person)."""
+        return {
+            "kind": principal.kind,
+            "workspace": principal.workspace,
+            "person": principal.person,
+            "key_id": principal.key_id,
+        }

@@ -169,19 +169,22 @@ def declare(method: str, path: str, kinds: frozenset[str] | set[str]) -> str:
     return path.replace("{", "<").replace("}", ">")
 
 
-def caller(app: ClarosResolver, kinds: frozenset[str], *, web: bool) -> Principal:
+def caller(
+    app: ClarosResolver, kinds: frozenset[str], *, web: bool, refusal: str | None = None
+) -> Principal:
     """Who is calling, and that their kind may: the bearer key; with ``web`` and no
-    Authorization header, the session cookie (CSRF-checked on state-changing methods)."""
+    Authorization header, the session cookie (CSRF-checked on state-changing methods).
+    ``refusal``: the route's reason for a 403 to other kinds ("<kind> keys <refusal>")."""
     acting = app.acting_principal
     if acting is not None:
-        return require(acting, kinds)
+        return require(acting, kinds, refusal)
     event = app.current_event
     header = event.headers.get("authorization")
     if web and not header:
         found = session_principal(app.services, event)
         if found is not None:
-            return require(found, kinds)
-    return require(authenticate(app.services.store, header), kinds)
+            return require(found, kinds, refusal)
+    return require(authenticate(app.services.store, header), kinds, refusal)
 
 
 def routed(
@@ -191,12 +194,14 @@ def routed(
     kinds: frozenset[str] | set[str],
     *,
     web: bool | None = None,
+    refusal: str | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare a route and the key kinds it accepts; the handler gets the Principal first.
 
     ``path`` is written the API Gateway way (``/v1/check/{check_id}/outcome``). ``web``:
     also accept a signed-in person's session cookie; by default GET routes do (reading
-    what the person's key may read, e.g. an export link on a page) and others do not."""
+    what the person's key may read, e.g. an export link on a page) and others do not.
+    ``refusal`` says why other kinds get a 403 ("agent keys never answer asks: ...")."""
     kinds = frozenset(kinds)
     rule = declare(method, path, kinds)
     by_session = method == "GET" if web is None else web
@@ -204,7 +209,7 @@ def routed(
     def decorate(fn: Handler) -> Handler:
         @functools.wraps(fn)
         def handler(**params: str) -> Any:
-            return fn(caller(app, kinds, web=by_session), **params)
+            return fn(caller(app, kinds, web=by_session, refusal=refusal), **params)
 
         app.route(rule, method)(handler)
         return fn

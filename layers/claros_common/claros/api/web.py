@@ -38,7 +38,7 @@ from claros.api.http import (
     validate_object,
 )
 from claros.asks import AnswerRequest, answer_ask
-from claros.auth import Principal, create_key
+from claros.auth import PERSON_KINDS, Principal, create_key
 from claros.checkpoints import sign_checkpoint
 from claros.clock import now_ms, utc_now
 from claros.errors import (
@@ -71,7 +71,15 @@ log = logging.getLogger("claros.web")
 
 M = TypeVar("M", bound=BaseModel)
 ADMINS = frozenset({"admin"})
-PEOPLE = frozenset({"admin", "agent"})
+# A person's own credentials (THREATS.md §1): an agent or service key never reaches a page.
+PEOPLE = PERSON_KINDS
+WEB_APP = "never use the web app: sign in with your person key (or an admin key)"
+MINT = (
+    "never mint keys: a person makes agent keys signed in with their person key (or with "
+    "an admin key)"
+)
+ANSWER = "never answer asks: a person answers with their person key (or an admin key)"
+DEVICE = "never approve device sign-ins: a person approves with their person key (or an admin key)"
 HTML = "text/html; charset=utf-8"
 PAGE_HEADERS = {
     "Cache-Control": "no-store",
@@ -225,7 +233,11 @@ def _error(app: ClarosResolver, principal: Principal | None, exc: ClarosError) -
 
 
 def page(
-    app: ClarosResolver, method: str, path: str, kinds: frozenset[str]
+    app: ClarosResolver,
+    method: str,
+    path: str,
+    kinds: frozenset[str],
+    refusal: str | None = None,
 ) -> Callable[[Handler], Handler]:
     """A web route: declared with its kinds like ``routed``, reached by bearer key or session
     cookie (CSRF-checked on POST); errors become pages for browsers, JSON for the rest."""
@@ -236,7 +248,7 @@ def page(
         def handler(**params: str) -> Any:
             principal: Principal | None = None
             try:
-                principal = caller(app, kinds, web=True)
+                principal = caller(app, kinds, web=True, refusal=refusal)
                 return fn(principal, **params)
             except ClarosError as exc:
                 if not _wants_html(app):
@@ -403,7 +415,7 @@ def _sign_in_routes(app: ClarosResolver) -> None:
         response.cookies.append(cookie)
         return response
 
-    @page(app, "POST", "/app/signout", PEOPLE)
+    @page(app, "POST", "/app/signout", PEOPLE, WEB_APP)
     def signout(principal: Principal) -> Response[str]:
         event = app.current_event
         session_id = sessions.read_session_id(event)
@@ -421,7 +433,7 @@ def _home_routes(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
 
-    @page(app, "GET", "/app", PEOPLE)
+    @page(app, "GET", "/app", PEOPLE, WEB_APP)
     def home(principal: Principal) -> Response[str]:
         query = app.current_event.query_string_parameters or {}
         before = query.get("before") or None
@@ -444,29 +456,25 @@ def _home_routes(app: ClarosResolver) -> None:
         )
         return html_response(body)
 
-    @page(app, "POST", "/app/keys", PEOPLE)
+    @page(app, "POST", "/app/keys", PEOPLE, MINT)
     def agent_key(principal: Principal) -> Response[str]:
-        """A person makes an agent key of their own, signed in to the web app (or with
-        their admin key). Not with an agent key: an agent holding one must not mint more
-        (``claros login`` is for terminals, approved by the person in the web app)."""
-        if principal.kind == "agent" and _headers(app).get("authorization"):
-            raise BadRequestError(
-                "an agent key is made by a person signed in to the web app (Home, Agent "
-                "keys), not with a key; in a terminal, use claros login"
-            )
+        """A person makes an agent key of their own, signed in to the web app with their
+        person key (or with an admin key). Never with an agent or service key: an agent
+        holding one must not mint more. The new key records this one as its parent."""
         form = read_input(app, KeyForm, empty_ok=True)
         if not principal.person:
             raise ForbiddenError("an agent key belongs to a person")
         _use_form_once(app, principal, form.once)
         key = create_key(store, principal.workspace, "agent", person=principal.person,
-                         made_by=principal.person, label=form.label)  # fmt: skip
+                         made_by=principal.person, label=form.label,
+                         parent=principal)  # fmt: skip
         if _wants_html(app):
             body = pages.agent_key_page(_chrome(app, principal, "home"), key=key, label=form.label)
             return html_response(body, 201)  # pages are never cached
         answer = {"key": key, "kind": "agent", "label": form.label, "person": principal.person}
         return json_response(answer, 201, headers={"Cache-Control": "no-store"})
 
-    @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE)
+    @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE, ANSWER)
     def answer(principal: Principal, ask_id: str) -> Response[str]:
         form = read_input(app, AnswerForm)
         result = answer_ask(
@@ -562,7 +570,12 @@ def _evidence_routes(app: ClarosResolver) -> None:
             raise ForbiddenError("an audit key is made by a workspace admin")
         _use_form_once(app, principal, form.once)
         key = create_key(
-            store, principal.workspace, "audit", made_by=principal.person, label=form.label
+            store,
+            principal.workspace,
+            "audit",
+            made_by=principal.person,
+            label=form.label,
+            parent=principal,
         )
         if _wants_html(app):
             body = pages.audit_key_page(
@@ -658,7 +671,7 @@ def _device_routes(app: ClarosResolver) -> None:
             poll_device(store, body.device_code), headers={"Cache-Control": "no-store"}
         )
 
-    @page(app, "GET", "/app/device", PEOPLE)
+    @page(app, "GET", "/app/device", PEOPLE, DEVICE)
     def device(principal: Principal) -> Response[str]:
         code = (app.current_event.query_string_parameters or {}).get("code", "")[:20]
         chrome = _chrome(app, principal)
@@ -673,7 +686,7 @@ def _device_routes(app: ClarosResolver) -> None:
             return html_response(body, exc.status)
         return html_response(pages.device_page(chrome, view=view, now=now_ms()))
 
-    @page(app, "POST", "/app/device", PEOPLE)
+    @page(app, "POST", "/app/device", PEOPLE, DEVICE)
     def device_answer(principal: Principal) -> Response[str]:
         form = read_input(app, DeviceAnswer)
         view = answer_device(store, principal, form.user_code, form.decision)

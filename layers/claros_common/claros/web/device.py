@@ -9,6 +9,10 @@
    ``access_denied``; ``expired_token``. The first poll after the approval gets a new
    agent key minted for the approver, and the code is used up.
 
+Only a person approves a code: with their person key or an admin key, in a session or as a
+bearer (agent and service keys are refused by the route, and by ``answer_device`` too). The
+key minted records the approving key as its parent, with its lineage.
+
 Codes expire 10 minutes after they are made and work once. One address may start at most
 ``CODES_PER_WINDOW`` sign-ins per 10 minutes.
 """
@@ -19,7 +23,7 @@ import hashlib
 import secrets
 from typing import Any
 
-from claros.auth import Principal, create_key
+from claros.auth import PERSON_KINDS, Principal, create_key
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ClarosError, ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import GLOBAL, DocWrite, Store
@@ -192,8 +196,11 @@ def answer_device(
     store: Store, principal: Principal, user_code: str, decision: str, *, now: int | None = None
 ) -> dict[str, Any]:
     """Approve (the CLI gets an agent key for this person) or deny a pending sign-in."""
-    if not principal.person:
-        raise ForbiddenError("a sign-in is approved by a person: sign in with your own key")
+    if not principal.person or principal.kind not in PERSON_KINDS:
+        raise ForbiddenError(
+            f"{principal.kind} keys never approve device sign-ins: a person approves with "
+            "their person key (or an admin with the admin key)"
+        )
     if decision not in ("approve", "deny"):
         raise BadRequestError("decision must be approve or deny")
     now = now or now_ms()
@@ -213,6 +220,8 @@ def answer_device(
         "workspace": principal.workspace,
         "person": principal.person,
         "answered_by_key": principal.key_id,
+        "answered_by_kind": principal.kind,
+        "answered_by_lineage": list(principal.lineage),
         "answered_at": now,
     }
     try:
@@ -259,7 +268,16 @@ def poll_device(store: Store, device_code: str, *, now: int | None = None) -> di
         raise DeviceFlowError("expired_token", "this sign-in was used already") from exc
     person, workspace = str(value["person"]), str(value["workspace"])
     label = f"claros login: {value.get('name') or value.get('client') or 'cli'}"[:200]
-    key = create_key(store, workspace, "agent", person=person, made_by=person, label=label)
+    parent = Principal(
+        workspace,
+        str(value.get("answered_by_kind") or "person"),
+        person,
+        str(value["answered_by_key"]),
+        tuple(str(k) for k in value.get("answered_by_lineage") or ()),
+    )
+    key = create_key(
+        store, workspace, "agent", person=person, made_by=person, label=label, parent=parent
+    )
     return {"key": key, "kind": "agent", "workspace": workspace, "person": person}
 
 

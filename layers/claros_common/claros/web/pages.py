@@ -196,10 +196,11 @@ def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
         '<div class="field"><label for="key">Your key</label>'
         '<input id="key" name="key" type="password" required autofocus autocomplete="off" '
         'spellcheck="false" aria-describedby="key-hint" placeholder="ck_…">'
-        '<p class="hint" id="key-hint">An admin or agent key of yours. Service and audit '
-        "keys cannot sign in. Admins make keys with "
-        "<code>python -m claros.auth create --kind agent --person you@example.com</code>; "
-        "on a laptop, <code>claros login</code> gets one for you.</p></div>"
+        '<p class="hint" id="key-hint">Your person key, made when you were added to the '
+        "workspace (admins may use the admin key). Agent, service and audit keys cannot "
+        "sign in. An admin makes a person key with "
+        "<code>python -m claros.auth create --kind person --person you@example.com</code>; "
+        "keep it out of your agents' environments.</p></div>"
         '<button class="btn btn-primary" type="submit">Sign in</button></form></div>',
         alert=alert,
         next=next_path,
@@ -230,8 +231,8 @@ def _ask_card(ask: Mapping[str, Any], chrome: Chrome, now: int) -> Safe:
     disabled = bool(ask.get("own_key"))
     own = (
         notice(
-            "You signed in with the key that asked: it cannot answer its own ask. "
-            "Sign in with another key of yours to answer.",
+            "You signed in with the key that asked, or one made from it: it cannot answer "
+            "this ask. Sign in with your person key to answer.",
             "warn",
         )
         if disabled

@@ -1,15 +1,18 @@
 """Web sessions: a signed-in person's cookie, kept server-side.
 
-A person signs in with one of their keys (kind ``admin`` or ``agent``; a service key is
-tied to nobody and an audit key reads the log only, so both are refused). The server makes
-a random session id, sends it in a cookie (HttpOnly, SameSite=Strict, Path=/; outside
-localhost also Secure, under the ``__Host-`` prefix) and stores only the id's sha256, with
-the key's hash, the person, the workspace and an expiry (12 hours, never extended). Every
-request re-checks the key behind the session: a revoked key, or an admin key whose person
-is no longer an admin, ends it.
+A person signs in with a credential that is theirs alone: their person key (kind
+``person``, made when they were added) or, for an admin, the admin key. Agent keys are held
+by agents and service keys by nobody in particular, so neither opens a session (an agent
+that could would mint keys and answer its own asks); an audit key reads the log only.
+The server makes a random session id, sends it in a cookie (HttpOnly, SameSite=Strict,
+Path=/; outside localhost also Secure, under the ``__Host-`` prefix) and stores only the
+id's sha256, with the key's hash, the person, the workspace and an expiry (12 hours, never
+extended). Every request re-checks the key behind the session: a revoked key, or an admin
+key whose person is no longer an admin, ends it.
 
-The session acts with the key it was opened with (its ``key_id``), so the key that asked
-can never answer its own ask, in the browser either.
+The session acts with the key it was opened with (its ``key_id`` and lineage), so it
+counts as derived from that key: the key that asked, and anything minted from it, can
+never answer its ask, in the browser either.
 
 CSRF: a state-changing request carried by the cookie must send the session's token (the
 ``csrf`` form field, or the ``X-CSRF-Token`` header; a hash of the session id, so it needs
@@ -59,7 +62,13 @@ __all__ = [
 SESSION_TTL_S = 12 * 3600
 COOKIE = "claros_session"
 SECURE_COOKIE = "__Host-claros_session"
-SIGN_IN_KINDS = frozenset({"admin", "agent"})
+SIGN_IN_KINDS = frozenset({"admin", "person"})
+_NO_SESSION = {
+    "agent": "an agent key acts for an agent and never opens a web session (an agent could "
+    "then mint keys and answer its own asks)",
+    "service": "a service key is tied to nobody",
+    "audit": "an audit key reads the log and its records, nothing else",
+}
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 COLLECTION = "session"
 EXPIRY = "session_expiry"  # "<expires_at:013d>:<hash>", oldest first: swept at sign-in
@@ -170,12 +179,11 @@ def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str
     """Sign in with ``key``: (the new session id, who it is). Only a person's key may."""
     principal = authenticate(store, f"Bearer {key.strip()}")
     if principal.kind not in SIGN_IN_KINDS:
-        why = (
-            "a service key is tied to nobody"
-            if principal.kind == "service"
-            else "an audit key reads the log and its records, nothing else"
+        why = _NO_SESSION.get(principal.kind, f"a {principal.kind} key cannot sign in")
+        raise ForbiddenError(
+            f"{why}: sign in with your person key (made when you were added; an admin may "
+            "also use the admin key)"
         )
-        raise ForbiddenError(f"{why}: sign in with your own key (an admin or agent key)")
     now = now or now_ms()
     _sweep(store, now)
     session_id = secrets.token_urlsafe(32)
@@ -207,7 +215,10 @@ def load_session(store: Store, session_id: str, *, now: int | None = None) -> Pr
         raise UnauthorizedError("you are signed out (or the session is unknown): sign in again")
     if int(doc.value["expires_at"]) <= (now or now_ms()):
         raise UnauthorizedError("your session expired: sign in again")
-    return _key_principal(store, str(doc.value["key_hash"]))
+    principal = _key_principal(store, str(doc.value["key_hash"]))
+    if principal.kind not in SIGN_IN_KINDS:  # opened when agent keys still could
+        raise UnauthorizedError("sessions are opened with a person key now: sign in again")
+    return principal
 
 
 def close_session(store: Store, session_id: str) -> None:

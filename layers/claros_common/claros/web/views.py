@@ -41,7 +41,7 @@ FLAGGED = ("stop", "ask", "nudge")
 
 def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[dict[str, Any]]:
     """Open asks routed to the person, each with its call (from the check row) and whether
-    the signed-in key is the one that asked (it cannot answer)."""
+    the signed-in key is the one that asked or derived from it (it cannot answer)."""
     out = []
     for ask in list_my_asks(store, principal, include_closed=False, limit=limit):
         raw = store.get_doc(principal.workspace, ASKS, str(ask["ask_id"]))
@@ -49,7 +49,7 @@ def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[di
         out.append(
             {
                 **ask,
-                "own_key": bool(raw and raw.value.get("key_id") == principal.key_id),
+                "own_key": bool(raw and principal.derives_from(str(raw.value.get("key_id")))),
                 "arguments": (check or {}).get("arguments") or {},
                 "agent": (check or {}).get("agent") or {},
                 "amount": (check or {}).get("amount"),
