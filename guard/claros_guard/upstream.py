@@ -183,7 +183,10 @@ class Upstream:
                 )
                 self.version = str(result.get("protocolVersion") or self.version)
                 await dispatcher.notify("notifications/initialized", None, self._opts())
-                await self.refresh_tools()
+                # A server with only resources or prompts has no tools/list to call: it is
+                # wrapped all the same, with no tools (so nothing for the guard to check).
+                if isinstance((result.get("capabilities") or {}).get("tools"), dict):
+                    await self.refresh_tools()
             except (MCPError, TimeoutError, UpstreamError) as exc:
                 self._fail(
                     f"the wrapped server ({self.spec.describe()}) did not initialize: "
