@@ -177,6 +177,8 @@ class RawGuard:
             self.proc.kill()
             self.proc.wait(timeout=WAIT)
         self._reader.join(timeout=WAIT)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self._stderr.close()
 
     def __enter__(self) -> Self:

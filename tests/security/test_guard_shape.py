@@ -164,11 +164,11 @@ def test_tools_call_without_a_usable_id_is_not_forwarded(
 
 
 def test_params_that_are_not_an_object_are_refused(guard: RawGuard, check_log: CheckLog) -> None:
-    for n, params in enumerate([["refund_create", {"marker": "params"}], "params", 3]):
+    for n, params in enumerate([["refund_create", {"marker": "flat-params"}], "flat-params", 3]):
         guard.send(call(n, params))
         refusal(guard.answer(n), INVALID_PARAMS, "params", "object")
     guard.still_serves(check_log, "after")
-    assert guard.upstream_saw("params") == []
+    assert guard.upstream_saw("flat-params") == []
 
 
 def test_lines_that_are_not_json_rpc_are_answered_and_the_guard_keeps_serving(
