@@ -34,6 +34,7 @@ from claros_guard.shape import (
     CLIENT_REQUESTS,
     refused,
     tool_call_problem,
+    unknown_why,
 )
 from claros_guard.transport import ReadStream, WriteStream
 from claros_guard.upstream import forward_params
@@ -89,7 +90,7 @@ class AgentSession:
         if not self._answered_initialize:
             raise MCPError(INVALID_REQUEST, "initialize first")
         if method not in CLIENT_REQUESTS:  # also screened at the wire (shape.screened)
-            raise MCPError(METHOD_NOT_FOUND, refused(f"the method {method!r}", "not MCP's"))
+            raise MCPError(METHOD_NOT_FOUND, refused(f"the method {method!r}", unknown_why(method)))
         try:
             if method == "tools/call":
                 problem = tool_call_problem(params)
@@ -169,7 +170,7 @@ class AgentSession:
         if method in _LOCAL_NOTIFICATIONS or not self._answered_initialize:
             return
         if method not in CLIENT_NOTIFICATIONS:  # also screened at the wire
-            log.warning("%s", refused(f"the notification {method!r}", "not MCP's"))
+            log.warning("%s", refused(f"the notification {method!r}", unknown_why(method)))
             return
         await self.app.upstream.notify(method, params)
 

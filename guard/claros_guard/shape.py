@@ -46,6 +46,7 @@ __all__ = [
     "screened",
     "too_long",
     "tool_call_problem",
+    "unknown_why",
 ]
 
 log = logging.getLogger("claros_guard.shape")
@@ -220,7 +221,7 @@ def _screen_notification(value: dict[str, Any]) -> None:
             None,
             METHOD_NOT_FOUND,
             f"the notification {method!r}",
-            _unknown_why(method),
+            unknown_why(method),
             answer=False,
         )
     params = value.get("params")
@@ -234,7 +235,7 @@ def _screen_notification(value: dict[str, Any]) -> None:
         )
 
 
-def _unknown_why(method: str) -> str:
+def unknown_why(method: str) -> str:
     known = _FOLDED.get(method.casefold())
     if known is not None:
         return (
@@ -254,7 +255,7 @@ def _screen_request(value: dict[str, Any], id: RequestId) -> None:
             "a message is a request or a response, never both",
         )
     if method not in CLIENT_REQUESTS:
-        raise Refusal(id, METHOD_NOT_FOUND, f"the method {method!r}", _unknown_why(method))
+        raise Refusal(id, METHOD_NOT_FOUND, f"the method {method!r}", unknown_why(method))
     params = value.get("params")
     if "params" in value and not isinstance(params, dict):
         raise Refusal(

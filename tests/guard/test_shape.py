@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,10 @@ import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
+from claros_guard.app import AppSettings, GuardedApp, GuardSettings
+from claros_guard.peers import PeerClient
+from claros_guard.reporter import Reporter
+from claros_guard.session import AgentSession
 from claros_guard.shape import (
     CLIENT_NOTIFICATIONS,
     CLIENT_REQUESTS,
@@ -22,7 +28,9 @@ from claros_guard.shape import (
     screened,
     too_long,
 )
-from tests.guard.conftest import Workspace, lab
+from claros_guard.transport import UpstreamSpec
+from tests.guard.conftest import LAB, Workspace, lab
+from tests.guard.test_policy import FakeClaros
 
 INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, PARSE_ERROR = -32600, -32601, -32602, -32700
 
@@ -227,3 +235,58 @@ def test_stdin_from_a_file_is_screened_too(workspace: Workspace, tmp_path: Path)
     assert "batch" in got["None"]["error"]["message"]
     assert got["3"]["error"]["code"] == METHOD_NOT_FOUND
     assert workspace.calls() == []
+
+
+@pytest.mark.anyio
+async def test_the_session_refuses_malformed_calls_without_the_wire_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AgentSession`` on bare memory streams (no ``screened``) refuses them too."""
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("EXAMPLE_CALL_LOG", str(log))
+    claros = FakeClaros([])
+    spec = UpstreamSpec(command=sys.executable, args=(str(LAB),))
+    peers = PeerClient(Path(tempfile.mkdtemp(prefix="cs")), "ck_k")
+    reporter = Reporter(claros, idle=0.0)
+    app = GuardedApp(
+        AppSettings("lab", spec), GuardSettings(), api=claros, peers=peers, reporter=reporter
+    )
+    to_guard = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    to_agent = anyio.create_memory_object_stream[SessionMessage](16)
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+
+    def raw(id: Any, method: str, params: dict[str, Any]) -> SessionMessage:
+        return SessionMessage(
+            types.JSONRPCRequest(jsonrpc="2.0", id=id, method=method, params=params)
+        )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await tg.start(reporter.run)
+            await tg.start(app.run)
+            tg.start_soon(AgentSession(app, to_guard[1], to_agent[0]).run)  # type: ignore[arg-type]
+            await to_guard[0].send(raw(1, "initialize", hello))
+            assert isinstance((await to_agent[1].receive()).message, types.JSONRPCResponse)
+            note = types.JSONRPCNotification(
+                jsonrpc="2.0", method="Tools/Call", params={"name": "note_write"}
+            )
+            await to_guard[0].send(SessionMessage(note))
+            await to_guard[0].send(raw(2, "tools/call", {"name": ["note_write"], "arguments": {}}))
+            await to_guard[0].send(raw(3, "Tools/Call", {"name": "note_write", "arguments": {}}))
+            await to_guard[0].send(raw(4, "tools/call", {"name": "thing_read", "arguments": "x"}))
+            answers = {}
+            for _ in range(3):
+                answer = (await to_agent[1].receive()).message
+                answers[answer.id] = answer  # type: ignore[union-attr]
+            tg.cancel_scope.cancel()
+        for stream in (*to_guard, *to_agent):
+            stream.close()
+    assert answers[2].error.code == INVALID_PARAMS and "string" in answers[2].error.message  # type: ignore[union-attr]
+    assert answers[3].error.code == METHOD_NOT_FOUND and "case" in answers[3].error.message  # type: ignore[union-attr]
+    assert answers[4].error.code == INVALID_PARAMS and "object" in answers[4].error.message  # type: ignore[union-attr]
+    assert not log.exists() or log.read_text() == ""
+    assert claros.checks == []
