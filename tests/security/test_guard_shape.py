@@ -352,7 +352,7 @@ def test_fuzzed_calls_never_reach_upstream_unchecked(guard: RawGuard, check_log:
     syncs = iter(range(10**9))
 
     @settings(
-        max_examples=40,
+        max_examples=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         database=None,
