@@ -22,10 +22,11 @@ import pytest
 from mcp import Client
 
 from tests.guard import conftest as guard_fixtures
-from tests.guard.conftest import Workspace
+from tests.guard.conftest import EVERYTHING, Workspace, requires_npx
 
 claros = guard_fixtures.claros  # the guard tests' fixtures: one Claros, a workspace
 workspace = guard_fixtures.workspace
+npm_servers = guard_fixtures.npm_servers
 
 STUBBORN = Path(__file__).resolve().parent / "servers" / "stubborn_server.py"
 WAIT = 15.0  # bound on any one wait; the guard's own stop takes about 4 s at most
@@ -203,3 +204,43 @@ def test_children_left_by_a_server_that_exits_are_stopped(
     guard.stdin.close()
     guard_exits(guard)
     pids.assert_all_gone()
+
+
+def marked(marker: str) -> list[int]:
+    """Running processes whose environment holds ``marker`` (the guard, the server and
+    whatever the server started inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in environ and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+@requires_npx
+@pytest.mark.anyio
+@pytest.mark.usefixtures("npm_servers")
+async def test_server_everything_left_logging_through_the_guard_leaves_no_orphan(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """The issue's report: toggle-simulated-logging on server-everything, through the
+    guard, then the session ends; the server kept running with parent 1."""
+    marker = f"CLAROS_TEST_MARK={tmp_path.name}"
+    name, value = marker.split("=")
+    params = workspace.guard("everything", EVERYTHING, **{name: value})
+    with anyio.fail_after(60):
+        async with Client(params) as agent:
+            await agent.call_tool("toggle-simulated-logging", {})
+            assert len(marked(marker)) >= 2  # the guard, npx, node
+    try:
+        wait_until(lambda: not marked(marker), "nothing of the session left")
+    finally:
+        for pid in marked(marker):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
