@@ -85,10 +85,19 @@ async def _read_stdout(
                     if skipping:
                         skipping = False
                     elif line.strip():
-                        await send.send(_parse(line))
+                        await _deliver(send, _parse(line))
                 if len(buffer) > limit:
                     buffer, skipping = b"", True
-                    await send.send(ValueError(f"a message longer than {limit} bytes, dropped"))
+                    await _deliver(send, ValueError(f"a message longer than {limit} bytes"))
+
+
+async def _deliver(
+    send: MemoryObjectSendStream[SessionMessage | Exception], item: SessionMessage | Exception
+) -> None:
+    """Hand on a message; once nobody reads (the guard is stopping), drop it, and keep
+    reading: a server blocked writing to a full pipe could not see its stdin close."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        await send.send(item)
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
