@@ -152,11 +152,29 @@ async def _listen_for_peers(server: PeerServer) -> None:
         log.error("%s: not answering other guards: %s", server.source.name, exc)
 
 
-async def _signals(stop: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+async def _signals(stop: anyio.Event, apps: list[GuardedApp]) -> None:
+    """The first signal stops the guard; a second one (a client escalating while the guard
+    stops its servers) hurries the servers' stop. Handled until the guard has stopped
+    them, so no signal kills the guard while a wrapped server still runs."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as received:
         async for _ in received:
-            stop.set()
-            return
+            if not stop.is_set():
+                stop.set()
+                continue
+            for app in apps:
+                app.upstream.hurry.set()
+
+
+async def _wind_down(apps: list[GuardedApp], reporter: Reporter) -> None:
+    """Stop every wrapped server (each within about 4 s, sooner when hurried) while the
+    reports that cannot go within 1 s go to the spool, which takes milliseconds."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reporter.drain, 1.0)
+        for app in apps:
+            tg.start_soon(app.upstream.stop)
 
 
 async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
@@ -186,16 +204,14 @@ async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(reporter.run)
-            tg.start_soon(_signals, stop)
+            tg.start_soon(_signals, stop, list(apps.values()))
             for app in apps.values():
                 await tg.start(app.run)
                 tg.start_soon(_listen_for_peers, PeerServer(app, plan.peers, key))
             if plan.agent and stdio:
                 tg.start_soon(_serve_agent, apps[plan.agent], stop)
             await stop.wait()
-            # Within the 2 s an MCP client gives a server to exit before it kills it: what
-            # cannot go by then goes to the spool, which takes milliseconds.
-            await reporter.drain(1.0)
+            await _wind_down(list(apps.values()), reporter)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

@@ -23,12 +23,19 @@ from mcp.shared.dispatcher import DispatchContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 
 from claros_guard.app import GuardedApp
 from claros_guard.errors import GuardError, UpstreamError
 from claros_guard.identity import agent_info, new_call_id, new_session
 from claros_guard.policy import Call, Verdict, outcome_of
+from claros_guard.shape import (
+    CLIENT_NOTIFICATIONS,
+    CLIENT_REQUESTS,
+    refused,
+    tool_call_problem,
+    unknown_why,
+)
 from claros_guard.transport import ReadStream, WriteStream
 from claros_guard.upstream import forward_params
 
@@ -82,8 +89,13 @@ class AgentSession:
             raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
         if not self._answered_initialize:
             raise MCPError(INVALID_REQUEST, "initialize first")
+        if method not in CLIENT_REQUESTS:  # also screened at the wire (shape.screened)
+            raise MCPError(METHOD_NOT_FOUND, refused(f"the method {method!r}", unknown_why(method)))
         try:
             if method == "tools/call":
+                problem = tool_call_problem(params)
+                if problem is not None:
+                    raise MCPError(INVALID_PARAMS, refused(*problem))
                 return await self._call_tool(dctx, params or {})
             return await self._forward(dctx, method, params)
         except UpstreamError as exc:
@@ -111,18 +123,15 @@ class AgentSession:
         return await self.app.upstream.request(method, forward_params(params), on_progress=progress)
 
     async def _call_tool(self, dctx: Ctx, params: Mapping[str, Any]) -> dict[str, Any]:
-        name = params.get("name")
+        name = str(params["name"])  # a string: tool_call_problem said so
         if self.app.upstream.failure:
             return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
-        if not isinstance(name, str) or self.app.is_read_tool(name):
+        if self.app.is_read_tool(name):
             try:
                 return await self._forward(dctx, "tools/call", params)
             except UpstreamError as exc:
                 return tool_error(f"The call may not have run: {exc}. {_RESTART}")
-        arguments = params.get("arguments")
-        if arguments is not None and not isinstance(arguments, Mapping):
-            return tool_error("The call was not run: its arguments must be a JSON object.")
-        arguments = dict(arguments or {})
+        arguments = dict(params.get("arguments") or {})
         call = Call(self.app.name, name, arguments, {**self.agent, "call_id": new_call_id()})
         progress = dctx.progress if _has_progress_token(params) else None
         with self.app.reporter.checking():
@@ -159,6 +168,9 @@ class AgentSession:
             self.initialized.set()
             return
         if method in _LOCAL_NOTIFICATIONS or not self._answered_initialize:
+            return
+        if method not in CLIENT_NOTIFICATIONS:  # also screened at the wire
+            log.warning("%s", refused(f"the notification {method!r}", unknown_why(method)))
             return
         await self.app.upstream.notify(method, params)
 

@@ -3,10 +3,12 @@
 * ``agent_stdio()``: the agent's client speaks to the guard on stdin/stdout. File
   descriptors 0 and 1 are claimed as the SDK's ``stdio_server`` does (0 then reads
   /dev/null, 1 writes to stderr, so nothing stray reaches the wire); the wire itself runs
-  on asyncio pipes, without a thread hop per message. When stdin is not a pipe, socket or
-  terminal (a regular file), the SDK's ``stdio_server`` serves instead.
-* ``upstream(spec)``: the wrapped server, a command over stdio (the SDK's
-  ``stdio_client``, with the guard's whole environment) or a Streamable HTTP URL.
+  on asyncio pipes, without a thread hop per message (through a thread when stdin or
+  stdout is a regular file). Every line is screened (``claros_guard.shape``): what is not
+  one well-formed MCP message is answered with a JSON-RPC error and goes no further.
+* ``upstream(spec)``: the wrapped server, a command over stdio (``child``: its own
+  process group, stopped as the SDK's ``stdio_client`` stops a server; with the guard's
+  whole environment) or a Streamable HTTP URL.
 
 ``wire.LineChannel`` (newline-delimited JSON over a Unix socket) carries the guards' talk
 with each other and with the hooks.
@@ -18,19 +20,19 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
-import mcp_types as types
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+
+from claros_guard.child import child_stdio
+from claros_guard.shape import parse_line, screened, too_long
 
 __all__ = [
     "MAX_LINE",
@@ -70,8 +72,8 @@ def _encode(message: SessionMessage) -> bytes:
 
 def _decode(line: bytes) -> SessionMessage | Exception:
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except Exception as exc:  # handed to the dispatcher, which logs and skips it
+        return parse_line(line)
+    except Exception as exc:  # a Refusal: ``shape.screened`` answers it
         return exc
 
 
@@ -113,13 +115,45 @@ async def _pump_in(reader: asyncio.StreamReader, send: MemoryObjectSendStream[An
                     await send.send(_decode(exc.partial))
                 return
             except asyncio.LimitOverrunError as exc:
-                await reader.readexactly(exc.consumed)  # drop the oversized message
-                await send.send(ValueError(f"a message longer than {MAX_LINE} bytes was dropped"))
+                await _skip_line(reader, exc.consumed)
+                await send.send(too_long(MAX_LINE))
                 continue
             except (ConnectionError, OSError):
                 return
             if line.strip():
                 await send.send(_decode(line))
+
+
+async def _skip_line(reader: asyncio.StreamReader, consumed: int) -> None:
+    """Drop an oversized line: what was buffered, then the rest up to its newline."""
+    while True:
+        await reader.readexactly(consumed)
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
+
+
+async def _file_pump_in(file: BinaryIO, send: MemoryObjectSendStream[Any]) -> None:
+    """As ``_pump_in``, from a regular file (through a thread)."""
+    async with send:
+        while line := await anyio.to_thread.run_sync(file.readline, MAX_LINE + 1):
+            if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):
+                    line = await anyio.to_thread.run_sync(file.readline, MAX_LINE + 1)
+                await send.send(too_long(MAX_LINE))
+            elif line.strip():
+                await send.send(_decode(line))
+
+
+async def _file_pump_out(
+    file: anyio.AsyncFile[bytes], receive: MemoryObjectReceiveStream[SessionMessage]
+) -> None:
+    async with receive:
+        async for message in receive:
+            await file.write(_encode(message))
+            await file.flush()
 
 
 async def _pump_out(
@@ -137,8 +171,14 @@ async def _pump_out(
 @contextlib.asynccontextmanager
 async def agent_stdio() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The agent's side: JSON-RPC messages on the process's stdin and stdout."""
+    async with _agent_wire() as (read, write), screened(read, write) as streams:
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def _agent_wire() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     if not (_is_stream_fd(0) and _is_stream_fd(1)):
-        async with stdio_server() as streams:
+        async with _agent_files() as streams:
             yield streams
         return
     loop = asyncio.get_running_loop()
@@ -166,6 +206,30 @@ async def agent_stdio() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
             write_transport.close()
             for stream in (in_send, in_receive, out_send, out_receive):
                 stream.close()
+
+
+@contextlib.asynccontextmanager
+async def _agent_files() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """Stdin or stdout a regular file: the same lines, read and written in a thread."""
+    with _claim_stdio() as (wire_in, wire_out):
+        reader = os.fdopen(wire_in, "rb")
+        writer = anyio.wrap_file(os.fdopen(wire_out, "wb"))
+        in_send, in_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](0)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_file_pump_in, reader, in_send)
+                tg.start_soon(_file_pump_out, writer, out_receive)
+                try:
+                    yield in_receive, out_send
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            for stream in (in_send, in_receive, out_send, out_receive):
+                stream.close()
+            with contextlib.suppress(OSError):
+                reader.close()
+                await writer.aclose()
 
 
 class _NoSdkTraceback(logging.Filter):
@@ -213,8 +277,12 @@ def describe_bad_message(exc: Exception) -> str:
 
 
 @contextlib.asynccontextmanager
-async def upstream(spec: UpstreamSpec) -> AsyncIterator[tuple[Any, Any]]:
-    """The wrapped server's side: its JSON-RPC messages as SDK streams."""
+async def upstream(
+    spec: UpstreamSpec, hurry: anyio.Event | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The wrapped server's side: its JSON-RPC messages as SDK streams. A command runs in
+    a process group of its own, stopped as a whole on exit (``child``); ``hurry`` cuts
+    that stop short."""
     _quiet_sdk()
     if spec.url:
         async with streamable_http_client(spec.url) as streams:
@@ -222,13 +290,13 @@ async def upstream(spec: UpstreamSpec) -> AsyncIterator[tuple[Any, Any]]:
         return
     if not spec.command:
         raise ValueError("the wrapped server needs a command or a URL")
-    params = StdioServerParameters(
-        command=spec.command,
-        args=list(spec.args),
+    async with child_stdio(
+        [spec.command, *spec.args],
         env={**os.environ, **dict(spec.env)},
         cwd=spec.cwd,
-    )
-    async with stdio_client(params, errlog=sys.stderr) as streams:
+        hurry=hurry or anyio.Event(),
+        max_line=MAX_LINE,
+    ) as streams:
         yield streams
 
 

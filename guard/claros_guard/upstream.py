@@ -81,6 +81,7 @@ class Upstream:
         self.failure: str | None = None
         self.ready = anyio.Event()  # initialized, or failed
         self.closed = anyio.Event()
+        self.hurry = anyio.Event()  # set: stop the server without the full grace periods
         self.notify_agent: NotifyFn | None = None
         self.request_agent: RequestFn | None = None
         self.tools_changed: Callable[[], Awaitable[None]] | None = None
@@ -98,7 +99,7 @@ class Upstream:
         """Spawn (or connect to) the server and carry messages until it goes away."""
         started = False
         try:
-            async with upstream(self.spec) as (read, write):
+            async with upstream(self.spec, self.hurry) as (read, write):
                 dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
                     read, write, on_stream_exception=self._bad_message
                 )
@@ -124,6 +125,13 @@ class Upstream:
             self.closed.set()
             if not started:
                 task_status.started()
+
+    async def stop(self) -> None:
+        """Stop the wrapped server and wait until it is gone: its stdin closed, then
+        SIGTERM, then SIGKILL to its whole process group (``child.stop_group``); bounded."""
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        await self.closed.wait()
 
     async def _carry(
         self,
@@ -183,7 +191,10 @@ class Upstream:
                 )
                 self.version = str(result.get("protocolVersion") or self.version)
                 await dispatcher.notify("notifications/initialized", None, self._opts())
-                await self.refresh_tools()
+                # A server with only resources or prompts has no tools/list to call: it is
+                # wrapped all the same, with no tools (so nothing for the guard to check).
+                if isinstance((result.get("capabilities") or {}).get("tools"), dict):
+                    await self.refresh_tools()
             except (MCPError, TimeoutError, UpstreamError) as exc:
                 self._fail(
                     f"the wrapped server ({self.spec.describe()}) did not initialize: "

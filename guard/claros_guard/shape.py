@@ -1,0 +1,377 @@
+"""What the guard lets in from the agent, before any MCP handling: one JSON-RPC 2.0 message
+per line, in the shape MCP defines, or a JSON-RPC error naming what was refused and why.
+
+A write must never reach the wrapped server unchecked because of its shape, so the guard
+accepts only what it can classify exactly as it will forward it:
+
+* one JSON object per line, UTF-8, no key twice, no NaN or Infinity; no batches (MCP sends
+  one message per line, and the guard checks each message alone);
+* an id that is a string or an integer (null, objects, fractions and booleans are not ids:
+  the SDK would read such a request as a notification, and pass it on);
+* a method MCP defines for clients, spelled as MCP spells it (methods are case-sensitive;
+  a lenient server might run ``Tools/Call``), params that are an object;
+* ``tools/call`` with a string ``name`` and, if any, ``arguments`` that are an object;
+* a request id that is not still in flight (``InFlight``).
+
+Refused requests are answered here, under their id when they have a usable one and under
+``null`` when not (JSON-RPC's rule); refused notifications cannot be answered and are
+logged. ``screened`` puts this between a transport and the session's dispatcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import typing
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from pydantic import ValidationError
+
+__all__ = [
+    "CLIENT_NOTIFICATIONS",
+    "CLIENT_REQUESTS",
+    "InFlight",
+    "Refusal",
+    "parse_line",
+    "refused",
+    "screen",
+    "screened",
+    "too_long",
+    "tool_call_problem",
+    "unknown_why",
+]
+
+log = logging.getLogger("claros_guard.shape")
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
+RequestId = int | str
+
+
+def _methods(union: Any) -> frozenset[str]:
+    """The method names of an SDK union of request or notification types."""
+    names: set[str] = set()
+    for model in typing.get_args(union):
+        names.update(typing.get_args(model.model_fields["method"].annotation))
+    return frozenset(names)
+
+
+CLIENT_REQUESTS = _methods(types.ClientRequest)
+CLIENT_NOTIFICATIONS = _methods(types.ClientNotification)
+_FOLDED = {m.casefold(): m for m in CLIENT_REQUESTS | CLIENT_NOTIFICATIONS}
+
+
+def refused(what: str, why: str) -> str:
+    return f"Refused by the Claros guard: {what}: {why}. It was not sent to the server."
+
+
+class Refusal(Exception):
+    """A message the guard does not let in. ``id`` is the request's, when usable;
+    ``answer`` is false for notifications (nothing may answer those)."""
+
+    def __init__(
+        self, id: RequestId | None, code: int, what: str, why: str, *, answer: bool = True
+    ) -> None:
+        super().__init__(refused(what, why))
+        self.id = id
+        self.code = code
+        self.message = refused(what, why)
+        self.answer = answer
+
+    def error(self) -> SessionMessage:
+        error = types.ErrorData(code=self.code, message=self.message)
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=self.id, error=error))
+
+
+def too_long(limit: int) -> Refusal:
+    return Refusal(
+        None,
+        INVALID_REQUEST,
+        f"a message longer than {limit} bytes",
+        "the guard cannot read it whole, so it cannot check it",
+    )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_line(line: bytes) -> SessionMessage:
+    """One line from the agent as a message; raises ``Refusal``."""
+    try:
+        value = json.loads(
+            line.decode("utf-8"), object_pairs_hook=_object, parse_constant=_no_constant
+        )
+    except UnicodeDecodeError as exc:
+        raise Refusal(None, PARSE_ERROR, "a line that is not UTF-8", str(exc)) from exc
+    except _DuplicateKey as exc:
+        raise Refusal(
+            None,
+            INVALID_REQUEST,
+            f"a message with the key {exc.key!r} twice",
+            "readers disagree on which one counts, so the guard reads neither",
+        ) from exc
+    except ValueError as exc:
+        raise Refusal(None, PARSE_ERROR, "a line that is not JSON", str(exc)) from exc
+    return screen(value)
+
+
+def screen(value: Any) -> SessionMessage:
+    """A parsed JSON value as a message; raises ``Refusal``."""
+    if isinstance(value, list):
+        raise Refusal(
+            None,
+            INVALID_REQUEST,
+            "a JSON-RPC batch (an array of messages)",
+            "MCP sends one message per line, and the guard checks each message alone",
+        )
+    if not isinstance(value, dict):
+        raise Refusal(
+            None, INVALID_REQUEST, f"a line holding {_kind(value)}", "a message is a JSON object"
+        )
+    id = _id(value)
+    if "method" in value:
+        if id is None:
+            _screen_notification(value)
+        else:
+            _screen_request(value, id)
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "the message"
+        raise Refusal(
+            id, INVALID_REQUEST, "a message that is not JSON-RPC 2.0", f"{where}: {first['msg']}"
+        ) from exc
+    return SessionMessage(message)
+
+
+def _id(value: dict[str, Any]) -> RequestId | None:
+    if "id" not in value:
+        return None
+    id = value["id"]
+    if isinstance(id, bool) or not isinstance(id, int | str):
+        raise Refusal(
+            None,
+            INVALID_REQUEST,
+            f"a message whose id is {_kind(id)}",
+            "an id is a string or an integer (without one, a message is a notification, "
+            "and a notification never runs a tool)",
+        )
+    return id
+
+
+def _method(value: dict[str, Any], id: RequestId | None) -> str:
+    method = value["method"]
+    if not isinstance(method, str):
+        raise Refusal(
+            id, INVALID_REQUEST, f"a method that is {_kind(method)}", "a method is a string"
+        )
+    return method
+
+
+def _screen_notification(value: dict[str, Any]) -> None:
+    method = _method(value, None)
+    if method in CLIENT_REQUESTS or _FOLDED.get(method.casefold()) in CLIENT_REQUESTS:
+        raise Refusal(
+            None,
+            INVALID_REQUEST,
+            f"{method} without an id",
+            "a request needs an id, a string or an integer; it cannot be sent as a notification",
+        )
+    if method not in CLIENT_NOTIFICATIONS:
+        raise Refusal(
+            None,
+            METHOD_NOT_FOUND,
+            f"the notification {method!r}",
+            unknown_why(method),
+            answer=False,
+        )
+    params = value.get("params")
+    if "params" in value and not isinstance(params, dict):
+        raise Refusal(
+            None,
+            INVALID_PARAMS,
+            f"params of {method} that are {_kind(params)}",
+            "params are a JSON object",
+            answer=False,
+        )
+
+
+def unknown_why(method: str) -> str:
+    known = _FOLDED.get(method.casefold())
+    if known is not None:
+        return (
+            f"MCP spells it {known!r}, and its methods are case-sensitive; the guard forwards "
+            "only the methods MCP defines, in their own case"
+        )
+    return "the guard forwards only the methods MCP defines for clients, and this is not one"
+
+
+def _screen_request(value: dict[str, Any], id: RequestId) -> None:
+    method = _method(value, id)
+    if "result" in value or "error" in value:
+        raise Refusal(
+            id,
+            INVALID_REQUEST,
+            f"a {method} request that also carries a result or an error",
+            "a message is a request or a response, never both",
+        )
+    if method not in CLIENT_REQUESTS:
+        raise Refusal(id, METHOD_NOT_FOUND, f"the method {method!r}", unknown_why(method))
+    params = value.get("params")
+    if "params" in value and not isinstance(params, dict):
+        raise Refusal(
+            id,
+            INVALID_PARAMS,
+            f"params of {method} that are {_kind(params)}",
+            "params are a JSON object",
+        )
+    if method == "tools/call":
+        problem = tool_call_problem(params)
+        if problem is not None:
+            raise Refusal(id, INVALID_PARAMS, *problem)
+
+
+def tool_call_problem(params: Any) -> tuple[str, str] | None:
+    """What is wrong with a ``tools/call``'s params (what, why), or None."""
+    if not isinstance(params, dict):
+        return "a tools/call without params", "it needs params naming the tool"
+    if "name" not in params:
+        return "a tools/call without a tool name", "params.name is missing"
+    name = params["name"]
+    if not isinstance(name, str):
+        return f"a tools/call whose name is {_kind(name)}", "a tool's name is a string"
+    arguments = params.get("arguments")
+    if "arguments" in params and not isinstance(arguments, dict):
+        return (
+            f"a tools/call of {name} whose arguments are {_kind(arguments)}",
+            "arguments are a JSON object",
+        )
+    return None
+
+
+class InFlight:
+    """Request ids the agent sent that are not answered yet: a second request with one of
+    them is refused (JSON-RPC ids name one request; the SDK's dispatcher would let the
+    second replace the first, whose cancellation would then be lost). ``"7"`` and ``7``
+    are one id, as the dispatcher correlates them."""
+
+    def __init__(self) -> None:
+        self._ids: set[RequestId] = set()
+
+    def admit(self, message: SessionMessage) -> None:
+        inner = message.message
+        if isinstance(inner, types.JSONRPCRequest):
+            key = coerce_request_id(inner.id)
+            if key in self._ids:
+                raise Refusal(
+                    inner.id,
+                    INVALID_REQUEST,
+                    f"request id {inner.id!r}, already in flight",
+                    "a request id names one request until it is answered",
+                )
+            self._ids.add(key)
+        elif isinstance(inner, types.JSONRPCNotification) and inner.method == (
+            "notifications/cancelled"
+        ):
+            # A cancelled request is never answered; its id may be used again.
+            rid = (inner.params or {}).get("requestId")
+            if isinstance(rid, int | str) and not isinstance(rid, bool):
+                self._ids.discard(coerce_request_id(rid))
+
+    def settle(self, message: SessionMessage) -> None:
+        inner = message.message
+        if isinstance(inner, types.JSONRPCResponse | types.JSONRPCError) and inner.id is not None:
+            self._ids.discard(coerce_request_id(inner.id))
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def _admitted(flight: InFlight, item: SessionMessage | Exception) -> Refusal | None:
+    """None when ``item`` may go on; else why not."""
+    if isinstance(item, Refusal):
+        return item
+    if isinstance(item, Exception):
+        return Refusal(None, INVALID_REQUEST, "a message the guard cannot read", str(item)[:200])
+    try:
+        flight.admit(item)
+    except Refusal as refusal:
+        return refusal
+    return None
+
+
+@contextlib.asynccontextmanager
+async def screened(read: ReadStream, write: WriteStream) -> AsyncIterator[tuple[Any, Any]]:
+    """``read``/``write`` with every message from the agent screened: what passes goes on
+    to the returned read stream; what does not is answered on ``write`` directly."""
+    in_send, in_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    flight = InFlight()
+    refusals = write.clone()
+
+    async def pump_in() -> None:
+        async with in_send, refusals:
+            async for item in read:
+                refusal = _admitted(flight, item)
+                if refusal is None:
+                    await in_send.send(item)
+                    continue
+                log.warning("%s", refusal.message)
+                if refusal.answer:
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await refusals.send(refusal.error())
+
+    async def pump_out() -> None:
+        async with out_receive, write:
+            async for message in out_receive:
+                flight.settle(message)  # before it is sent: the agent may reuse the id at once
+                await write.send(message)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump_in)
+        tg.start_soon(pump_out)
+        try:
+            yield in_receive, out_send
+        finally:
+            tg.cancel_scope.cancel()
+            for stream in (in_send, in_receive, out_send, out_receive):
+                stream.close()
