@@ -135,6 +135,13 @@ def test_disk_full_at_first_signing_leaves_no_empty_key(
     assert signed.json()["key_id"] in jsonutil.dumps(listed)
 
 
+def _bad_key_file(path: Path, text: str) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, text.encode())
+    os.close(fd)
+    return path
+
+
 def test_zero_length_key_file_is_never_the_active_key(
     http: httpx.Client,
     keys: dict[str, str],
@@ -142,29 +149,33 @@ def test_zero_length_key_file_is_never_the_active_key(
     store: SqliteStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    old = FileSigner(data).active_key(WS)  # a good key, then two newer bad ones
-    directory = data / "ledger-keys" / WS
-    empty, corrupt = directory / f"{old.created_at + 1000}.key", directory / "9999999999999.key"
-    for path, text in ((empty, ""), (corrupt, "not a key")):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, text.encode())
-        os.close(fd)
-    assert _check(http, keys).status_code == 200
     caplog.set_level(logging.WARNING, "claros.signing")
+    old = FileSigner(data).active_key(WS)
+    directory = data / "ledger-keys" / WS
+    # The newest key file is empty (a crash while it was written, by an older version).
+    empty = _bad_key_file(directory / f"{old.created_at + 1000}.key", "")
+    assert _check(http, keys).status_code == 200
     signed = _checkpoint(http, keys)
     assert signed.status_code == 201, signed.text
-    key_id = signed.json()["key_id"]
-    assert key_id != old.key_id  # the old key was rotated away from: a new one is made
-    assert key_id in {k.key_id for k in store.public_keys(WS)}
-    # The bad files are kept as they were (an operator decides), and said so in the log.
-    assert empty.read_bytes() == b"" and corrupt.read_text() == "not a key"
-    logged = caplog.text
-    assert empty.name in logged and corrupt.name in logged and "skipped" in logged
-    # It stays the active key: the next signature uses it, and no other key is made.
+    first = signed.json()["key_id"]
+    # Not the empty file, and not the key it followed either (that one was rotated away
+    # from): a new key, newer than both, registered in the store.
+    assert first != old.key_id and first in {k.key_id for k in store.public_keys(WS)}
+    assert empty.read_bytes() == b""  # kept as it was, for the operator
+    assert f"{empty.name} skipped: the file is empty" in caplog.text
+    # A corrupt file, newer than that key, is skipped the same way.
+    newest = max(int(p.stem) for p in directory.glob("*.key"))
+    corrupt = _bad_key_file(directory / f"{newest + 1}.key", "not a key")
+    assert _check(http, keys).status_code == 200
+    second = _checkpoint(http, keys).json()["key_id"]
+    assert second not in (first, old.key_id) and corrupt.read_text() == "not a key"
+    assert f"{corrupt.name} skipped: the file does not hold a hex-encoded key" in caplog.text
+    # The new key stays the active one: no key is made at every signature.
     files = len(_key_files(data))
     assert _check(http, keys).status_code == 200
-    assert _checkpoint(http, keys).json()["key_id"] == key_id
+    assert _checkpoint(http, keys).json()["key_id"] == second
     assert len(_key_files(data)) == files
+    assert [k.key_id for k in FileSigner(data).all_keys(WS)] == [old.key_id, first, second]
 
 
 def test_signing_failure_is_a_503_not_a_500(

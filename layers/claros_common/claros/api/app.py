@@ -14,7 +14,13 @@ from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
 from claros.errors import ClarosError
 from claros.signing import SigningError
-from claros.store.base import ChainBusyError, ConflictError, RecordTooLargeError, StoreError
+from claros.store.base import (
+    ChainBusyError,
+    ConflictError,
+    RecordTooLargeError,
+    StorageUnavailableError,
+    StoreError,
+)
 from claros.wiring import Services
 
 __all__ = ["FUNCTIONS", "build_resolver"]
@@ -86,6 +92,15 @@ def _error_handlers(app: ClarosResolver) -> None:
         log.error("signing failed: %s", exc)
         response = _error(503, "unavailable", f"the ledger cannot sign right now: {exc}")
         response.headers["Retry-After"] = "30"
+        return response
+
+    @app.exception_handler(StorageUnavailableError)
+    def storage_unavailable(exc: StorageUnavailableError) -> Response[str]:
+        # A full or read-only disk, an I/O error: the reason is the operator's to fix and
+        # the client's to wait for, so both see it. Nothing was written.
+        log.error("storage unavailable: %s", exc)
+        response = _error(503, "unavailable", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
 
     @app.exception_handler(StoreError)
