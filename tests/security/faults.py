@@ -36,7 +36,7 @@ class KeyDirFault:
         real_open = os.open
 
         def faulty_open(path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
-            name = os.path.abspath(os.fsdecode(path))
+            name = str(Path(os.fsdecode(path)).absolute())
             mine = name.startswith(self.root + os.sep) and flags & os.O_CREAT
             if not mine or self.error is None:
                 return real_open(path, flags, mode, **kwargs)
@@ -56,17 +56,17 @@ class KeyDirFault:
 
 class SqliteDiskFault:
     def __init__(self, database: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.database = os.path.abspath(database)
+        self.database = str(Path(database).absolute())
         self.read_only = False  # connections opened from now on are read-only
         self._full = False
         self._conns: list[sqlite3.Connection] = []
         real_connect = sqlite3.connect
 
         def connect(target: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-            mine = isinstance(target, str | Path) and os.path.abspath(target) == self.database
+            mine = isinstance(target, str | Path) and str(Path(target).absolute()) == self.database
             if mine and self.read_only:
                 target, kwargs["uri"] = f"file:{quote(self.database)}?mode=ro", True
-            conn = real_connect(target, *args, **kwargs)
+            conn: sqlite3.Connection = real_connect(target, *args, **kwargs)
             if mine:
                 self._conns.append(conn)
                 self._limit(conn)

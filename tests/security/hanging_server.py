@@ -28,7 +28,7 @@ def _hang(*args: Any, **kwargs: Any) -> Any:
 def main() -> None:
     data = Path(sys.argv[1])
     settings = Settings(data_dir=data, checkpoint_every=1000, checkpoint_max_age_s=3600)
-    outcome_routes.record_unchecked = _hang  # type: ignore[assignment]
+    outcome_routes.record_unchecked = _hang  # type: ignore[attr-defined]  # looked up per call
     services = Services(settings, SqliteStore(data / "claros.db"), FileSigner(data))
     server = LocalServer(services, "127.0.0.1", 0)
     print(f"port {server.port}", flush=True)

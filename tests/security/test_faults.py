@@ -248,7 +248,12 @@ def _kill_mid_report(data: Path, report: Report, agent_key: str) -> None:
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     stdout = proc.stdout
-    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
         port = int(lines.get(timeout=60).split()[1])
         body = jsonutil.dumps(report.body).encode()
@@ -307,6 +312,37 @@ def test_in_progress_idempotency_key_is_retried_not_dropped(
         second = anyio.run(send)
         assert second.sent == 1 and second.unavailable is None, second
         assert not spool.has_work() and _recorded(store) == 1
+    finally:
+        server.stop()
+
+
+def test_a_hook_keeps_an_in_progress_report_in_the_spool(
+    data: Path, store: SqliteStore, keys: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hooks send the spool through the same shared code: a real ``claros hook``
+    process, at its start, finds the report's key still held and keeps the report."""
+    report = _unchecked_report("hooked-1")
+    _kill_mid_report(data, report, keys["agent"])
+    install_clock(monkeypatch, now_ms())  # the server's clock: the lease holds meanwhile
+    state = data.parent / "state"
+    spool = Spool(state, keys["agent"])
+    spool.append([report])
+    server = _server(store, data)
+    peers = data.parent / "peers"
+    peers.mkdir(mode=0o700)
+    event = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+             "tool_input": {"command": "make deploy"}, "tool_use_id": "toolu_r1",
+             "tool_response": {"stdout": "done"}}  # fmt: skip
+    env = dict(os.environ, CLAROS_URL=server.url, CLAROS_KEY=keys["agent"],
+               CLAROS_STATE_DIR=str(state), CLAROS_PEER_DIR=str(peers))  # fmt: skip
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "claros_guard.cli", "hook", "post"],
+            input=jsonutil.dumps(event), env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert spool.has_work() and _recorded(store) == 0, done.stderr
     finally:
         server.stop()
 

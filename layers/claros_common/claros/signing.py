@@ -331,9 +331,10 @@ class KmsSigner:
 
     def rotate(self, workspace: str) -> PublicKey:
         alias = self._alias(workspace)
-        self._active(workspace)  # make sure there is an alias to move
-        target = self._create_key(workspace)
-        self.kms.update_alias(AliasName=alias, TargetKeyId=target)
-        with self._lock:
-            self._cache[workspace] = self._describe(target, workspace)
-            return self._cache[workspace][1]
+        with _kms_errors(workspace):
+            self._active(workspace)  # make sure there is an alias to move
+            target = self._create_key(workspace)
+            self.kms.update_alias(AliasName=alias, TargetKeyId=target)
+            with self._lock:
+                self._cache[workspace] = self._describe(target, workspace)
+                return self._cache[workspace][1]

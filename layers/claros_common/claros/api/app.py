@@ -53,6 +53,18 @@ def _error(status: int, code: str, message: str, **extra: object) -> Response[st
     return json_response(body, status)
 
 
+def _store_error(exc: StoreError) -> Response[str]:
+    if isinstance(exc, StorageUnavailableError):
+        # A full or read-only disk, an I/O error: the reason is the operator's to fix and
+        # the client's to wait for, so both see it. Nothing was written.
+        log.error("storage unavailable: %s", exc)
+        response = _error(503, "unavailable", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+    log.exception("storage error")
+    return _error(503, "unavailable", "storage is unavailable; retry shortly")
+
+
 def _error_handlers(app: ClarosResolver) -> None:
     @app.exception_handler(ClarosError)
     def claros_error(exc: ClarosError) -> Response[str]:
@@ -94,19 +106,7 @@ def _error_handlers(app: ClarosResolver) -> None:
         response.headers["Retry-After"] = "30"
         return response
 
-    @app.exception_handler(StorageUnavailableError)
-    def storage_unavailable(exc: StorageUnavailableError) -> Response[str]:
-        # A full or read-only disk, an I/O error: the reason is the operator's to fix and
-        # the client's to wait for, so both see it. Nothing was written.
-        log.error("storage unavailable: %s", exc)
-        response = _error(503, "unavailable", str(exc))
-        response.headers["Retry-After"] = str(exc.retry_after_s)
-        return response
-
-    @app.exception_handler(StoreError)
-    def store_error(exc: StoreError) -> Response[str]:
-        log.exception("storage error")
-        return _error(503, "unavailable", "storage is unavailable; retry shortly")
+    app.exception_handler(StoreError)(_store_error)
 
     @app.not_found
     def not_found(exc: Exception) -> Response[str]:
