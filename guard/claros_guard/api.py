@@ -1,8 +1,9 @@
 """The Claros API as the guard and the hooks use it (async, keep-alive, bounded).
 
 Failures are typed: ``ClarosUnavailableError`` when Claros cannot be reached, times out or
-answers 5xx, 408 or 429 (``--fail-open`` may forward then), ``ClarosRefusedError`` on any
-other 4xx (never forwarded).
+answers 5xx, 408 or 429 (``--fail-open`` may forward then), or a 409
+``idempotency_in_progress`` (the same request is still running, or was cut off by a crash:
+"retry later", not "recorded"); ``ClarosRefusedError`` on any other 4xx (never forwarded).
 
 Reports (an outcome, a write let through unchecked) are ``Report`` values: the route, the
 body and the ``Idempotency-Key`` they are first sent with, kept as they are so that a
@@ -111,6 +112,19 @@ def _reason(response: httpx.Response) -> str:
     return error_reason(response, max_details=3)
 
 
+# The code of Claros's 409 for a request still running under the same Idempotency-Key
+# (the other 409s, code "conflict", mean "recorded already").
+IN_PROGRESS = "idempotency_in_progress"
+
+
+def _code(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except (ValueError, RecursionError):
+        return ""
+    return str(body.get("error") or "") if isinstance(body, dict) else ""
+
+
 class HttpClarosApi:
     """The real thing, over one keep-alive HTTP connection pool."""
 
@@ -157,6 +171,14 @@ class HttpClarosApi:
         if response.status_code >= 500 or response.status_code in (408, 429):
             raise ClarosUnavailableError(
                 f"Claros at {self.url} failed ({response.status_code}): {_reason(response)}"
+            )
+        if response.status_code == 409 and _code(response) == IN_PROGRESS:
+            # Another request holds this Idempotency-Key (one cut off mid-way, perhaps by
+            # a crash): nothing is recorded yet. Retry later, as for a 503; never take it
+            # for "already recorded".
+            raise ClarosUnavailableError(
+                f"Claros at {self.url} has this {what} in progress, not recorded yet: "
+                f"{_reason(response)}"
             )
         if response.status_code >= 400:
             raise ClarosRefusedError(response.status_code, _reason(response), what)

@@ -11,8 +11,10 @@ killed during an outage must not lose it. The spool is sent at start (reports an
 guard or hook left there) and every ``retry_every`` seconds while it holds anything, paced
 like the reports. At exit, what is still queued after ``drain`` goes to the spool too.
 What Claros refuses (a 4xx) is logged and dropped; a 409, "already recorded", is not a
-refusal. Without a usable spool, reports are kept in memory (up to ``backlog``) and tried
-again every ``retry_every`` seconds, as long as the guard runs.
+refusal, and a 409 ``idempotency_in_progress`` (the report's first send still running, or
+cut off by a crash) is "retry later", like a 503. Without a usable spool, reports are kept
+in memory (up to ``backlog``) and tried again every ``retry_every`` seconds, as long as the
+guard runs.
 """
 
 from __future__ import annotations

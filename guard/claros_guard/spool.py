@@ -15,7 +15,8 @@ sha256(key) of ``claros-spool/1`` (never the key, nor the peers' secret):
 * ``reports-<tag>.jsonl`` (0600): one report a line, ``{"v": 1, "route", "key", "what",
   "at", "body"}``: the route, the ``Idempotency-Key`` and the body the report was first
   sent with, so a resend is the same request and Claros records it once (a 409 on a
-  resend, "already recorded", counts as delivered).
+  resend, "already recorded", counts as delivered; the 409 ``idempotency_in_progress``,
+  the first send still running or cut off by a crash, does not: the report stays).
 * ``reports-<tag>.lock``: ``flock``-ed by every process that reads or writes the spool, for
   the file work only (never across a request to Claros); it also holds the number of
   reports dropped while the spool was full.
@@ -481,7 +482,8 @@ async def deliver(api: ReportSender, report: Report) -> bool:
         await api.send_report(report)
     except ClarosRefusedError as exc:
         # 409: the outcome of that check is recorded already; 422: Claros holds a report
-        # under this Idempotency-Key. Either way Claros has it.
+        # under this Idempotency-Key. Either way Claros has it. (A request still in
+        # progress under the key is a ClarosUnavailableError, raised below: kept.)
         if exc.status in (409, 422):
             log.debug("Claros had the %s already: %s", report.what, exc)
             return True

@@ -16,7 +16,7 @@ from claros.anchor import Anchor
 from claros.auth import workspaces
 from claros.clock import now_ms
 from claros.ledger import Checkpoint, Entry, checkpoint_message
-from claros.signing import Signer
+from claros.signing import Signer, SigningError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -39,11 +39,18 @@ def sign_checkpoint(
     """Sign a checkpoint at ``entry``; an existing checkpoint at that seq is returned. With
     an anchor, the checkpoint is also copied there (again, when it existed: a retry after a
     failed copy must still land it)."""
-    store.add_public_key(signer.active_key(entry.workspace))
+    public = signer.active_key(entry.workspace)
+    store.add_public_key(public)
     ts = now_ms()
     key_id, signature = signer.sign(
         entry.workspace, checkpoint_message(entry.workspace, entry.seq, entry.hash, ts)
     )
+    if key_id != public.key_id:
+        # rotate-key ran in between (another process): list the key that signed, too.
+        public = signer.active_key(entry.workspace)
+        if public.key_id != key_id:
+            raise SigningError(f"the signing key changed while signing at seq {entry.seq}")
+        store.add_public_key(public)
     cp = Checkpoint(
         entry.workspace, entry.seq, entry.hash, ts, key_id, base64.b64encode(signature).decode()
     )

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +30,8 @@ if TYPE_CHECKING:  # the client package never imports boto3; only the KMS signer
 __all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError"]
 
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+log = logging.getLogger("claros.signing")
 
 
 class SigningError(Exception):
@@ -76,16 +80,49 @@ def _check_workspace(workspace: str) -> str:
     return workspace
 
 
+_KEY_FILE = re.compile(r"^([0-9]{1,19})\.key$")
+
+
+class _BadKeyFile(Exception):
+    """A key file that holds no usable key (empty, not hex, not 32 bytes)."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class FileSigner:
     """Keys in ``<data>/ledger-keys/<workspace>/<created_ms>.key`` (dir 0700, file 0600).
 
-    The newest file is the active key. Each file holds the 32-byte seed, hex-encoded.
+    Each file holds the 32-byte seed, hex-encoded. The newest file is the active key, read
+    again whenever the directory's newest file changes (one listing per signature), so a
+    server signs with the key ``rotate-key`` made in another process at once, and never
+    with the key it replaced.
+
+    A key file is written whole or not at all: a temporary file in the same directory,
+    fsync, a hard link to its final name (which never replaces another key), fsync of the
+    directory. A key file that holds no key (zero-length after a crash on another version,
+    corrupt) is never the active key: it is skipped with a logged reason, left as it is
+    for the operator, and a new key, newer than it, is made. A key file others may read is
+    refused (SigningError) rather than used or replaced: that needs the operator too.
+    Every failure to make, read or use a key, the disk's included, is a SigningError
+    naming the file and the reason (the API answers 503 with it).
     """
 
     def __init__(self, data_dir: str | Path) -> None:
         self.root = Path(data_dir) / "ledger-keys"
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[SigningKey, PublicKey]] = {}
+        self._cache: dict[str, tuple[str, SigningKey, PublicKey]] = {}  # by workspace
 
     def _dir(self, workspace: str) -> Path:
         path = self.root / _check_workspace(workspace)
@@ -99,36 +136,90 @@ class FileSigner:
         raw = bytes(key.verify_key)
         return PublicKey(workspace, key_id_for(raw), base64.b64encode(raw).decode(), created_at)
 
-    def _load_active(self, workspace: str) -> tuple[SigningKey, PublicKey] | None:
-        files = sorted(self._dir(workspace).glob("*.key"), key=lambda p: int(p.stem))
-        if not files:
-            return None
-        newest = files[-1]
-        if newest.stat().st_mode & 0o077:
-            raise SigningError(f"{newest.name} is readable by others; it must be mode 0600")
-        key = SigningKey(bytes.fromhex(newest.read_text().strip()))
-        return key, self._public(workspace, key, int(newest.stem))
+    @staticmethod
+    def _files(directory: Path) -> list[tuple[int, Path]]:
+        """The key files, oldest first. Other names are not keys: a temporary file is
+        skipped quietly, anything else with a log line."""
+        found = []
+        for path in directory.iterdir():
+            match = _KEY_FILE.match(path.name)
+            if match:
+                found.append((int(match.group(1)), path))
+            elif path.name.endswith(".key"):
+                log.warning("ledger key file %s skipped: not named <created_ms>.key", path)
+        return sorted(found)
 
-    def _create(self, workspace: str) -> tuple[SigningKey, PublicKey]:
+    @staticmethod
+    def _read(path: Path) -> SigningKey:
+        if path.stat().st_mode & 0o077:
+            raise SigningError(f"{path.name} is readable by others; it must be mode 0600")
+        text = path.read_bytes().strip()
+        if not text:
+            raise _BadKeyFile("the file is empty")
+        try:
+            seed = bytes.fromhex(text.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise _BadKeyFile("the file does not hold a hex-encoded key") from exc
+        if len(seed) != 32:
+            raise _BadKeyFile(f"the file holds {len(seed)} bytes, not a 32-byte key")
+        return SigningKey(seed)
+
+    def _create(self, workspace: str, after: int = 0) -> tuple[str, SigningKey, PublicKey]:
         key = SigningKey.generate()
-        created = _now_ms()
         directory = self._dir(workspace)
-        while (directory / f"{created}.key").exists():
-            created += 1
-        path = directory / f"{created}.key"
+        created = max(_now_ms(), after + 1)  # newer than every file there, bad ones too
+        temp = directory / f".new-{created}-{secrets.token_hex(4)}.tmp"
         # O_EXCL + 0600 from the start: the seed is never on disk with wider permissions.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(bytes(key).hex())
-        return key, self._public(workspace, key, created)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                _write_all(fd, bytes(key).hex().encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            while True:
+                try:
+                    os.link(temp, directory / f"{created}.key")  # never replaces a key
+                    break
+                except FileExistsError:
+                    created += 1
+        finally:
+            temp.unlink(missing_ok=True)
+        _fsync_dir(directory)
+        return f"{created}.key", key, self._public(workspace, key, created)
 
     def _active(self, workspace: str) -> tuple[SigningKey, PublicKey]:
         with self._lock:
-            found = self._cache.get(workspace) or self._load_active(workspace)
-            if found is None:
-                found = self._create(workspace)
+            try:
+                found = self._find_or_create(workspace)
+            except OSError as exc:
+                where = exc.filename or self.root / workspace
+                raise SigningError(
+                    f"cannot use the ledger key in {where}: {exc.strerror or exc}"
+                ) from exc
             self._cache[workspace] = found
-            return found
+            return found[1], found[2]
+
+    def _find_or_create(self, workspace: str) -> tuple[str, SigningKey, PublicKey]:
+        files = self._files(self._dir(workspace))
+        if not files:
+            return self._create(workspace)
+        created, newest = files[-1]
+        cached = self._cache.get(workspace)
+        if cached is not None and cached[0] == newest.name:
+            return cached
+        try:
+            key = self._read(newest)
+        except _BadKeyFile as exc:
+            # Kept as it is (an operator may want to look at it); a new key replaces it as
+            # the active one. An older key is not used again: it was rotated away from.
+            log.warning(
+                "ledger key file %s skipped: %s; it is left as it is, and a new key is made",
+                newest,
+                exc,
+            )
+            return self._create(workspace, after=created)
+        return newest.name, key, self._public(workspace, key, created)
 
     def active_key(self, workspace: str) -> PublicKey:
         return self._active(workspace)[1]
@@ -139,15 +230,27 @@ class FileSigner:
 
     def rotate(self, workspace: str) -> PublicKey:
         with self._lock:
-            found = self._create(workspace)
+            try:
+                files = self._files(self._dir(workspace))
+                found = self._create(workspace, after=files[-1][0] if files else 0)
+            except OSError as exc:
+                raise SigningError(
+                    f"cannot write a new ledger key in {exc.filename or self.root / workspace}:"
+                    f" {exc.strerror or exc}"
+                ) from exc
             self._cache[workspace] = found
-            return found[1]
+            return found[2]
 
     def all_keys(self, workspace: str) -> list[PublicKey]:
+        """Every usable key, oldest first; a file holding no key is skipped, logged."""
         out = []
-        for path in sorted(self._dir(workspace).glob("*.key"), key=lambda p: int(p.stem)):
-            key = SigningKey(bytes.fromhex(path.read_text().strip()))
-            out.append(self._public(workspace, key, int(path.stem)))
+        for created, path in self._files(self._dir(workspace)):
+            try:
+                key = self._read(path)
+            except _BadKeyFile as exc:
+                log.warning("ledger key file %s skipped: %s", path, exc)
+                continue
+            out.append(self._public(workspace, key, created))
         return out
 
 
@@ -228,9 +331,10 @@ class KmsSigner:
 
     def rotate(self, workspace: str) -> PublicKey:
         alias = self._alias(workspace)
-        self._active(workspace)  # make sure there is an alias to move
-        target = self._create_key(workspace)
-        self.kms.update_alias(AliasName=alias, TargetKeyId=target)
-        with self._lock:
-            self._cache[workspace] = self._describe(target, workspace)
-            return self._cache[workspace][1]
+        with _kms_errors(workspace):
+            self._active(workspace)  # make sure there is an alias to move
+            target = self._create_key(workspace)
+            self.kms.update_alias(AliasName=alias, TargetKeyId=target)
+            with self._lock:
+                self._cache[workspace] = self._describe(target, workspace)
+                return self._cache[workspace][1]

@@ -14,7 +14,13 @@ from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
 from claros.errors import ClarosError
 from claros.signing import SigningError
-from claros.store.base import ChainBusyError, ConflictError, RecordTooLargeError, StoreError
+from claros.store.base import (
+    ChainBusyError,
+    ConflictError,
+    RecordTooLargeError,
+    StorageUnavailableError,
+    StoreError,
+)
 from claros.wiring import Services
 
 __all__ = ["FUNCTIONS", "build_resolver"]
@@ -45,6 +51,18 @@ def build_resolver(services: Services, functions: Iterable[str]) -> ClarosResolv
 def _error(status: int, code: str, message: str, **extra: object) -> Response[str]:
     body: dict[str, object] = {"error": code, "message": message, **extra}
     return json_response(body, status)
+
+
+def _store_error(exc: StoreError) -> Response[str]:
+    if isinstance(exc, StorageUnavailableError):
+        # A full or read-only disk, an I/O error: the reason is the operator's to fix and
+        # the client's to wait for, so both see it. Nothing was written.
+        log.error("storage unavailable: %s", exc)
+        response = _error(503, "unavailable", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+    log.exception("storage error")
+    return _error(503, "unavailable", "storage is unavailable; retry shortly")
 
 
 def _error_handlers(app: ClarosResolver) -> None:
@@ -88,10 +106,7 @@ def _error_handlers(app: ClarosResolver) -> None:
         response.headers["Retry-After"] = "30"
         return response
 
-    @app.exception_handler(StoreError)
-    def store_error(exc: StoreError) -> Response[str]:
-        log.exception("storage error")
-        return _error(503, "unavailable", "storage is unavailable; retry shortly")
+    app.exception_handler(StoreError)(_store_error)
 
     @app.not_found
     def not_found(exc: Exception) -> Response[str]:

@@ -1,109 +1,161 @@
 """Idempotent writes: a client that retries with the same ``Idempotency-Key`` header gets
 the first answer again instead of a second record.
 
-Powertools' idempotency utility does the bookkeeping; its records live in our own Store
-(docs in the global collection ``idempotency``), so it works the same on SQLite and
-DynamoDB. A key is scoped to the calling API key and the route; reusing it with another
-body is refused (422). Requests without the header run as usual.
+A key is scoped to the calling API key and the route; reusing it with another body is
+refused (422). Requests without the header run as usual. The record is a doc in the
+global collection ``idempotency`` of the Store (so it works the same on SQLite and
+DynamoDB), named by the sha256 of (API key id, route, Idempotency-Key):
+
+    status        INPROGRESS while a request runs under the key, then COMPLETED
+    payload_hash  sha256 of the body: the same key with another body is refused
+    holder        who runs it (host, process, request), for the log of a takeover
+    lease_until   ms: the holder's hold on the key ends then (its time budget)
+    expiry        ms: after this the key may be used again (24 h)
+    data          COMPLETED: the answer given, sent again to every retry
+
+A request takes the key with a conditional write (absent, or the revision it read), runs,
+and writes COMPLETED with its answer; a request that fails deletes the record, so a
+corrected retry runs. A retry that finds the key INPROGRESS within its lease is answered
+409 ``idempotency_in_progress`` with Retry-After (the first may yet finish): clients treat
+it as "retry later", never as delivered, unlike the ``conflict`` 409 ("already recorded").
+A holder that dies (a server killed mid-request, a Lambda that timed out) never finishes:
+once its lease has ended the next retry takes the key over and runs. All times are
+``claros.clock``'s.
+
+The lease is the request's time budget: the Lambda's remaining time (the local server
+gives each request 30 s), plus a second; a request that outlives it may run twice, which
+the records themselves catch where it matters (one outcome per check).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
+import os
+import secrets
+import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.utilities.idempotency import (
-    BasePersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyItemAlreadyExistsError,
-    IdempotencyItemNotFoundError,
-    IdempotencyValidationError,
-)
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
 from claros import jsonutil
 from claros.auth import Principal
 from claros.clock import now_ms
-from claros.errors import ClarosError, ConflictError
+from claros.errors import ClarosError
 from claros.store.base import GLOBAL, DocWrite, Store
 from claros.store.base import ConflictError as StoreConflictError
 
-__all__ = ["StorePersistence", "run_idempotently"]
+__all__ = ["IdempotencyInProgressError", "ReusedKeyError", "run_idempotently"]
+
+log = logging.getLogger("claros.idempotency")
 
 HEADER = "idempotency-key"
 COLLECTION = "idempotency"
 MAX_KEY = 255
+EXPIRES_MS = 24 * 3600 * 1000
+DEFAULT_LEASE_MS = 30_000  # without a time budget (a caller outside any Lambda context)
+LEASE_MARGIN_MS = 1_000
+INPROGRESS, COMPLETED = "INPROGRESS", "COMPLETED"
+_TAKES = 3  # a key raced for by this many requests in a row is still answered
 
 
 class ReusedKeyError(ClarosError):
     status, code = 422, "idempotency_key_reused"
 
 
-class StorePersistence(BasePersistenceLayer):
-    """Powertools idempotency records as Store docs, with the same conditions as its
-    DynamoDB layer: a record may be taken over only when absent, expired, or in progress
-    past its in-progress expiry."""
+class IdempotencyInProgressError(ClarosError):
+    """Another request holds the key now: retry after ``retry_after_s``. Not "delivered"."""
 
-    def __init__(self, store: Store) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.store = store
+    status, code = 409, "idempotency_in_progress"
 
-    @staticmethod
-    def _to_doc(record: DataRecord) -> dict[str, Any]:
-        return {
-            "status": record.status,
-            "expiry": record.expiry_timestamp,
-            "in_progress_expiry": record.in_progress_expiry_timestamp,
-            "data": record.response_data,
-            "payload_hash": record.payload_hash,
-        }
+    def __init__(self, message: str, *, retry_after_s: int, lease_until: int) -> None:
+        super().__init__(message, details={"retry_after_s": retry_after_s,
+                                           "lease_until": lease_until})  # fmt: skip
+        self.retry_after_s = retry_after_s
 
-    @staticmethod
-    def _to_record(key: str, doc: dict[str, Any]) -> DataRecord:
-        return DataRecord(
-            idempotency_key=key,
-            status=doc["status"],
-            expiry_timestamp=doc.get("expiry"),
-            in_progress_expiry_timestamp=doc.get("in_progress_expiry"),
-            response_data=doc.get("data") or "",
-            payload_hash=doc.get("payload_hash") or "",
+
+@runtime_checkable
+class _TimeBudget(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+def _doc_key(principal: Principal, route: str, key: str) -> str:
+    scoped = jsonutil.dumps([principal.key_id, route, key])
+    return hashlib.sha256(scoped.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _lease_ms(context: Any) -> int:
+    if isinstance(context, _TimeBudget):
+        return max(0, int(context.get_remaining_time_in_millis())) + LEASE_MARGIN_MS
+    return DEFAULT_LEASE_MS
+
+
+def _holder(context: Any) -> str:
+    request = getattr(context, "aws_request_id", "") or secrets.token_hex(6)
+    return f"{socket.gethostname()}/{os.getpid()}/{request}"
+
+
+def _live(record: dict[str, Any], now: int) -> bool:
+    if record.get("status") == COMPLETED:
+        return int(record.get("expiry") or 0) > now
+    if record.get("status") == INPROGRESS:
+        return int(record.get("lease_until") or 0) > now
+    return False
+
+
+def _take(
+    store: Store, doc_key: str, payload_hash: str, lease_ms: int, holder: str
+) -> int | dict[str, Any]:
+    """Take the key (the revision now held) or find its answer (the stored ``data``).
+    StoreConflictError when another request wrote the record meanwhile."""
+    doc = store.get_doc(GLOBAL, COLLECTION, doc_key)
+    now = now_ms()
+    if doc is not None and _live(doc.value, now):
+        old = doc.value
+        if old.get("payload_hash") != payload_hash:
+            raise ReusedKeyError(
+                "this Idempotency-Key was used with another body; use a new key for a new request"
+            )
+        if old["status"] == COMPLETED:
+            return dict(old["data"])
+        until = int(old["lease_until"])
+        wait = max(1, math.ceil((until - now) / 1000))
+        raise IdempotencyInProgressError(
+            "a request with this Idempotency-Key is still in progress; it is not recorded "
+            f"yet: retry in {wait} s",
+            retry_after_s=wait,
+            lease_until=until,
         )
-
-    def _get_record(self, idempotency_key: str) -> DataRecord:
-        doc = self.store.get_doc(GLOBAL, COLLECTION, idempotency_key)
-        if doc is None:
-            raise IdempotencyItemNotFoundError
-        return self._to_record(idempotency_key, doc.value)
-
-    def _put_record(self, data_record: DataRecord) -> None:
-        key = data_record.idempotency_key
-        doc = self.store.get_doc(GLOBAL, COLLECTION, key)
-        if doc is not None:
-            old = self._to_record(key, doc.value)
-            now_s, now = now_ms() // 1000, now_ms()
-            expired = (old.expiry_timestamp or 0) < now_s
-            stale = old.status == "INPROGRESS" and (old.in_progress_expiry_timestamp or 0) < now
-            if not (expired or stale):
-                self._validate_payload(data_payload=data_record, stored_data_record=old)
-                raise IdempotencyItemAlreadyExistsError(old_data_record=old)
-        write = DocWrite(GLOBAL, COLLECTION, key, self._to_doc(data_record), doc.rev if doc else 0)
-        try:
-            self.store.write_docs([write])
-        except StoreConflictError as exc:  # another request took it meanwhile
-            raise IdempotencyItemAlreadyExistsError() from exc
-
-    def _update_record(self, data_record: DataRecord) -> None:
-        self.store.write_docs(
-            [DocWrite(GLOBAL, COLLECTION, data_record.idempotency_key, self._to_doc(data_record))]
+    if doc is not None and doc.value.get("status") == INPROGRESS:
+        log.warning(
+            "Idempotency-Key record %s: the lease of %s ended %d ms ago without an answer "
+            "(it died mid-request); this request takes it over",
+            doc_key[:16],
+            doc.value.get("holder", "?"),
+            now - int(doc.value.get("lease_until") or 0),
         )
+    record = {
+        "status": INPROGRESS,
+        "payload_hash": payload_hash,
+        "holder": holder,
+        "lease_until": now + lease_ms,
+        "expiry": now + EXPIRES_MS,
+    }
+    rev = doc.rev if doc is not None else 0
+    store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, record, rev)])
+    return rev + 1
 
-    def _delete_record(self, data_record: DataRecord) -> None:
-        self.store.write_docs([DocWrite(GLOBAL, COLLECTION, data_record.idempotency_key, None)])
+
+def _release(store: Store, doc_key: str, rev: int, value: dict[str, Any] | None) -> None:
+    """Complete (``value``) or drop the record we hold at ``rev``; if another request took
+    it over meanwhile (we outlived our lease), it is theirs now and stays."""
+    try:
+        store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, value, rev)])
+    except StoreConflictError:
+        log.warning("Idempotency-Key record %s was taken over before this request ended",
+                    doc_key[:16])  # fmt: skip
 
 
 def run_idempotently(
@@ -122,37 +174,39 @@ def run_idempotently(
         return Response(status, "application/json", jsonutil.dumps(answer))
     if not key or len(key) > MAX_KEY:
         raise ClarosError(f"Idempotency-Key must be 1 to {MAX_KEY} characters")
-    config = IdempotencyConfig(
-        event_key_jmespath="[key_id, route, key]",
-        payload_validation_jmespath="body",
-        raise_on_no_idempotency_key=True,
-        expires_after_seconds=24 * 3600,
-        hash_function="sha256",
-    )
-    if lambda_context is not None:
-        config.register_lambda_context(lambda_context)
-
-    @idempotent_function(
-        data_keyword_argument="request",
-        persistence_store=StorePersistence(store),
-        config=config,
-    )
-    def once(request: dict[str, Any]) -> dict[str, Any]:
-        status, answer = run()
-        # Only successes are kept: a refused request may be retried as it is.
-        return {"status": status, "body": jsonutil.dumps(answer)}
-
-    request = {"key_id": principal.key_id, "route": route, "key": key, "body": body or ""}
-    try:
-        result = once(request=request)
-    except IdempotencyValidationError as exc:
-        raise ReusedKeyError(
-            "this Idempotency-Key was used with another body; use a new key for a new request"
-        ) from exc
-    except IdempotencyAlreadyInProgressError as exc:
-        raise ConflictError(
-            "a request with this Idempotency-Key is still in progress; retry in a moment"
-        ) from exc
+    doc_key = _doc_key(principal, route, key)
+    payload_hash = hashlib.sha256((body or "").encode("utf-8", "surrogatepass")).hexdigest()
+    lease_ms, holder = _lease_ms(lambda_context), _holder(lambda_context)
+    for attempt in range(_TAKES):
+        try:
+            taken = _take(store, doc_key, payload_hash, lease_ms, holder)
+            break
+        except StoreConflictError:  # another request wrote the record meanwhile: look again
+            if attempt == _TAKES - 1:
+                raise
+    if isinstance(taken, dict):
+        result = taken
+    else:
+        try:
+            status, answer = run()
+        except Exception:
+            # A refused or failed request may be retried as it is (or corrected). If even
+            # this fails (the disk still full), the lease ends it.
+            try:
+                _release(store, doc_key, taken, None)
+            except Exception:
+                log.exception("could not drop the Idempotency-Key record %s", doc_key[:16])
+            raise
+        result = {"status": status, "body": jsonutil.dumps(answer)}
+        done = {"status": COMPLETED, "payload_hash": payload_hash, "holder": holder,
+                "expiry": now_ms() + EXPIRES_MS, "data": result}  # fmt: skip
+        try:
+            _release(store, doc_key, taken, done)
+        except Exception:
+            # The work is done and this is its answer: give it. A retry (there is none
+            # once the client has the answer) would find the key held until the lease ends.
+            log.exception("could not keep the answer under Idempotency-Key record %s",
+                          doc_key[:16])  # fmt: skip
     return Response(
         int(result["status"]),
         "application/json",

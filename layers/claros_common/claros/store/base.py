@@ -37,6 +37,7 @@ __all__ = [
     "PruneResult",
     "RecordTooLargeError",
     "Store",
+    "StorageUnavailableError",
     "StoreError",
 ]
 
@@ -65,6 +66,17 @@ class ChainBusyError(StoreError):
     """The chain head kept moving under us; the caller should retry after a moment."""
 
     retry_after_s = 1
+
+
+class StorageUnavailableError(StoreError):
+    """The storage cannot do this now: a full disk, a read-only filesystem or database, an
+    I/O error, a database locked too long. Nothing was written (the transaction rolled
+    back); the same request succeeds once the cause is gone. The API answers 503 with the
+    message (what is wrong, never a path) and Retry-After."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class RecordTooLargeError(StoreError):

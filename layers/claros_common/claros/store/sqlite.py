@@ -27,6 +27,7 @@ from claros.store.base import (
     NewRecord,
     PruneError,
     PruneResult,
+    StorageUnavailableError,
     StoreError,
     check_batch,
     record_bytes,
@@ -91,12 +92,60 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# SQLite's answers that mean the storage, not the request, is at fault (extended codes
+# such as SQLITE_IOERR_WRITE or SQLITE_READONLY_DIRECTORY included): what each means.
+_STORAGE_FAULTS = {
+    "SQLITE_FULL": "storage is full",
+    "SQLITE_READONLY": "storage is read-only",
+    "SQLITE_IOERR": "storage could not read or write",
+    "SQLITE_CANTOPEN": "storage cannot be opened",
+    "SQLITE_BUSY": "storage is busy",
+    "SQLITE_LOCKED": "storage is busy",
+    "SQLITE_PROTOCOL": "storage is busy",
+}
+
+
+def _storage_fault(exc: sqlite3.Error) -> StorageUnavailableError | None:
+    """The one mapping of SQLite's storage faults to the Store's error (503 + reason)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    for code, what in _STORAGE_FAULTS.items():
+        if name == code or name.startswith(code + "_"):
+            return StorageUnavailableError(f"{what} ({exc}); nothing was written, retry later")
+    return None
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose storage faults are StorageUnavailableError, in one place."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if sql == "ROLLBACK" and not self.in_transaction:
+            # SQLite rolls back by itself on some faults (a full disk); the ROLLBACK after
+            # it is then nothing to do, not a second error hiding the first.
+            return self.cursor()
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            fault = _storage_fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.OperationalError as exc:
+            fault = _storage_fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
+
 def _unusable(path: str, exc: sqlite3.DatabaseError) -> StoreError:
     """A database file SQLite cannot open or read, as a StoreError that names it."""
     name = getattr(exc, "sqlite_errorname", "")
     if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
         return StoreError(f"{path} is not a Claros database: {exc}")
-    return StoreError(f"cannot open the Claros database {path}: {exc}")
+    return _storage_fault(exc) or StoreError(f"cannot open the Claros database {path}: {exc}")
 
 
 def _entry(row: Sequence[Any]) -> Entry:
@@ -116,14 +165,24 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             self.close()
             raise _unusable(self.path, exc) from exc
+        except StoreError:
+            self.close()
+            raise
 
     # --- connections ------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=60
-            )
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=60,
+                    factory=_Connection,
+                )
+            except sqlite3.DatabaseError as exc:
+                raise _unusable(self.path, exc) from exc
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 # NORMAL in WAL mode is durable against application crashes; a power cut
@@ -134,6 +193,9 @@ class SqliteStore:
             except sqlite3.DatabaseError as exc:
                 conn.close()
                 raise _unusable(self.path, exc) from exc
+            except StoreError:
+                conn.close()
+                raise
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
