@@ -11,16 +11,9 @@ to "Lambda" are caught (``stream_batches``) and given to the checkpoint handler.
 from __future__ import annotations
 
 import base64
-import copy
-import importlib.util
-import io
 import json
 import re
 import time
-import uuid
-import zipfile
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +22,6 @@ from nacl.signing import VerifyKey
 
 from claros.api.app import FUNCTIONS, build_resolver
 from claros.api.http import PERMISSIONS, PUBLIC
-from claros.auth import create_key
 from claros.config import Settings
 from claros.evidence.report import verify_signed_report
 from claros.ledger import PublicKey, checkpoint_message
@@ -37,8 +29,23 @@ from claros.store.base import Store
 from claros.wiring import build_services
 from claros_guard.verify import main as verify
 from tests.api.seed import Clock, install_clock, utc_ms
-from tests.aws import REPO, STORE_TABLES, load_template
+from tests.aws import load_template
 from tests.events import KEY_PLACEHOLDER, event_names, load_event, route_of
+from tests.stack import (
+    PERSON,
+    WS,
+    Functions,
+    Json,
+    Keys,
+    LambdaContext,
+    Stack,
+    code_name,
+    header,
+    ledger_item,
+    ledger_lines,
+    run_check,
+    translate,
+)
 
 pytestmark = [
     # moto's CloudFormation makes no API Gateway v2 resources (API, stage) and warns so; the
@@ -47,307 +54,6 @@ pytestmark = [
     # lambda_entry.py's Metrics publish nothing on an API request, and Powertools warns
     # about it on every request. Drop this filter once the handler publishes a metric there.
 ]
-
-STACK_NAME = "claros-test"
-ARTIFACTS = "claros-test-artifacts"
-# Small values so a test sees a checkpoint at every 2nd entry and a stale tail after 1 s.
-PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1", "AnchorRetentionDays": "1"}
-WS = "acme"
-ADMIN = "admin@acme.test"
-PERSON = "dana@acme.test"
-CODE_PROPERTY = {
-    "AWS::Serverless::Function": "CodeUri",
-    "AWS::Serverless::LayerVersion": "ContentUri",
-}
-
-Json = dict[str, Any]
-
-
-# --- the template, translated and deployed --------------------------------------------
-class _NoManagedPolicies:
-    """samtranslator's managed-policy loader; asked only for policies named by name, and the
-    template names none (its policies are written out)."""
-
-    def load(self) -> dict[str, str]:
-        return {}
-
-
-def translate(sam: Json) -> tuple[Json, dict[str, Path]]:
-    """Plain CloudFormation for ``sam`` and the local folders its code comes from, by S3
-    key: local CodeUri/ContentUri become s3:// URIs first, as ``sam package`` does."""
-    from samtranslator.translator.transform import transform  # type: ignore[import-untyped]
-
-    sam = copy.deepcopy(sam)
-    uploads: dict[str, Path] = {}
-    for logical_id, resource in sam["Resources"].items():
-        prop = CODE_PROPERTY.get(resource["Type"])
-        if prop is None:
-            continue
-        local = resource["Properties"][prop]
-        assert isinstance(local, str) and not local.startswith("s3://"), (logical_id, local)
-        assert (REPO / local).is_dir(), f"{logical_id}: {prop} {local} is not a folder"
-        uploads[f"{logical_id}.zip"] = REPO / local
-        resource["Properties"][prop] = f"s3://{ARTIFACTS}/{logical_id}.zip"
-    return transform(sam, {}, _NoManagedPolicies()), uploads
-
-
-def _zip(folder: Path) -> bytes:
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w") as archive:
-        for path in sorted(folder.iterdir()):
-            if path.is_file():
-                archive.write(path, path.name)
-    return data.getvalue()
-
-
-@dataclass
-class Stack:
-    sam: Json  # template.yaml as written
-    cfn: Json  # as translated and deployed
-    parameters: dict[str, str]  # every parameter's value in the stack
-    physical: dict[str, str]  # logical id -> physical id
-
-    def function_id(self, name: str) -> str:
-        """The logical id of the function whose code is functions/<name>/."""
-        for logical_id, resource in self.sam["Resources"].items():
-            code = resource.get("Properties", {}).get("CodeUri", "")
-            if resource["Type"] == "AWS::Serverless::Function" and _code_name(code) == name:
-                return str(logical_id)
-        raise KeyError(f"template.yaml has no function with CodeUri functions/{name}/")
-
-    def env(self, name: str) -> dict[str, str]:
-        """The function's environment as Lambda would give it: Refs resolved to the
-        stack's parameter values and physical ids, every value a string."""
-        function = self.cfn["Resources"][self.function_id(name)]
-        variables = function["Properties"].get("Environment", {}).get("Variables", {})
-        return {key: self._resolve(key, value) for key, value in variables.items()}
-
-    def condition(self, name: str) -> bool:
-        return self._truth(self.cfn.get("Conditions", {})[name])
-
-    def _truth(self, expr: Any) -> bool:
-        if isinstance(expr, dict) and list(expr) == ["Fn::Not"]:
-            return not self._truth(expr["Fn::Not"][0])
-        if isinstance(expr, dict) and list(expr) == ["Fn::Equals"]:
-            left, right = (self._resolve("condition", v) for v in expr["Fn::Equals"])
-            return left == right
-        if isinstance(expr, dict) and list(expr) == ["Condition"]:
-            return self.condition(expr["Condition"])
-        raise AssertionError(f"the test cannot evaluate the condition {expr!r}")
-
-    def _resolve(self, key: str, value: Any) -> str:
-        if isinstance(value, dict) and list(value) == ["Fn::If"]:
-            name, if_true, if_false = value["Fn::If"]
-            return self._resolve(key, if_true if self.condition(name) else if_false)
-        if isinstance(value, dict) and list(value) == ["Ref"]:
-            ref = value["Ref"]
-            if ref in self.parameters:
-                return self.parameters[ref]
-            if ref in self.physical:
-                return self.physical[ref]
-        if isinstance(value, bool):
-            return str(value).lower()
-        if isinstance(value, str | int | float):
-            return str(value)
-        raise AssertionError(f"{key}: the test cannot resolve {value!r}; teach Stack._resolve")
-
-    def store(self, client: Any) -> Store:
-        from claros.store.dynamo import DynamoStore
-
-        tables = {arg: self.physical[table] for arg, table in STORE_TABLES.items()}
-        return DynamoStore(
-            client, tables["ledger_table"], tables["records_table"], tables["state_table"]
-        )
-
-
-def _code_name(code_uri: Any) -> str:
-    return str(code_uri).strip("/").split("/")[-1]
-
-
-def deploy(sam: Json) -> Stack:
-    import boto3
-
-    cfn, uploads = translate(sam)
-    s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=ARTIFACTS)
-    for key, folder in uploads.items():
-        s3.put_object(Bucket=ARTIFACTS, Key=key, Body=_zip(folder))
-    cloudformation = boto3.client("cloudformation")
-    cloudformation.create_stack(
-        StackName=STACK_NAME,
-        TemplateBody=json.dumps(cfn),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in PARAMETERS.items()],
-        Capabilities=["CAPABILITY_IAM"],
-    )
-    [described] = cloudformation.describe_stacks(StackName=STACK_NAME)["Stacks"]
-    if described["StackStatus"] != "CREATE_COMPLETE":
-        events = cloudformation.describe_stack_events(StackName=STACK_NAME)["StackEvents"]
-        reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
-        pytest.fail(f"stack is {described['StackStatus']}: {reasons}")
-    resources = cloudformation.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
-    physical = {
-        r["LogicalResourceId"]: r["PhysicalResourceId"]
-        for r in resources
-        if r.get("LogicalResourceId") and r.get("PhysicalResourceId")
-    }
-    parameters = {
-        name: str(spec.get("Default", "")) for name, spec in sam["Parameters"].items()
-    } | {p["ParameterKey"]: p["ParameterValue"] for p in described.get("Parameters", [])}
-    return Stack(sam, cfn, parameters, physical)
-
-
-@pytest.fixture
-def stream_batches(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Json]]:
-    """(function name, event) of every invocation moto's Lambda makes: the stack's event
-    source mapping on the ledger stream invokes the checkpoint function inside moto."""
-    from moto.awslambda.models import LambdaFunction
-
-    delivered: list[tuple[str, Json]] = []
-
-    def invoke(self: Any, body: str, request_headers: Any, response_headers: Any) -> bytes:
-        delivered.append((str(self.function_name), json.loads(body)))
-        return b'{"delivered": true}'  # a result: moto drops the records it handed over
-
-    monkeypatch.setattr(LambdaFunction, "invoke", invoke)
-    return delivered
-
-
-@pytest.fixture
-def stack(dynamodb_client: Any, kms_ed25519: Any, stream_batches: list[tuple[str, Json]]) -> Stack:
-    """template.yaml deployed into moto (DynamoDB and KMS patched as in tests/aws.py)."""
-    return deploy(load_template())
-
-
-# --- the functions, run as Lambda runs them -------------------------------------------
-@dataclass(frozen=True)
-class LambdaContext:
-    """What Powertools reads from the Lambda context object."""
-
-    function_name: str
-    memory_limit_in_mb: int
-    invoked_function_arn: str
-    aws_request_id: str
-    function_version: str = "$LATEST"
-    log_group_name: str = ""
-    log_stream_name: str = ""
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 29_000
-
-
-class Functions:
-    """Each function's handler from functions/<name>/app.py, imported once per test (a
-    fresh module: ``handler_for`` caches its services on the first call, as a Lambda
-    container does), invoked with the environment the stack gives that function."""
-
-    def __init__(self, stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-        import boto3
-
-        self.stack = stack
-        self.monkeypatch = monkeypatch
-        self.handlers: dict[str, Callable[[Mapping[str, Any], Any], Any]] = {}
-        self.lambda_ = boto3.client("lambda")
-        self.all_env = {k for name in FUNCTIONS for k in stack.env(name)}
-
-    def _use_env(self, name: str) -> None:
-        env = self.stack.env(name)
-        for key in self.all_env - set(env):
-            self.monkeypatch.delenv(key, raising=False)
-        for key, value in env.items():
-            self.monkeypatch.setenv(key, value)
-        # Tests have no X-Ray daemon; the handler's Tracer must stay off.
-        self.monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-
-    def handler(self, name: str) -> Callable[[Mapping[str, Any], Any], Any]:
-        if name not in self.handlers:
-            self._use_env(name)
-            resource = self.stack.sam["Resources"][self.stack.function_id(name)]
-            path = REPO / resource["Properties"]["CodeUri"] / "app.py"
-            spec = importlib.util.spec_from_file_location(f"lambda_{name}_{uuid.uuid4().hex}", path)
-            assert spec is not None and spec.loader is not None, path
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            self.handlers[name] = module.lambda_handler
-        return self.handlers[name]
-
-    def context(self, name: str) -> LambdaContext:
-        physical = self.stack.physical[self.stack.function_id(name)]
-        config = self.lambda_.get_function_configuration(FunctionName=physical)
-        return LambdaContext(
-            function_name=config["FunctionName"],
-            memory_limit_in_mb=int(config["MemorySize"]),
-            invoked_function_arn=config["FunctionArn"],
-            aws_request_id=str(uuid.uuid4()),
-        )
-
-    def invoke(self, name: str, event: Mapping[str, Any]) -> Any:
-        handler = self.handler(name)
-        self._use_env(name)
-        return handler(event, self.context(name))
-
-    def http(self, name: str, event: Mapping[str, Any]) -> tuple[int, Any]:
-        """(status, body parsed as JSON when it is JSON) of an API event."""
-        response = self.invoke(name, event)
-        body = response.get("body") or ""
-        if response.get("isBase64Encoded"):
-            body = base64.b64decode(body).decode()
-        content_type = _header(response, "content-type")
-        parsed = json.loads(body) if content_type == "application/json" and body else body
-        return int(response["statusCode"]), parsed
-
-
-def _header(response: Mapping[str, Any], name: str) -> str:
-    headers = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
-    return str(headers.get(name, ""))
-
-
-@dataclass
-class Keys:
-    admin: str
-    agent: str
-
-
-@pytest.fixture
-def functions(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Functions]:
-    yield Functions(stack, monkeypatch)
-
-
-@pytest.fixture
-def store(stack: Stack, dynamodb_client: Any) -> Iterator[Store]:
-    """The stack's own tables, seen from the test (keys are made here, as the CLI does)."""
-    found = stack.store(dynamodb_client)
-    yield found
-    found.close()
-
-
-@pytest.fixture
-def keys(store: Store) -> Keys:
-    return Keys(
-        admin=create_key(store, WS, "admin", person=ADMIN),
-        agent=create_key(store, WS, "agent", person=PERSON),
-    )
-
-
-def _check(functions: Functions, key: str) -> str:
-    status, body = functions.http("check", load_event("check-check", key))
-    assert status == 200, body
-    assert body["allowed"] is True and body["check_id"].startswith("chk_")
-    return str(body["check_id"])
-
-
-def _entries(functions: Functions, key: str) -> list[Json]:
-    status, body = functions.http("evidence", load_event("evidence-entries", key))
-    assert status == 200, body
-    return [json.loads(line) for line in str(body).splitlines()]
-
-
-def _ledger_item(dynamodb_client: Any, stack: Stack, seq: int) -> Json:
-    got = dynamodb_client.get_item(
-        TableName=stack.physical["LedgerTable"],
-        Key={"workspace": {"S": WS}, "seq": {"N": str(seq)}},
-        ConsistentRead=True,
-    )
-    return dict(got["Item"])
 
 
 # --- the stack ------------------------------------------------------------------------
@@ -401,13 +107,13 @@ def test_stack_makes_what_the_functions_need(stack: Stack, functions: Functions)
 def test_check_logs_a_row_in_the_stack_tables(
     stack: Stack, functions: Functions, keys: Keys, dynamodb_client: Any, store: Store
 ) -> None:
-    check_id = _check(functions, keys.agent)
+    check_id = run_check(functions, keys.agent)
     row = dynamodb_client.get_item(
         TableName=stack.physical["RecordsTable"],
         Key={"workspace": {"S": WS}, "rid": {"S": f"check#{check_id}"}},
     )
     assert "Item" in row, "the check's row is not in the stack's records table"
-    entry = _ledger_item(dynamodb_client, stack, 1)
+    entry = ledger_item(dynamodb_client, stack, 1)
     assert entry["kind"] == {"S": "check"} and entry["ref_id"] == {"S": check_id}
     record = store.get_record(WS, "check", check_id)
     assert record is not None and record["on_behalf_of"] == PERSON
@@ -421,7 +127,7 @@ def test_a_bad_key_is_refused_by_the_real_handler(functions: Functions, keys: Ke
 
 
 def test_outcome_is_recorded_once(functions: Functions, keys: Keys) -> None:
-    check_id = _check(functions, keys.agent)
+    check_id = run_check(functions, keys.agent)
     event = load_event("outcome-check-outcome", keys.agent, check_id=check_id)
     status, body = functions.http("outcome", event)
     assert status == 201, body
@@ -434,13 +140,13 @@ def test_outcome_is_recorded_once(functions: Functions, keys: Keys) -> None:
 
 
 def test_evidence_reads_and_verifies_the_chain(functions: Functions, keys: Keys) -> None:
-    check_id = _check(functions, keys.agent)
+    check_id = run_check(functions, keys.agent)
     outcome = load_event("outcome-check-outcome", keys.agent, check_id=check_id)
     assert functions.http("outcome", outcome)[0] == 201
     response = functions.invoke("evidence", load_event("evidence-entries", keys.admin))
     assert response["statusCode"] == 200
-    assert _header(response, "content-type") == "application/x-ndjson"
-    lines = _entries(functions, keys.admin)
+    assert header(response, "content-type") == "application/x-ndjson"
+    lines = ledger_lines(functions, keys.admin)
     assert [(e["seq"], e["kind"]) for e in lines] == [(1, "check"), (2, "outcome")]
     assert lines[0]["event"]["check_id"] == check_id
     assert lines[1]["prev_hash"] == lines[0]["hash"]
@@ -456,7 +162,7 @@ def test_admin_edits_a_rule(functions: Functions, keys: Keys) -> None:
     status, rule = functions.http("admin", load_event("admin-get-rule", keys.admin))
     assert status == 200, rule
     assert json.dumps(rule).count("refund-half") >= 1
-    lines = _entries(functions, keys.admin)
+    lines = ledger_lines(functions, keys.admin)
     assert "rule_version" in {e["kind"] for e in lines}
     assert functions.http("admin", load_event("admin-edit-rule", keys.agent))[0] == 403
 
@@ -504,7 +210,7 @@ def test_checkpoint_route_signs_with_the_workspace_kms_key(
 
     empty = functions.http("checkpoint", load_event("checkpoint-checkpoint-now", keys.admin))
     assert empty[0] == 409, empty
-    _check(functions, keys.agent)
+    run_check(functions, keys.agent)
     status, cp = functions.http("checkpoint", load_event("checkpoint-checkpoint-now", keys.admin))
     assert status == 201, cp
     assert cp["seq"] == 1 and cp["workspace"] == WS
@@ -553,8 +259,8 @@ def test_stream_batches_sign_every_nth_entry(
     dynamodb_client: Any,
     stream_batches: list[tuple[str, Json]],
 ) -> None:
-    _check(functions, keys.agent)
-    _check(functions, keys.agent)
+    run_check(functions, keys.agent)
+    run_check(functions, keys.agent)
     batch = _stream_batch(stack, stream_batches)
     ledger_arn = dynamodb_client.describe_table(TableName=stack.physical["LedgerTable"])
     sample = load_event("checkpoint-stream")["Records"][0]
@@ -564,7 +270,7 @@ def test_stream_batches_sign_every_nth_entry(
         assert record["eventName"] == "INSERT" and record["eventSource"] == "aws:dynamodb"
         assert record["eventSourceARN"] == ledger_arn["Table"]["LatestStreamArn"]
         image = record["dynamodb"]["NewImage"]
-        assert image == _ledger_item(dynamodb_client, stack, int(image["seq"]["N"]))
+        assert image == ledger_item(dynamodb_client, stack, int(image["seq"]["N"]))
         assert set(image) == set(sample["dynamodb"]["NewImage"])
     assert functions.invoke("checkpoint", batch) == {"signed": [2]}
     [cp] = _checkpoints(functions, keys.admin)
@@ -575,7 +281,7 @@ def test_stream_batches_sign_every_nth_entry(
     assert functions.invoke("checkpoint", batch) == {"signed": [2]}
     assert len(_checkpoints(functions, keys.admin)) == 1
     # An entry off the multiple: nothing to sign.
-    _check(functions, keys.agent)
+    run_check(functions, keys.agent)
     assert functions.invoke("checkpoint", _stream_batch(stack, stream_batches)) == {"signed": []}
 
 
@@ -584,14 +290,14 @@ def test_schedule_signs_the_tail_once_it_is_old(
 ) -> None:
     import boto3
 
-    _check(functions, keys.agent)
-    _check(functions, keys.agent)
+    run_check(functions, keys.agent)
+    run_check(functions, keys.agent)
     assert functions.invoke("checkpoint", _stream_batch(stack, stream_batches)) == {"signed": [2]}
     rule = boto3.client("events").describe_rule(Name=stack.physical["CheckpointFunctionSchedule"])
     tick = load_event("checkpoint-schedule")
     tick["resources"] = [rule["Arn"]]
     started = time.monotonic()
-    _check(functions, keys.agent)  # seq 3: one past the last checkpoint, fresh
+    run_check(functions, keys.agent)  # seq 3: one past the last checkpoint, fresh
     early = functions.invoke("checkpoint", tick)
     if time.monotonic() - started < 0.9:  # the tail is younger than CheckpointMaxAge
         assert early == {"signed": []}
@@ -616,7 +322,7 @@ def _template_routes(sam: Json) -> dict[str, dict[tuple[str, str], str]]:
     for resource in sam["Resources"].values():
         if resource["Type"] != "AWS::Serverless::Function":
             continue
-        name = _code_name(resource["Properties"]["CodeUri"])
+        name = code_name(resource["Properties"]["CodeUri"])
         events = resource["Properties"].get("Events", {})
         routes[name] = {
             (e["Properties"]["Method"].upper(), e["Properties"]["Path"]): event_name
@@ -776,7 +482,7 @@ def test_export_is_written_to_the_bucket(functions: Functions, keys: Keys, tmp_p
     import boto3
 
     for _ in range(3):
-        _check(functions, keys.agent)
+        run_check(functions, keys.agent)
     status, body = functions.http("export", load_event("export-export-evidence", keys.admin))
     assert status == 200, body
     bucket = functions.stack.physical["ExportBucket"]
@@ -819,7 +525,7 @@ def test_report_is_signed_by_the_kms_key(
 
 
 def test_retention_and_prune_run_in_the_prune_function(functions: Functions, keys: Keys) -> None:
-    _check(functions, keys.agent)
+    run_check(functions, keys.agent)
     status, body = functions.http("prune", load_event("prune-prune", keys.admin))
     assert status == 409 and "no retention is set" in body["message"]
     status, body = functions.http("prune", load_event("prune-put-retention", keys.admin))

@@ -12,16 +12,20 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   pk                                    sk                  attributes
   ====================================  ==================  ==============================
   ``{workspace}#doc#{collection}``      doc key             ``rev`` (N), ``body`` (S JSON)
-  ``{workspace}#head``                  ``head``            ``seq`` (N), ``hash``, ``entry``
   ``{workspace}#checkpoint``            ``{seq:020d}``      the checkpoint's fields
   ``{workspace}#pubkey``                key id              the public key's fields
   ====================================  ==================  ==============================
 
+The chain head is the ledger's last entry (a descending Query, one item): there is no head
+item to move, so a role that may append cannot point the chain anywhere else. Checkpoints
+and public keys live under partition keys the request-serving roles may not write (IAM
+``dynamodb:LeadingKeys`` in ``template.yaml``: they write ``*#doc#*`` items only).
+
 ``append`` / ``append_many`` is one ``TransactWriteItems``: the entries
-(``attribute_not_exists(seq)``), their records (``attribute_not_exists(rid)``), the chain
-head (conditional on the seq it was read at) and the caller's ``DocWrite``s (each with its
-revision condition; the new revision is computed by the update expression). When the head
-moved in between, the transaction is cancelled and retried after a jittered exponential
+(``attribute_not_exists(seq)``: the next seq is taken once), their records
+(``attribute_not_exists(rid)``) and the caller's ``DocWrite``s (each with its revision
+condition; the new revision is computed by the update expression). When another writer took
+the seq in between, the transaction is cancelled and retried after a jittered exponential
 backoff, from a fresh (consistent) read of the head; after ``max_attempts`` the caller gets
 ``ChainBusyError``. A failed record or doc condition is a ``ConflictError`` and is not
 retried. ``write_docs`` is one transaction too (at most 100 writes; one per doc).
@@ -64,7 +68,7 @@ __all__ = ["MAX_RECORD_ITEM_BYTES", "MAX_TRANSACT_ACTIONS", "DynamoStore"]
 
 # A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
 MAX_RECORD_ITEM_BYTES = 350_000
-# TransactWriteItems takes at most 100 actions. An append of n records uses 2n + 1 of them
+# TransactWriteItems takes at most 100 actions. An append of n records uses 2n of them
 # plus one per doc write; ``check_batch`` keeps that within the limit.
 MAX_TRANSACT_ACTIONS = 100
 # BatchGetItem takes 100 keys, BatchWriteItem 25 requests.
@@ -195,6 +199,10 @@ class DynamoStore:
         # Called once for every append retried because another writer moved the head
         # (the Lambda entry point counts them as a metric).
         self.on_retry: Callable[[], None] = lambda: None
+        # The last entry this process appended, per workspace: where the next append
+        # starts looking for the head. Only a hint: every append checks in its own
+        # transaction that the entry it links to is still there with that hash.
+        self._heads: dict[str, Entry] = {}
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
@@ -244,10 +252,11 @@ class DynamoStore:
                 )
             seen.add((new.kind, new.ref_id))
         doc_actions = self._doc_actions(writes)
+        known = self._heads.get(workspace)
+        head = self._forward(known) if known else self.head(workspace)
         for attempt in range(self.max_attempts):
-            head = self._head_item(workspace)
-            head_seq = int(head["seq"]["N"]) if head else 0
-            prev = head["hash"]["S"] if head else ZERO_HASH
+            head_seq = head.seq if head else 0
+            prev = head.hash if head else ZERO_HASH
             when = ts if ts is not None else _now_ms()
             entries: list[Entry] = []
             for i, (new, _packed, payload) in enumerate(prepared):
@@ -263,12 +272,14 @@ class DynamoStore:
                 )
                 entries.append(entry)
                 prev = entry.hash
-            # Layout (the cancellation reasons follow it): n entries, n records, the head,
-            # then the doc writes.
+            # Layout (the cancellation reasons follow it): the check that the entry the
+            # new ones link to is still there as read (none on an empty chain), n entries,
+            # n records, then the doc writes.
+            link = [self._link_check(head)] if head else []
             actions = [
+                *link,
                 *(self._ledger_put(e) for e in entries),
                 *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
-                self._head_put(entries[-1], head_seq),
                 *doc_actions,
             ]
             try:
@@ -276,16 +287,51 @@ class DynamoStore:
                     TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
                 )
             except ClientError as exc:
-                self._append_failed(exc, entries, writes)
+                stale = self._append_failed(exc, entries, writes, offset=len(link))
             else:
+                self._heads[workspace] = entries[-1]
                 return entries
-            if attempt + 1 < self.max_attempts:
-                self.on_retry()
-                self._backoff(attempt)
+            if attempt + 1 == self.max_attempts:
+                break
+            self.on_retry()
+            self._backoff(attempt)
+            # Someone appended first: the head is a few entries further on (read forward,
+            # item by item, from the newest this process knows); if the entry we linked to
+            # is gone (pruned), ask for the head.
+            known = self._heads.get(workspace)
+            if known is not None and (head is None or known.seq > head.seq):
+                head = known
+            head = self.head(workspace) if stale or head is None else self._forward(head)
         raise ChainBusyError(
             f"the chain head of {workspace!r} kept moving; gave up after "
             f"{self.max_attempts} attempts"
         )
+
+    def _forward(self, head: Entry) -> Entry | None:
+        """The chain's last entry, read forward from ``head`` (at most 16 reads, then one
+        Query): a writer that lost a race is usually a few entries behind."""
+        current = head
+        for _ in range(16):
+            got = self.client.get_item(
+                TableName=self.ledger_table,
+                Key={"workspace": _s(head.workspace), "seq": _n(current.seq + 1)},
+                ConsistentRead=True,
+            )
+            if "Item" not in got:
+                return current
+            current = _entry(got["Item"])
+        return self.head(head.workspace)
+
+    def _link_check(self, head: Entry) -> dict[str, Any]:
+        return {
+            "ConditionCheck": {
+                "TableName": self.ledger_table,
+                "Key": {"workspace": _s(head.workspace), "seq": _n(head.seq)},
+                "ConditionExpression": "#hash = :hash",
+                "ExpressionAttributeNames": {"#hash": "hash"},
+                "ExpressionAttributeValues": {":hash": _s(head.hash)},
+            }
+        }
 
     @staticmethod
     def _prepare(workspace: str, new: NewRecord) -> tuple[NewRecord, bytes, str]:
@@ -302,18 +348,25 @@ class DynamoStore:
         return new, packed, payload
 
     def _append_failed(
-        self, exc: ClientError, entries: list[Entry], writes: Sequence[DocWrite]
-    ) -> None:
-        """Raise the domain error for a failed append, or return to retry it."""
+        self, exc: ClientError, entries: list[Entry], writes: Sequence[DocWrite], *, offset: int
+    ) -> bool:
+        """Raise the domain error for a failed append, or return to retry it: True when
+        the entry the append linked to is no longer there as read (``offset`` is 1 when
+        the transaction starts with that check)."""
         code = _code(exc)
         if code in _RETRY_ERRORS:
-            return
+            return False
         if code == "ValidationException":
             raise StoreError(f"DynamoDB refused the append: {exc}") from exc
         if code != "TransactionCanceledException":
             raise exc
-        reasons: list[Any] = list(exc.response.get("CancellationReasons", []))
+        reasons: list[Any] = list(exc.response.get("CancellationReasons", []))[offset:]
         codes = [str(r.get("Code", "None")) for r in reasons]
+        stale = (
+            offset > 0
+            and str(exc.response.get("CancellationReasons", [{}])[0].get("Code"))
+            == "ConditionalCheckFailed"
+        )
         n = len(entries)
         failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
         for i, entry in enumerate(entries):
@@ -324,20 +377,12 @@ class DynamoStore:
                     key=entry.ref_id,
                 ) from exc
         for j, write in enumerate(writes):
-            if 2 * n + 1 + j in failed:
-                raise _doc_conflict(write, reasons[2 * n + 1 + j].get("Item")) from exc
-        chain = set(range(n)) | {2 * n}  # the entries and the head: someone appended first
-        if failed & chain or any(c in _RETRY_REASONS for c in codes):
-            return
+            if 2 * n + j in failed:
+                raise _doc_conflict(write, reasons[2 * n + j].get("Item")) from exc
+        chain = set(range(n))  # an entry's seq is taken: someone appended first
+        if stale or failed & chain or any(c in _RETRY_REASONS for c in codes):
+            return stale
         raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc
-
-    def _head_item(self, workspace: str) -> Item | None:
-        got = self.client.get_item(
-            TableName=self.state_table,
-            Key={"pk": _s(f"{workspace}#head"), "sk": _s("head")},
-            ConsistentRead=True,
-        )
-        return got.get("Item")
 
     def _ledger_put(self, entry: Entry) -> dict[str, Any]:
         return {
@@ -372,28 +417,17 @@ class DynamoStore:
             }
         }
 
-    def _head_put(self, entry: Entry, head_seq: int) -> dict[str, Any]:
-        put: dict[str, Any] = {
-            "TableName": self.state_table,
-            "Item": {
-                "pk": _s(f"{entry.workspace}#head"),
-                "sk": _s("head"),
-                "seq": _n(entry.seq),
-                "hash": _s(entry.hash),
-                "entry": _s(jsonutil.dumps(entry.to_json())),
-            },
-        }
-        if head_seq == 0:
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            put["ConditionExpression"] = "#seq = :seq"
-            put["ExpressionAttributeNames"] = {"#seq": "seq"}
-            put["ExpressionAttributeValues"] = {":seq": _n(head_seq)}
-        return {"Put": put}
-
     def head(self, workspace: str) -> Entry | None:
-        item = self._head_item(workspace)
-        return Entry.from_json(jsonutil.loads(item["entry"]["S"])) if item else None
+        got = self.client.query(
+            TableName=self.ledger_table,
+            KeyConditionExpression="workspace = :w",
+            ExpressionAttributeValues={":w": _s(workspace)},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = got.get("Items", [])
+        return _entry(items[0]) if items else None
 
     def _query(self, request: dict[str, Any], limit: int | None) -> Iterator[Item]:
         """Items of one Query, page by page, at most ``limit`` of them."""
@@ -521,6 +555,10 @@ class DynamoStore:
         )
         if "Item" not in cp:
             raise PruneError(f"no signed checkpoint at seq {through_seq}")
+        head = self.head(workspace)
+        if head is not None and through_seq >= head.seq:
+            # The last entry is the chain's head (there is no head item apart from it).
+            raise PruneError(f"seq {through_seq} is the chain head; a prune keeps the head")
         entries_deleted = records_deleted = 0
         query = self._query(
             {

@@ -1,0 +1,326 @@
+"""The stack for AWS tests (not a test module): template.yaml translated by SAM's own
+translator, deployed into moto's CloudFormation, and each function's real handler run with
+the environment the stack gives it. Used by tests/aws/test_stack.py and tests/security."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import importlib.util
+import io
+import json
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claros.api.app import FUNCTIONS
+from claros.auth import create_key
+from claros.store.base import Store
+from tests.aws import REPO, STORE_TABLES, load_template
+from tests.events import load_event
+
+STACK_NAME = "claros-test"
+ARTIFACTS = "claros-test-artifacts"
+# Small values so a test sees a checkpoint at every 2nd entry and a stale tail after 1 s.
+PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1", "AnchorRetentionDays": "1"}
+WS = "acme"
+ADMIN = "admin@acme.test"
+PERSON = "dana@acme.test"
+CODE_PROPERTY = {
+    "AWS::Serverless::Function": "CodeUri",
+    "AWS::Serverless::LayerVersion": "ContentUri",
+}
+
+Json = dict[str, Any]
+
+
+# --- the template, translated and deployed --------------------------------------------
+class _NoManagedPolicies:
+    """samtranslator's managed-policy loader; asked only for policies named by name, and the
+    template names none (its policies are written out)."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def translate(sam: Json) -> tuple[Json, dict[str, Path]]:
+    """Plain CloudFormation for ``sam`` and the local folders its code comes from, by S3
+    key: local CodeUri/ContentUri become s3:// URIs first, as ``sam package`` does."""
+    from samtranslator.translator.transform import transform  # type: ignore[import-untyped]
+
+    sam = copy.deepcopy(sam)
+    uploads: dict[str, Path] = {}
+    for logical_id, resource in sam["Resources"].items():
+        prop = CODE_PROPERTY.get(resource["Type"])
+        if prop is None:
+            continue
+        local = resource["Properties"][prop]
+        assert isinstance(local, str) and not local.startswith("s3://"), (logical_id, local)
+        assert (REPO / local).is_dir(), f"{logical_id}: {prop} {local} is not a folder"
+        uploads[f"{logical_id}.zip"] = REPO / local
+        resource["Properties"][prop] = f"s3://{ARTIFACTS}/{logical_id}.zip"
+    return transform(sam, {}, _NoManagedPolicies()), uploads
+
+
+def _zip(folder: Path) -> bytes:
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        for path in sorted(folder.iterdir()):
+            if path.is_file():
+                archive.write(path, path.name)
+    return data.getvalue()
+
+
+@dataclass
+class Stack:
+    sam: Json  # template.yaml as written
+    cfn: Json  # as translated and deployed
+    parameters: dict[str, str]  # every parameter's value in the stack
+    physical: dict[str, str]  # logical id -> physical id
+
+    def function_id(self, name: str) -> str:
+        """The logical id of the function whose code is functions/<name>/."""
+        for logical_id, resource in self.sam["Resources"].items():
+            code = resource.get("Properties", {}).get("CodeUri", "")
+            if resource["Type"] == "AWS::Serverless::Function" and code_name(code) == name:
+                return str(logical_id)
+        raise KeyError(f"template.yaml has no function with CodeUri functions/{name}/")
+
+    def env(self, name: str) -> dict[str, str]:
+        """The function's environment as Lambda would give it: Refs resolved to the
+        stack's parameter values and physical ids, every value a string."""
+        function = self.cfn["Resources"][self.function_id(name)]
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        return {key: self._resolve(key, value) for key, value in variables.items()}
+
+    def condition(self, name: str) -> bool:
+        return self._truth(self.cfn.get("Conditions", {})[name])
+
+    def _truth(self, expr: Any) -> bool:
+        if isinstance(expr, dict) and list(expr) == ["Fn::Not"]:
+            return not self._truth(expr["Fn::Not"][0])
+        if isinstance(expr, dict) and list(expr) == ["Fn::Equals"]:
+            left, right = (self._resolve("condition", v) for v in expr["Fn::Equals"])
+            return left == right
+        if isinstance(expr, dict) and list(expr) == ["Condition"]:
+            return self.condition(expr["Condition"])
+        raise AssertionError(f"the test cannot evaluate the condition {expr!r}")
+
+    def _resolve(self, key: str, value: Any) -> str:
+        if isinstance(value, dict) and list(value) == ["Fn::If"]:
+            name, if_true, if_false = value["Fn::If"]
+            return self._resolve(key, if_true if self.condition(name) else if_false)
+        if isinstance(value, dict) and list(value) == ["Ref"]:
+            ref = value["Ref"]
+            if ref in self.parameters:
+                return self.parameters[ref]
+            if ref in self.physical:
+                return self.physical[ref]
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, str | int | float):
+            return str(value)
+        raise AssertionError(f"{key}: the test cannot resolve {value!r}; teach Stack._resolve")
+
+    def store(self, client: Any) -> Store:
+        from claros.store.dynamo import DynamoStore
+
+        tables = {arg: self.physical[table] for arg, table in STORE_TABLES.items()}
+        return DynamoStore(
+            client, tables["ledger_table"], tables["records_table"], tables["state_table"]
+        )
+
+
+def code_name(code_uri: Any) -> str:
+    return str(code_uri).strip("/").split("/")[-1]
+
+
+def deploy(sam: Json) -> Stack:
+    import boto3
+
+    cfn, uploads = translate(sam)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=ARTIFACTS)
+    for key, folder in uploads.items():
+        s3.put_object(Bucket=ARTIFACTS, Key=key, Body=_zip(folder))
+    cloudformation = boto3.client("cloudformation")
+    cloudformation.create_stack(
+        StackName=STACK_NAME,
+        TemplateBody=json.dumps(cfn),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in PARAMETERS.items()],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+    [described] = cloudformation.describe_stacks(StackName=STACK_NAME)["Stacks"]
+    if described["StackStatus"] != "CREATE_COMPLETE":
+        events = cloudformation.describe_stack_events(StackName=STACK_NAME)["StackEvents"]
+        reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
+        pytest.fail(f"stack is {described['StackStatus']}: {reasons}")
+    resources = cloudformation.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
+    physical = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in resources
+        if r.get("LogicalResourceId") and r.get("PhysicalResourceId")
+    }
+    parameters = {
+        name: str(spec.get("Default", "")) for name, spec in sam["Parameters"].items()
+    } | {p["ParameterKey"]: p["ParameterValue"] for p in described.get("Parameters", [])}
+    return Stack(sam, cfn, parameters, physical)
+
+
+@pytest.fixture
+def stream_batches(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Json]]:
+    """(function name, event) of every invocation moto's Lambda makes: the stack's event
+    source mapping on the ledger stream invokes the checkpoint function inside moto."""
+    from moto.awslambda.models import LambdaFunction
+
+    delivered: list[tuple[str, Json]] = []
+
+    def invoke(self: Any, body: str, request_headers: Any, response_headers: Any) -> bytes:
+        delivered.append((str(self.function_name), json.loads(body)))
+        return b'{"delivered": true}'  # a result: moto drops the records it handed over
+
+    monkeypatch.setattr(LambdaFunction, "invoke", invoke)
+    return delivered
+
+
+@pytest.fixture
+def stack(dynamodb_client: Any, kms_ed25519: Any, stream_batches: list[tuple[str, Json]]) -> Stack:
+    """template.yaml deployed into moto (DynamoDB and KMS patched as in tests/aws.py)."""
+    return deploy(load_template())
+
+
+# --- the functions, run as Lambda runs them -------------------------------------------
+@dataclass(frozen=True)
+class LambdaContext:
+    """What Powertools reads from the Lambda context object."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    invoked_function_arn: str
+    aws_request_id: str
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+class Functions:
+    """Each function's handler from functions/<name>/app.py, imported once per test (a
+    fresh module: ``handler_for`` caches its services on the first call, as a Lambda
+    container does), invoked with the environment the stack gives that function."""
+
+    def __init__(self, stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+        import boto3
+
+        self.stack = stack
+        self.monkeypatch = monkeypatch
+        self.handlers: dict[str, Callable[[Mapping[str, Any], Any], Any]] = {}
+        self.lambda_ = boto3.client("lambda")
+        self.all_env = {k for name in FUNCTIONS for k in stack.env(name)}
+
+    def _use_env(self, name: str) -> None:
+        env = self.stack.env(name)
+        for key in self.all_env - set(env):
+            self.monkeypatch.delenv(key, raising=False)
+        for key, value in env.items():
+            self.monkeypatch.setenv(key, value)
+        # Tests have no X-Ray daemon; the handler's Tracer must stay off.
+        self.monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+
+    def handler(self, name: str) -> Callable[[Mapping[str, Any], Any], Any]:
+        if name not in self.handlers:
+            self._use_env(name)
+            resource = self.stack.sam["Resources"][self.stack.function_id(name)]
+            path = REPO / resource["Properties"]["CodeUri"] / "app.py"
+            spec = importlib.util.spec_from_file_location(f"lambda_{name}_{uuid.uuid4().hex}", path)
+            assert spec is not None and spec.loader is not None, path
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.handlers[name] = module.lambda_handler
+        return self.handlers[name]
+
+    def context(self, name: str) -> LambdaContext:
+        physical = self.stack.physical[self.stack.function_id(name)]
+        config = self.lambda_.get_function_configuration(FunctionName=physical)
+        return LambdaContext(
+            function_name=config["FunctionName"],
+            memory_limit_in_mb=int(config["MemorySize"]),
+            invoked_function_arn=config["FunctionArn"],
+            aws_request_id=str(uuid.uuid4()),
+        )
+
+    def invoke(self, name: str, event: Mapping[str, Any]) -> Any:
+        handler = self.handler(name)
+        self._use_env(name)
+        return handler(event, self.context(name))
+
+    def http(self, name: str, event: Mapping[str, Any]) -> tuple[int, Any]:
+        """(status, body parsed as JSON when it is JSON) of an API event."""
+        response = self.invoke(name, event)
+        body = response.get("body") or ""
+        if response.get("isBase64Encoded"):
+            body = base64.b64decode(body).decode()
+        content_type = header(response, "content-type")
+        parsed = json.loads(body) if content_type == "application/json" and body else body
+        return int(response["statusCode"]), parsed
+
+
+def header(response: Mapping[str, Any], name: str) -> str:
+    headers = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+    return str(headers.get(name, ""))
+
+
+@dataclass
+class Keys:
+    admin: str
+    agent: str
+
+
+@pytest.fixture
+def functions(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Functions]:
+    yield Functions(stack, monkeypatch)
+
+
+@pytest.fixture
+def stack_store(stack: Stack, dynamodb_client: Any) -> Iterator[Store]:
+    """The stack's own tables, seen from the test (keys are made here, as the CLI does)."""
+    found = stack.store(dynamodb_client)
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def keys(stack_store: Store) -> Keys:
+    return Keys(
+        admin=create_key(stack_store, WS, "admin", person=ADMIN),
+        agent=create_key(stack_store, WS, "agent", person=PERSON),
+    )
+
+
+def run_check(functions: Functions, key: str) -> str:
+    status, body = functions.http("check", load_event("check-check", key))
+    assert status == 200, body
+    assert body["allowed"] is True and body["check_id"].startswith("chk_")
+    return str(body["check_id"])
+
+
+def ledger_lines(functions: Functions, key: str) -> list[Json]:
+    status, body = functions.http("evidence", load_event("evidence-entries", key))
+    assert status == 200, body
+    return [json.loads(line) for line in str(body).splitlines()]
+
+
+def ledger_item(dynamodb_client: Any, stack: Stack, seq: int) -> Json:
+    got = dynamodb_client.get_item(
+        TableName=stack.physical["LedgerTable"],
+        Key={"workspace": {"S": WS}, "seq": {"N": str(seq)}},
+        ConsistentRead=True,
+    )
+    return dict(got["Item"])
