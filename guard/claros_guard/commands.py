@@ -100,12 +100,9 @@ def _hooks_install(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from claros_guard.hooks import hook_main
+    from claros_guard.hook_gate import run_hook
 
-    code, out = hook_main(args.kind, sys.stdin.buffer.read())
-    if out:
-        print(out)
-    return code
+    return run_hook(args.kind)
 
 
 def register(sub: Any) -> None:
