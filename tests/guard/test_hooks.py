@@ -389,3 +389,67 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     assert stderr.splitlines() == [
         "claros hook post: unexpected error: ValueError: could not convert string to float: 'later'"
     ]
+
+
+def test_install_keeps_one_claros_hook_per_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Claros hook with today's command keeps its timeout (it may be the user's);
+    duplicates and older ones go, and an entry they leave empty goes with them; a command
+    shlex cannot split is still read, and a hook of someone else's is left alone."""
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no claros: npx getclaros
+    path = settings_path("project")
+    path.parent.mkdir()
+    odd = {"type": "command", "command": "echo 'unbalanced"}
+    mine = {"type": "command", "command": "npx getclaros hook pre", "timeout": 300}
+    old = {"type": "command", "command": "/opt/venv/bin/claros hook pre"}
+    quoted = {
+        "type": "command",
+        "command": "'/opt/my venv/bin/python' -m claros_guard.cli hook pre",
+    }
+    not_ours = {"type": "command", "command": "claros-lint hook pre"}
+    pre_hooks = [
+        {"matcher": "*", "hooks": [odd, mine]},
+        {"matcher": "Bash", "hooks": [old]},
+        {"matcher": "*", "hooks": [quoted, not_ours]},
+    ]
+    path.write_text(json.dumps({"hooks": {"PreToolUse": pre_hooks}}))
+    assert install("project") == (path, ["PreToolUse", "PostToolUse", "PostToolUseFailure"])
+    after = json.loads(path.read_text())["hooks"]["PreToolUse"]
+    assert after == [{"matcher": "*", "hooks": [odd, mine]}, {"matcher": "*", "hooks": [not_ours]}]
+    once = path.read_bytes()
+    assert install("project") == (path, [])
+    assert path.read_bytes() == once
+
+
+def test_install_names_claros_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claros").symlink_to(Path(sys.executable).parent / "claros")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path))
+    path, _ = install("project")
+    hooks = json.loads(path.read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == "claros hook pre"
+    assert hooks["PostToolUseFailure"][0]["hooks"][0]["command"] == "claros hook post"
+
+
+def test_a_broken_install_still_answers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hooks module cannot be loaded (a broken install): pre denies in one line (no
+    decision under fail-open), post says nothing; never a traceback or exit 1."""
+    from claros_guard import hook_gate
+
+    monkeypatch.setitem(sys.modules, "claros_guard.hooks", None)  # its import now fails
+    bash = json.dumps(pre("Bash", {"command": "ls"}))
+    code, out = hook_gate.run("pre", bash)
+    reason = decision(json.loads(out))
+    assert code == 0 and reason[0] == "deny" and reason[1] is not None
+    assert reason[1].startswith("Blocked: Claros could not check this call (ModuleNotFound")
+    assert capsys.readouterr().err.startswith("claros hook pre: cannot load the hooks: ")
+    assert hook_gate.run("post", bash) == (0, "")
+    monkeypatch.setenv("CLAROS_FAIL_OPEN", "1")
+    assert hook_gate.run("pre", bash) == (0, "")
+    assert hook_gate.run("pre", json.dumps(pre("Read", {}))) == (0, "")  # reads never load it
