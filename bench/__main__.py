@@ -1,10 +1,10 @@
-"""``python -m bench [append] [verify]``: run the named benchmarks (default: all)."""
+"""``python -m bench [append] [verify] [hooks] ...``: run the named benchmarks (default: all)."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import append, canonical, decide, export, guard, verify
+from bench import append, canonical, decide, export, guard, hooks, verify
 
 BENCHES = {
     "append": append.main,
@@ -13,6 +13,7 @@ BENCHES = {
     "decide": decide.main,
     "guard": guard.main,
     "export": export.main,
+    "hooks": hooks.main,
 }
 
 

@@ -16,9 +16,7 @@ Server-side commands import the server package only when they run, so the client
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -61,6 +59,9 @@ def _serve_port(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging  # here, not at the top: a hook run must not pay for what serve uses
+    import sqlite3
+
     try:
         from claros.config import ConfigError, Settings
         from claros.local import serve
@@ -164,6 +165,13 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if len(words) == 2 and words[0] == "hook" and words[1] in ("pre", "post"):
+        # Claude Code runs a hook for every tool call: straight to it, without the parser
+        # (which imports every command's module); most calls then pass in milliseconds.
+        from claros_guard.hook_gate import run_hook
+
+        return run_hook(words[1])
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))

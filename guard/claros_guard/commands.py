@@ -81,7 +81,7 @@ def _guard(args: argparse.Namespace) -> int:
 
 def _hooks_install(args: argparse.Namespace) -> int:
     from claros_guard.errors import ConfigError
-    from claros_guard.hooks import install
+    from claros_guard.hooks import hook_command, install
 
     try:
         path, added = install("user" if args.user else "project")
@@ -89,9 +89,12 @@ def _hooks_install(args: argparse.Namespace) -> int:
         print(f"claros hooks install: {exc}", file=sys.stderr)
         return 2
     if added:
-        print(f"OK: added {', '.join(added)} hooks to {path}")
+        runner = hook_command("pre").removesuffix(" pre")
+        print(f"OK: the {', '.join(added)} hooks in {path} run `{runner} pre|post`")
+        if runner.startswith("npx "):
+            print("(claros is not on PATH here: the hooks reach it through npx getclaros)")
     else:
-        print(f"OK: {path} has the Claros hooks already")
+        print(f"OK: {path} has the Claros hooks already (nothing changed)")
     print(
         "The hooks use CLAROS_URL and CLAROS_KEY from Claude Code's environment, "
         "else the key claros login saved."
@@ -100,12 +103,9 @@ def _hooks_install(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from claros_guard.hooks import hook_main
+    from claros_guard.hook_gate import run_hook
 
-    code, out = hook_main(args.kind, sys.stdin.buffer.read())
-    if out:
-        print(out)
-    return code
+    return run_hook(args.kind)
 
 
 def register(sub: Any) -> None:

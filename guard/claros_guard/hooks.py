@@ -3,14 +3,16 @@
 ``install`` adds a ``PreToolUse`` hook (``claros hook pre``), and ``PostToolUse`` and
 ``PostToolUseFailure`` hooks (``claros hook post``), matching every tool, to
 ``.claude/settings.json`` (``--project``, the default) or ``~/.claude/settings.json``
-(``--user``). Existing hooks and settings are kept; installing twice changes nothing.
+(``--user``). The command is one every teammate's machine can run: ``claros hook pre``
+when ``claros`` is on PATH, else ``npx getclaros hook pre``; never a path into this
+machine's virtualenv. Existing hooks and settings are kept; a Claros hook installed
+before (by a path, or ``python -m claros_guard.cli``) is replaced, not duplicated;
+installing twice changes nothing (the file is not rewritten).
 
-``hook pre`` reads the hook's JSON on stdin and answers in Claude Code's format::
-
-    {"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                            "permissionDecision": "allow" | "deny",
-                            "permissionDecisionReason": "...",
-                            "additionalContext": "..."}}
+``hook pre`` reads the hook's JSON on stdin and answers in Claude Code's format, and never
+loosens Claude Code: it never answers ``allow`` (which would skip Claude Code's own
+permission prompt). ``claros_guard.hook_gate`` runs first and lets every call Claros never
+checks pass without loading this module.
 
 * Shell commands (``Bash``) and file edits (``Edit``, ``Write``, ``MultiEdit``,
   ``NotebookEdit``) are writes of app ``claude-code`` (``$CLAROS_HOOK_APP``); other
@@ -20,17 +22,20 @@
   it is a read. The reads a check needs run on that server's guard. When that guard
   itself serves Claude Code (it wraps this very connection) it checks the call, and the
   hook stays out of the way.
-* allow → ``allow``; nudge → ``allow`` with the rule's message as ``additionalContext``;
-  stop → ``deny`` naming the rule; ask → waits up to ``$CLAROS_ASK_WAIT`` seconds
-  (default 60) for the person asked: ``allow`` on approval, else ``deny`` saying who was
-  asked and how to retry.
+* allow → no output (exit 0: Claude Code's own permission flow runs as before); nudge →
+  the rule's message as ``additionalContext``, no decision; stop → ``deny`` naming the
+  rule; ask → waits for the person asked, as the guard does (``Policy``, the guard's
+  budget ``policy.ASK_WAIT``; ``$CLAROS_ASK_WAIT`` may shorten it): no decision on
+  approval, ``deny`` when denied or still unanswered, saying who was asked and how to
+  retry.
 * Claros unreachable or a read failing: ``deny`` (fail closed), unless
-  ``CLAROS_FAIL_OPEN=1``: then ``allow``, and the call is kept (``Spool.hold``, by its
-  ``tool_use_id``) for ``hook post`` to report to ``/v1/unchecked`` with how it ended. A
-  need naming a tool that is not a read is denied even then. The key is ``$CLAROS_KEY``,
-  else the one ``claros login`` saved.
+  ``CLAROS_FAIL_OPEN=1``: then no decision (Claude Code's own permissions decide; one
+  line on stderr), and the call is kept (``Spool.hold``, by its ``tool_use_id``) for
+  ``hook post`` to report to ``/v1/unchecked`` with how it ended. A need naming a tool
+  that is not a read is denied even then. The key is ``$CLAROS_KEY``, else the one
+  ``claros login`` saved.
 * Any other failure of the hook itself: one line on stderr and, for ``pre``, ``deny`` (or
-  with ``CLAROS_FAIL_OPEN=1`` ``allow``, kept for ``post`` as unchecked); never a
+  with ``CLAROS_FAIL_OPEN=1`` no decision, kept for ``post`` as unchecked); never a
   traceback or a non-zero exit, which Claude Code takes as "run the tool anyway,
   unchecked".
 
@@ -68,25 +73,40 @@ from claros_guard.errors import (
     GuardError,
 )
 from claros_guard.files import FileProblem, parse_json, read_text, write_file
+from claros_guard.hook_gate import (
+    WRITE_TOOLS,
+    context_answer,
+    deny_answer,
+    mcp_parts,
+    passes_at_once,
+)
 from claros_guard.keykind import ApprovingKeyError, KindCheckedApi
 from claros_guard.login import CredentialsError, resolve_connection
 from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
-from claros_guard.policy import Call, Policy
+from claros_guard.policy import ASK_WAIT, Call, Policy
 from claros_guard.spool import Spool, deliver, flush, state_dir
 
 __all__ = [
     "HOOK_EVENTS",
     "WRITE_TOOLS",
+    "ask_wait",
+    "hook_command",
     "hook_main",
     "install",
     "passes_at_once",
+    "run_event",
     "settings_path",
 ]
 
-WRITE_TOOLS = frozenset({"Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 HOOK_EVENTS = {"PreToolUse": "pre", "PostToolUse": "post", "PostToolUseFailure": "post"}
-_TIMEOUTS = {"pre": 120, "post": 15}
+# Claude Code kills a hook at its timeout and then runs the tool as if the hook had said
+# nothing: the pre hook's timeout leaves a minute beyond the longest wait for an answer
+# (the check before it, the repeat after the approval).
+_TIMEOUTS = {"pre": int(ASK_WAIT) + 60, "post": 15}
+# What runs Claros in an installed hook command: ``claros`` itself, ``npx getclaros``, or
+# ``python -m claros_guard.cli`` (older installs), by any path.
+_RUNNERS = frozenset({"claros", "getclaros", "claros_guard.cli"})
 _MAX_STRING = 2000
 _ASKS_FILE = "hook-asks.json"
 _FLUSH_LINES = 100
@@ -104,18 +124,57 @@ def settings_path(scope: str) -> Path:
     return Path(root) / ".claude" / "settings.json"
 
 
-def _command(kind: str) -> str:
-    found = shutil.which("claros")
-    if found:
-        return f"{shlex.quote(str(Path(found).resolve()))} hook {kind}"
-    return f"{shlex.quote(sys.executable)} -m claros_guard.cli hook {kind}"
+def hook_command(kind: str) -> str:
+    """The command the settings name, one that runs on every teammate's machine (the
+    settings file is shared): ``claros`` on PATH, else the npm launcher."""
+    runner = "claros" if shutil.which("claros") else "npx getclaros"
+    return f"{runner} hook {kind}"
 
 
-def _ours(entry: dict[str, Any], kind: str) -> bool:
+def _is_claros_hook(hook: Mapping[str, Any], kind: str) -> bool:
+    """A Claros ``hook KIND`` command, whichever way it names Claros (this install's, or
+    an older one's path into some virtualenv)."""
+    command = hook.get("command")
+    if hook.get("type", "command") != "command" or not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
     return any(
-        "claros" in str(h.get("command", "")) and f"hook {kind}" in str(h.get("command", ""))
-        for h in entry.get("hooks") or []
+        Path(word).name.split("@")[0] in _RUNNERS and words[i + 1 : i + 3] == ["hook", kind]
+        for i, word in enumerate(words)
     )
+
+
+def _place(entries: list[Any], kind: str) -> bool:
+    """Make ``entries`` hold exactly one Claros ``hook KIND``, with today's command: a hook
+    with that command is kept as it is (its timeout may be the user's), an older one is
+    rewritten in place, any others are dropped. True when anything changed."""
+    command = hook_command(kind)
+    found = [
+        hook
+        for entry in entries
+        for hook in entry.get("hooks") or []
+        if _is_claros_hook(hook, kind)
+    ]
+    keep = next((h for h in found if h.get("command") == command), None)
+    changed = keep is None
+    if keep is None and found:
+        keep = found[0]
+        keep.update({"type": "command", "command": command, "timeout": _TIMEOUTS[kind]})
+    elif keep is None:
+        hook = {"type": "command", "command": command, "timeout": _TIMEOUTS[kind]}
+        entries.append({"matcher": "*", "hooks": [hook]})
+    drop = [h for h in found if h is not keep]
+    for entry in list(entries):
+        inner = entry.get("hooks") or []
+        if any(h is d for h in inner for d in drop):
+            entry["hooks"] = [h for h in inner if not any(h is d for d in drop)]
+            if not entry["hooks"]:
+                entries.remove(entry)
+            changed = True
+    return changed
 
 
 def _shape_problem(path: Path, event: str, entries: list[Any]) -> ConfigError | None:
@@ -139,7 +198,8 @@ def _shape_problem(path: Path, event: str, entries: list[Any]) -> ConfigError | 
 
 
 def install(scope: str) -> tuple[Path, list[str]]:
-    """Add the hooks; returns the settings file and the events it added hooks for. A
+    """Add the hooks; returns the settings file and the events whose hooks it added or
+    replaced (none: the file was left as it was, byte for byte). A
     file that cannot be read, or is not shaped as Claude Code writes it, is a
     ConfigError naming it, and is left as it is."""
     path = settings_path(scope)
@@ -164,11 +224,8 @@ def install(scope: str) -> tuple[Path, list[str]]:
         problem = _shape_problem(path, event, entries)
         if problem is not None:
             raise problem
-        if any(_ours(e, kind) for e in entries):
-            continue
-        hook = {"type": "command", "command": _command(kind), "timeout": _TIMEOUTS[kind]}
-        entries.append({"matcher": "*", "hooks": [hook]})
-        added.append(event)
+        if _place(entries, kind):
+            added.append(event)
     if added:
         try:
             text = json.dumps(settings, indent=2) + "\n"
@@ -192,19 +249,6 @@ def _trimmed(value: Any) -> Any:
     if isinstance(value, list):
         return [_trimmed(v) for v in value]
     return value
-
-
-def mcp_parts(tool_name: str) -> tuple[str, str] | None:
-    if not tool_name.startswith("mcp__"):
-        return None
-    server, sep, tool = tool_name[5:].partition("__")
-    return (server, tool) if sep and server and tool else None
-
-
-def passes_at_once(event: Mapping[str, Any]) -> bool:
-    """A built-in tool that is not a write: nothing to check, nothing to load."""
-    name = str(event.get("tool_name") or "")
-    return mcp_parts(name) is None and name not in WRITE_TOOLS
 
 
 async def _target(
@@ -240,15 +284,21 @@ class _HookReader:
         return await self.peers.read(app or self.app, tool, arguments, kind=kind)
 
 
-def _answer(decision: str, reason: str, context: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": decision,
-        "permissionDecisionReason": reason,
-    }
-    if context:
-        out["additionalContext"] = context
-    return {"hookSpecificOutput": out}
+def ask_wait(env: Mapping[str, str]) -> float:
+    """How long a hook waits for the answer to an ask: the guard's budget
+    (``policy.ASK_WAIT``), or less when ``CLAROS_ASK_WAIT`` says so. Never more: the
+    installed hook's timeout is sized for it, and Claude Code runs the tool once a hook
+    has timed out. ValueError for a setting that is not a number of seconds."""
+    text = env.get("CLAROS_ASK_WAIT") or ""
+    if not text:
+        return ASK_WAIT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"CLAROS_ASK_WAIT={text!r} is not a number of seconds")
+    return min(seconds, ASK_WAIT)
 
 
 def _load_asks(path: Path) -> dict[str, Any]:
@@ -281,7 +331,7 @@ async def pre(
         api,
         NeedResolver(_HookReader(peers, app)),
         fail_open=fail_open,
-        ask_wait=float(os.environ.get("CLAROS_ASK_WAIT", "60")),
+        ask_wait=ask_wait(os.environ),
         poll_interval=float(os.environ.get("CLAROS_ASK_POLL", "1.0")),
     )
     asks_path = peers.directory / _ASKS_FILE
@@ -301,18 +351,25 @@ async def pre(
     verdict = await policy.decide(call)
     _save_asks(asks_path, policy.export_asks())
     if not verdict.forward:
-        return _answer("deny", verdict.message or "Blocked by Claros.")
+        return deny_answer(verdict.message or "Blocked by Claros.")
     if verdict.unchecked:
         report = policy.report_for(call, verdict, None, _UNCHECKED_SUMMARY)
         if report is not None:
             await _keep_for_post(event, report, spool, lambda: api)
-        return _answer(
-            "allow",
-            f"Claros could not check this call and CLAROS_FAIL_OPEN=1 "
-            f"lets it run: {verdict.unchecked}",
-        )
-    context = "\n".join(verdict.notes) or None
-    return _answer("allow", f"Claros: {verdict.result} (check {verdict.check_id})", context)
+        _say_unchecked(verdict.unchecked)
+        return None
+    # Allowed, nudged or approved: Claros has no objection, and Claude Code's own
+    # permissions still decide (its prompt, its deny and ask rules), as without Claros.
+    context = "\n".join(verdict.notes)
+    return context_answer(context) if context else None
+
+
+def _say_unchecked(reason: str) -> None:
+    print(
+        f"claros hook pre: Claros could not check this call and CLAROS_FAIL_OPEN=1 leaves it "
+        f"to Claude Code's own permissions: {' '.join(reason.split())[:500]}",
+        file=sys.stderr,
+    )
 
 
 # -- post ------------------------------------------------------------------------------------
@@ -553,49 +610,26 @@ def _unexpected(kind: str, event: Mapping[str, Any], exc: Exception) -> tuple[in
                 f"claros hook pre: cannot report the unchecked call: {report_exc}",
                 file=sys.stderr,
             )
-        return 0, json.dumps(
-            _answer(
-                "allow",
-                f"Claros could not check this call and CLAROS_FAIL_OPEN=1 lets it run: {reason}",
-            )
-        )
+        _say_unchecked(reason)
+        return 0, ""
     return 0, json.dumps(
-        _answer(
-            "deny",
+        deny_answer(
             f"Blocked: Claros could not check this call, the hook failed unexpectedly ({what}). "
-            "The call was not run.",
+            "The call was not run."
         )
     )
 
 
-def _parse_event(stdin: str | bytes) -> dict[str, Any]:
-    """The hook's JSON object; ValueError saying what is wrong with it."""
-    if isinstance(stdin, bytes):
-        try:
-            stdin = stdin.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
-    try:
-        event = json.loads(stdin or "{}")
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
-    if not isinstance(event, dict):
-        raise ValueError("not an object")
-    return event
-
-
 def hook_main(kind: str, stdin: str | bytes) -> tuple[int, str]:
     """(exit code, stdout) for ``claros hook pre|post`` given the hook's JSON."""
-    try:
-        event = _parse_event(stdin)
-    except ValueError as exc:
-        reason = f"claros hook {kind}: the hook input is not JSON Claude Code sends ({exc})"
-        print(reason, file=sys.stderr)
-        return (0, json.dumps(_answer("deny", reason))) if kind == "pre" else (0, "")
-    if passes_at_once(event):
-        return 0, ""
+    from claros_guard.hook_gate import run
+
+    return run(kind, stdin)
+
+
+def run_event(kind: str, event: Mapping[str, Any]) -> tuple[int, str]:
+    """(exit code, stdout) for a hook's event that may need a check (``hook_gate`` let
+    the others pass)."""
     # The spool's log lines (a report dropped, a line skipped), one line each on stderr.
     logging.basicConfig(
         level=logging.WARNING, format=f"claros hook {kind}: %(message)s", stream=sys.stderr
@@ -609,8 +643,9 @@ def hook_main(kind: str, stdin: str | bytes) -> tuple[int, str]:
         if kind != "pre":
             return 0, ""
         if os.environ.get("CLAROS_FAIL_OPEN") == "1":
+            _say_unchecked(str(exc))
             return 0, ""
-        return 0, json.dumps(_answer("deny", f"Claros cannot check this call: {exc}"))
+        return 0, json.dumps(deny_answer(f"Claros cannot check this call: {exc}"))
     except Exception as exc:
         return _unexpected(kind, event, exc)
     return 0, json.dumps(answer) if answer is not None else ""

@@ -44,12 +44,13 @@ from claros_guard.errors import (
 from claros_guard.needs import NeedResolver
 from claros_guard.records import error_text
 
-__all__ = ["Call", "Policy", "ProgressFn", "Verdict", "outcome_of"]
+__all__ = ["ASK_WAIT", "Call", "Policy", "ProgressFn", "Verdict", "outcome_of"]
 
 log = logging.getLogger("claros_guard.policy")
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 MAX_ROUNDS = 5
+ASK_WAIT = 120.0  # seconds a call waits for an answer to its ask, guard and hooks alike
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Policy:
         resolver: NeedResolver,
         *,
         fail_open: bool = False,
-        ask_wait: float = 120.0,
+        ask_wait: float = ASK_WAIT,
         poll_interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -110,7 +110,9 @@ async def test_an_empty_claros_port_leaves_the_hook_checking(workspace: Workspac
     answer, stderr = await hook_process(
         workspace, "pre", pre("Bash", {"command": "ls"}, "t1"), CLAROS_PORT=""
     )
-    assert decision(answer)[0] == "allow" and stderr == ""
+    # Checked and allowed: no decision (Claude Code's own permissions decide).
+    assert answer is None and stderr == ""
+    assert [c["result"] for c in workspace.records("check")] == ["allow"]
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
@@ -159,7 +161,8 @@ async def test_a_long_tool_use_id_keeps_its_outcome(workspace: Workspace) -> Non
     use = "toolu_" + "x" * 250  # 256: the most Claros takes
     event = pre("Bash", {"command": "ls"}, use)
     answer, _ = await hook_process(ws, "pre", event)
-    assert decision(answer)[0] == "allow"
+    assert answer is None  # checked and allowed: no decision
+    assert [c["result"] for c in ws.records("check")] == ["allow"]
     done = {**event, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "a b"}}
     answer, stderr = await hook_process(ws, "post", done)
     assert answer is None and stderr == ""

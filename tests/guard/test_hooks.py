@@ -53,11 +53,20 @@ def pre(tool: str, tool_input: dict[str, Any], use: str = "toolu_1") -> dict[str
     }
 
 
-def decision(answer: dict[str, Any] | None) -> tuple[str, str, str | None]:
-    assert answer is not None
+def decision(answer: dict[str, Any] | None) -> tuple[str | None, str | None, str | None]:
+    """(permissionDecision, its reason, additionalContext); all None when the hook said
+    nothing (Claros has no objection: Claude Code's own permissions decide). The hook never
+    answers ``allow``."""
+    if answer is None:
+        return None, None, None
     out = answer["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse"
-    return out["permissionDecision"], out["permissionDecisionReason"], out.get("additionalContext")
+    assert out.get("permissionDecision") in (None, "deny"), out
+    return (
+        out.get("permissionDecision"),
+        out.get("permissionDecisionReason"),
+        out.get("additionalContext"),
+    )
 
 
 def test_install_adds_the_hooks_once_and_keeps_the_others(
@@ -76,8 +85,9 @@ def test_install_adds_the_hooks_once_and_keeps_the_others(
     pre_hooks = settings["hooks"]["PreToolUse"]
     assert pre_hooks[0] == mine and len(pre_hooks) == 2
     assert pre_hooks[1]["matcher"] == "*"
-    assert pre_hooks[1]["hooks"][0]["command"].endswith("hook pre")
-    assert settings["hooks"]["PostToolUse"][0]["hooks"][0]["command"].endswith("hook post")
+    assert pre_hooks[1]["hooks"][0]["command"] in ("claros hook pre", "npx getclaros hook pre")
+    assert pre_hooks[1]["hooks"][0]["timeout"] == 180  # the 120 s wait for an ask, and more
+    assert settings["hooks"]["PostToolUse"][0]["hooks"][0]["command"].endswith(" hook post")
     user = settings_path("user")
     assert install("user") == (user, ["PreToolUse", "PostToolUse", "PostToolUseFailure"])
     assert user == tmp_path / "home" / ".claude" / "settings.json"
@@ -110,8 +120,8 @@ async def test_shell_commands_and_edits_are_checked_and_reads_pass(workspace: Wo
     assert await hook(ws, "pre", pre("Grep", {"pattern": "TODO"})) is None
     denied = decision(await hook(ws, "pre", pre("Bash", {"command": "git push --force"}, "t1")))
     assert denied[0] == "deny" and "no-force-push" in denied[1] and "shared history" in denied[1]
-    allowed = decision(await hook(ws, "pre", pre("Bash", {"command": "ls -la"}, "t2")))
-    assert allowed[0] == "allow" and allowed[2] is None
+    allowed = await hook(ws, "pre", pre("Bash", {"command": "ls -la"}, "t2"))
+    assert allowed is None  # no decision: Claude Code's own permission flow runs
     nudged = decision(
         await hook(
             ws,
@@ -119,10 +129,7 @@ async def test_shell_commands_and_edits_are_checked_and_reads_pass(workspace: Wo
             pre("Edit", {"file_path": "/repo/.env", "old_string": "a", "new_string": "b"}, "t3"),
         )
     )
-    assert (
-        nudged[0] == "allow"
-        and nudged[2] == "Claros (env-files): Keep secrets out of .env in the repo."
-    )
+    assert nudged == (None, None, "Claros (env-files): Keep secrets out of .env in the repo.")
     post = {
         "session_id": "sess-1",
         "hook_event_name": "PostToolUse",
@@ -163,10 +170,10 @@ async def test_claros_unreachable_denies_unless_fail_open(
     event = pre("Bash", {"command": "make deploy"})
     denied = decision(await hook(workspace, "pre", event, CLAROS_URL=dead_url()))
     assert denied[0] == "deny" and "Claros could not check this call" in denied[1]
-    opened = decision(
-        await hook(workspace, "pre", event, CLAROS_URL=dead_url(), CLAROS_FAIL_OPEN="1")
+    opened, stderr = await hook_process(
+        workspace, "pre", event, CLAROS_URL=dead_url(), CLAROS_FAIL_OPEN="1"
     )
-    assert opened[0] == "allow" and "CLAROS_FAIL_OPEN=1" in opened[1]
+    assert opened is None and "CLAROS_FAIL_OPEN=1" in stderr  # no decision, never allow
     nowhere = str(tmp_path)  # no saved sign-in either
     no_key = decision(await hook(workspace, "pre", event, CLAROS_KEY="", XDG_CONFIG_HOME=nowhere))
     assert no_key[0] == "deny" and "no Claros key" in no_key[1]
@@ -198,8 +205,8 @@ async def test_an_ask_denies_then_allows_the_retry_once_approved(workspace: Work
             headers={"Authorization": f"Bearer {ws.admin}"},
         )
         assert answer.status_code == 200, answer.text
-    approved = decision(await hook(ws, "pre", event))
-    assert approved[0] == "allow"
+    approved = await hook(ws, "pre", event)
+    assert approved is None  # approved: Claude Code's own permissions decide
     assert [c["result"] for c in ws.records("check")] == ["ask", "allow"]
 
 
@@ -230,7 +237,7 @@ async def test_mcp_tools_use_that_servers_guard(workspace: Workspace) -> None:
         )
     assert read is None  # the guard says it is a read
     assert decision(big)[0] == "deny" and "big-share" in decision(big)[1]
-    assert decision(small)[0] == "allow"
+    assert small is None
     assert tools_called(ws) == ["order_read", "order_read"]  # run by the guard for the hook
     # A guard that serves Claude Code itself checks the calls; the hook stays out of it.
     claude = Implementation(name="claude-code", version="2.1.0")
@@ -288,7 +295,7 @@ async def test_saved_login_credentials_are_enough(workspace: Workspace, tmp_path
     rm = decision(await hook(ws, "pre", pre("Bash", {"command": "rm -rf /"}, "t1"), **signed_in))
     ls = decision(await hook(ws, "pre", pre("Bash", {"command": "ls"}, "t2"), **signed_in))
     assert rm[0] == "deny" and "no-rm" in rm[1]
-    assert ls[0] == "allow"
+    assert ls == (None, None, None)
     async with Client(ws.guard("shop", example("shop"), **signed_in)):
         await wait_registered(ws, "shop")
         ws.push(mappings=[LOOKUP_MAPPING])
@@ -303,7 +310,7 @@ async def test_saved_login_credentials_are_enough(workspace: Workspace, tmp_path
             )
             for amount, use in ((150, "t3"), (250, "t4"), (20, "t5"))
         ]
-    assert [a[0] for a in answers] == ["allow", "deny", "allow"]
+    assert [a[0] for a in answers] == [None, "deny", None]
     assert "over-total" in answers[1][1]
     # Three hook processes, one lookup value: the shop's guard read it once (60 s cache).
     assert tools_called(ws) == ["order_read"]
@@ -322,21 +329,26 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     broken = {"CLAROS_ASK_WAIT": "soon"}  # a setting the hook cannot use: not a number
     answer, stderr = await hook_process(ws, "pre", event, **broken)
     denied = decision(answer)
-    assert denied[0] == "deny"
-    assert "the hook failed unexpectedly (ValueError: could not convert" in denied[1]
+    assert denied[0] == "deny" and denied[1] is not None
+    assert "the hook failed unexpectedly (ValueError: CLAROS_ASK_WAIT='soon' is not" in denied[1]
     assert "The call was not run" in denied[1]
     assert "Traceback" not in stderr
     assert stderr.splitlines() == [
-        "claros hook pre: unexpected error: ValueError: could not convert string to float: 'soon'"
+        "claros hook pre: unexpected error: ValueError: CLAROS_ASK_WAIT='soon' is not a number "
+        "of seconds"
     ]
     assert ws.records("check") == [] and ws.records("unchecked") == []
 
-    # With fail-open: allowed and kept for its post, which reports it as unchecked with
-    # how it ended.
+    # With fail-open: no decision (Claude Code's own permissions decide, never an allow),
+    # and kept for its post, which reports it as unchecked with how it ended.
     answer, stderr = await hook_process(ws, "pre", event, CLAROS_FAIL_OPEN="1", **broken)
-    allowed = decision(answer)
-    assert allowed[0] == "allow" and "CLAROS_FAIL_OPEN=1" in allowed[1]
-    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr
+    assert answer is None
+    lines = stderr.splitlines()
+    assert len(lines) == 2 and "Traceback" not in stderr
+    assert lines[1].startswith(
+        "claros hook pre: Claros could not check this call and CLAROS_FAIL_OPEN=1 leaves it "
+        "to Claude Code's own permissions: the hook failed unexpectedly (ValueError"
+    )
     assert ws.records("unchecked") == []
     ran = {**event, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "deployed"}}
     assert await hook_process(ws, "post", ran) == (None, "")
@@ -348,7 +360,7 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     assert unchecked["agent"]["via"]["guard"] == "claros-hooks"
     assert unchecked["agent"]["call_id"] == "t7"
 
-    # ... and when it can be neither kept nor sent, the allow stands and stderr says so.
+    # ... and when it can be neither kept nor sent, still no decision, and stderr says so.
     not_a_dir = ws.log.parent / "state-file"
     not_a_dir.write_text("")
     answer, stderr = await hook_process(
@@ -360,9 +372,9 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
         CLAROS_STATE_DIR=str(not_a_dir),
         **broken,
     )
-    assert decision(answer)[0] == "allow"
+    assert answer is None
     lines = stderr.splitlines()
-    assert len(lines) == 3 and "Traceback" not in stderr
+    assert len(lines) == 4 and "Traceback" not in stderr
     assert lines[1].startswith("claros hook pre: cannot keep the unchecked call for its outcome: ")
     assert lines[2].startswith(
         "claros hook pre: cannot report the unchecked call to claude-code Bash: cannot reach "
@@ -377,3 +389,67 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     assert stderr.splitlines() == [
         "claros hook post: unexpected error: ValueError: could not convert string to float: 'later'"
     ]
+
+
+def test_install_keeps_one_claros_hook_per_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Claros hook with today's command keeps its timeout (it may be the user's);
+    duplicates and older ones go, and an entry they leave empty goes with them; a command
+    shlex cannot split is still read, and a hook of someone else's is left alone."""
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no claros: npx getclaros
+    path = settings_path("project")
+    path.parent.mkdir()
+    odd = {"type": "command", "command": "echo 'unbalanced"}
+    mine = {"type": "command", "command": "npx getclaros hook pre", "timeout": 300}
+    old = {"type": "command", "command": "/opt/venv/bin/claros hook pre"}
+    quoted = {
+        "type": "command",
+        "command": "'/opt/my venv/bin/python' -m claros_guard.cli hook pre",
+    }
+    not_ours = {"type": "command", "command": "claros-lint hook pre"}
+    pre_hooks = [
+        {"matcher": "*", "hooks": [odd, mine]},
+        {"matcher": "Bash", "hooks": [old]},
+        {"matcher": "*", "hooks": [quoted, not_ours]},
+    ]
+    path.write_text(json.dumps({"hooks": {"PreToolUse": pre_hooks}}))
+    assert install("project") == (path, ["PreToolUse", "PostToolUse", "PostToolUseFailure"])
+    after = json.loads(path.read_text())["hooks"]["PreToolUse"]
+    assert after == [{"matcher": "*", "hooks": [odd, mine]}, {"matcher": "*", "hooks": [not_ours]}]
+    once = path.read_bytes()
+    assert install("project") == (path, [])
+    assert path.read_bytes() == once
+
+
+def test_install_names_claros_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claros").symlink_to(Path(sys.executable).parent / "claros")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path))
+    path, _ = install("project")
+    hooks = json.loads(path.read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == "claros hook pre"
+    assert hooks["PostToolUseFailure"][0]["hooks"][0]["command"] == "claros hook post"
+
+
+def test_a_broken_install_still_answers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hooks module cannot be loaded (a broken install): pre denies in one line (no
+    decision under fail-open), post says nothing; never a traceback or exit 1."""
+    from claros_guard import hook_gate
+
+    monkeypatch.setitem(sys.modules, "claros_guard.hooks", None)  # its import now fails
+    bash = json.dumps(pre("Bash", {"command": "ls"}))
+    code, out = hook_gate.run("pre", bash)
+    reason = decision(json.loads(out))
+    assert code == 0 and reason[0] == "deny" and reason[1] is not None
+    assert reason[1].startswith("Blocked: Claros could not check this call (ModuleNotFound")
+    assert capsys.readouterr().err.startswith("claros hook pre: cannot load the hooks: ")
+    assert hook_gate.run("post", bash) == (0, "")
+    monkeypatch.setenv("CLAROS_FAIL_OPEN", "1")
+    assert hook_gate.run("pre", bash) == (0, "")
+    assert hook_gate.run("pre", json.dumps(pre("Read", {}))) == (0, "")  # reads never load it

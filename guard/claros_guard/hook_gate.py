@@ -1,0 +1,123 @@
+"""The first thing ``claros hook pre|post`` runs: read the hook's JSON, and let a call that
+Claros never checks (``Read``, ``Grep``, ``Glob``, ... every built-in tool that is not a
+write) go at once.
+
+Claude Code runs the hook as a new process for every tool call, so this path is kept to
+the standard library's ``json``: no HTTP client, no key lookup, no network, none of the
+heavy modules (httpx, pydantic, mcp, anyio). Only a call that may need a check goes on to
+``claros_guard.hooks``, which imports those. Whatever is added where the hook first talks
+to Claros (the key, its kind) belongs there, not here.
+
+What Claude Code reads on stdout is built here too, and it never loosens Claude Code: the
+hook answers ``deny`` (a stop, an unanswered or denied ask, Claros unable to check),
+``additionalContext`` alone (a nudge), or nothing at all, so that Claude Code's own
+permission flow runs as it would without Claros. No ``permissionDecision`` that skips
+Claude Code's prompt is ever printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (mypy knows it)
+
+if TYPE_CHECKING:  # typing's names cost an import this path does without
+    from collections.abc import Mapping
+    from typing import Any
+
+__all__ = [
+    "WRITE_TOOLS",
+    "context_answer",
+    "deny_answer",
+    "mcp_parts",
+    "parse_event",
+    "passes_at_once",
+    "run",
+    "run_hook",
+]
+
+WRITE_TOOLS = frozenset({"Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+_EVENT = "PreToolUse"
+
+
+def deny_answer(reason: str) -> dict[str, Any]:
+    """Claude Code does not run the tool, and tells the model why."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": _EVENT,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def context_answer(context: str) -> dict[str, Any]:
+    """No decision (Claude Code's own permissions decide), and a note for the model."""
+    return {"hookSpecificOutput": {"hookEventName": _EVENT, "additionalContext": context}}
+
+
+def mcp_parts(tool_name: str) -> tuple[str, str] | None:
+    if not tool_name.startswith("mcp__"):
+        return None
+    server, sep, tool = tool_name[5:].partition("__")
+    return (server, tool) if sep and server and tool else None
+
+
+def passes_at_once(event: Mapping[str, Any]) -> bool:
+    """A built-in tool that is not a write: nothing to check, nothing to load."""
+    name = str(event.get("tool_name") or "")
+    return mcp_parts(name) is None and name not in WRITE_TOOLS
+
+
+def parse_event(stdin: str | bytes) -> dict[str, Any]:
+    """The hook's JSON object; ValueError saying what is wrong with it."""
+    if isinstance(stdin, bytes):
+        try:
+            stdin = stdin.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        event = json.loads(stdin or "{}")
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(event, dict):
+        raise ValueError("not an object")
+    return event
+
+
+def run(kind: str, stdin: str | bytes) -> tuple[int, str]:
+    """(exit code, stdout) for ``claros hook pre|post`` given the hook's JSON."""
+    try:
+        event = parse_event(stdin)
+    except ValueError as exc:
+        reason = f"claros hook {kind}: the hook input is not JSON Claude Code sends ({exc})"
+        print(reason, file=sys.stderr)
+        return (0, json.dumps(deny_answer(reason))) if kind == "pre" else (0, "")
+    if passes_at_once(event):
+        return 0, ""
+    try:
+        from claros_guard.hooks import run_event  # the HTTP client and the rest, only now
+    except Exception as exc:  # a broken install: still an answer, never a traceback
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        print(f"claros hook {kind}: cannot load the hooks: {what}", file=sys.stderr)
+        if kind != "pre" or os.environ.get("CLAROS_FAIL_OPEN") == "1":
+            return 0, ""  # fail-open: no decision, Claude Code's own permissions decide
+        reason = f"Blocked: Claros could not check this call ({what}). The call was not run."
+        return 0, json.dumps(deny_answer(reason))
+    return run_event(kind, event)
+
+
+def run_hook(kind: str) -> int:
+    """``claros hook KIND`` as Claude Code runs it: the JSON on stdin, the answer on
+    stdout, exit 0 (a hook exiting non-zero lets Claude Code run the tool unchecked)."""
+    try:
+        code, out = run(kind, sys.stdin.buffer.read())
+    except KeyboardInterrupt:
+        return 130
+    if out:
+        print(out)
+    return code
