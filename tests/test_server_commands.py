@@ -133,7 +133,7 @@ def test_ledger_verify_names_each_failure(tmp_path: Path) -> None:
         db.execute("UPDATE records SET body = '{}' WHERE ref_id = 'c1'")
     # Someone with the sqlite3 shell who also drops the triggers:
     db.execute("DROP TRIGGER records_no_update")
-    db.execute("DROP TRIGGER ledger_delete_below_checkpoint")
+    db.execute("DROP TRIGGER ledger_delete_only_by_a_prune")
     db.execute("""UPDATE records SET body = '{"amount":"99.00","i":1}' WHERE ref_id = 'c1'""")
     db.execute("DELETE FROM ledger WHERE seq = 3")
     db.close()
