@@ -53,8 +53,8 @@ def _raw(services: Services, *, drop_triggers: bool = False) -> sqlite3.Connecti
     """The database as its holder has it: the sqlite3 shell's powers."""
     conn = sqlite3.connect(_db_path(services), isolation_level=None)
     if drop_triggers:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
-        for name in names:
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+        for (name,) in names:
             conn.execute(f"DROP TRIGGER {name}")
     return conn
 
@@ -185,15 +185,20 @@ def _resign_with(content: bytes, key: SigningKey) -> bytes:
         elif data.get("type") == "checkpoint":
             message = "\n".join(["claros-ledger-checkpoint", data["workspace"], str(data["seq"]),
                                  data["hash"], str(data["ts"])]).encode()  # fmt: skip
-            data.update(key_id=key_id,
-                        signature=base64.b64encode(key.sign(message).signature).decode())  # fmt: skip
+            signature = base64.b64encode(key.sign(message).signature).decode()
+            data.update(key_id=key_id, signature=signature)
         else:
             out.append(line)
             continue
         out.append((json.dumps(data, separators=(",", ":")) + "\n").encode())
     digest = hashlib.sha256(b"".join(out)).digest()
-    last = {"type": "signature", "sha256": digest.hex(), "algorithm": "Ed25519",
-            "key_id": key_id, "signature": base64.b64encode(key.sign(digest).signature).decode()}
+    last = {
+        "type": "signature",
+        "sha256": digest.hex(),
+        "algorithm": "Ed25519",
+        "key_id": key_id,
+        "signature": base64.b64encode(key.sign(digest).signature).decode(),
+    }
     return b"".join(out) + (json.dumps(last, separators=(",", ":")) + "\n").encode()
 
 
