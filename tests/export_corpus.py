@@ -38,6 +38,7 @@ from claros.ledger import (
     kept_digest,
     key_id_for,
 )
+from claros.signing import Vouch
 from claros.store.base import NewRecord, Store
 from claros.store.sqlite import SqliteStore
 from claros.wiring import Services
@@ -69,7 +70,7 @@ class UnsafeFixedSigner:
     def sign(self, workspace: str, message: bytes) -> tuple[str, bytes]:
         return self.active_key(workspace).key_id, self.key.sign(message).signature
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         raise NotImplementedError("a fixed key does not rotate")
 
     def checkpoint(self, entry: Entry, ts: int) -> Checkpoint:

@@ -265,3 +265,118 @@ def test_verify_during_busy_writes_never_reports_a_cut_tail(
 def _head_seq(services: Services) -> int:
     head = services.store.head(WORKSPACE)
     return head.seq if head is not None else 0
+
+
+def test_a_rotated_key_is_trusted_once_the_pinned_key_introduced_it(
+    server: LocalServer, http: httpx.Client, keys: Keys, services: Services, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from claros.checkpoints import rotate_key
+
+    _checks(http, keys.agent, 6)
+    saved = tmp_path / "saved.json"
+    assert _online(server, keys.audit, "--save", str(saved)) == 0  # pins the first key
+    old, new = rotate_key(services, WORKSPACE)
+    _checks(http, keys.agent, 6, start=10)  # checkpoints now signed with the new key
+    assert any(cp.key_id == new.key_id for cp in services.store.checkpoints(WORKSPACE))
+    capsys.readouterr()
+    assert _online(server, keys.agent, "--checkpoints", str(saved)) == 0
+    assert f"keys:        pinned by {saved} ({old.key_id})" in capsys.readouterr().out
+    export = _export(http, keys, tmp_path / "e.jsonl")  # signed with the new key
+    assert verify(["--export", str(export), "--checkpoints", str(saved)]) == 0
+    # What --save keeps next time: both keys, the new one vouched for by the old.
+    again = tmp_path / "again.json"
+    assert verify(["--export", str(export), "--checkpoints", str(saved), "--save", str(again)]) == 0
+    kept = {k["key_id"] for k in json.loads(again.read_text())["public_keys"]}
+    assert kept == {old.key_id, new.key_id}
+
+
+def test_a_key_that_introduces_itself_is_refused(
+    server: LocalServer, http: httpx.Client, keys: Keys, services: Services, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from claros.checkpoints import record, sign_checkpoint
+    from claros.store.base import NewRecord
+
+    _checks(http, keys.agent, 6)
+    saved = tmp_path / "saved.json"
+    assert _online(server, keys.audit, "--save", str(saved)) == 0
+    # A new key made without the old one's say: its public_key entry signed by itself.
+    new = services.signer.rotate(WORKSPACE)
+    services.store.add_public_key(new)
+    [entry] = record(services, WORKSPACE, [NewRecord("public_key", new.key_id, new.to_json())])
+    sign_checkpoint(services.store, services.signer, entry)
+    capsys.readouterr()
+    assert _online(server, keys.audit) == 0  # unpinned, the log vouches for itself
+    capsys.readouterr()
+    assert _online(server, keys.audit, "--checkpoints", str(saved)) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL: seq 7 (checkpoint): signed by key {new.key_id}, which is not pinned" in out
+
+
+def test_keys_file_pins_keys_and_bad_key_files_exit_2(
+    server: LocalServer, http: httpx.Client, keys: Keys, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    _checks(http, keys.agent, 5)
+    pubkeys = tmp_path / "pubkeys.json"
+    pubkeys.write_text(http.get("/v1/ledger/pubkey", headers=bearer(keys.agent)).text)
+    assert _online(server, keys.audit, "--keys", str(pubkeys)) == 0
+    other = SigningKey(hashlib.sha256(b"someone else").digest())
+    raw = bytes(other.verify_key)
+    stranger = {"workspace": WORKSPACE, "key_id": key_id_for(raw), "created_at": 1,
+                "public_key": base64.b64encode(raw).decode(), "algorithm": "Ed25519"}  # fmt: skip
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"workspace": WORKSPACE, "keys": [stranger]}))
+    capsys.readouterr()
+    assert _online(server, keys.audit, "--keys", str(wrong)) == 1
+    assert f"which is not pinned (pinned: {stranger['key_id']})" in capsys.readouterr().out
+    export = _export(http, keys, tmp_path / "e.jsonl")
+    assert verify(["--export", str(export), "--keys", str(wrong)]) == 1
+    relabelled = tmp_path / "relabelled.json"
+    relabelled.write_text(json.dumps([{**stranger, "key_id": "ed25519:0000000000000000"}]))
+    cases = [
+        (tmp_path / "absent.json", "cannot read"),
+        (relabelled, "does not match its public key"),
+    ]
+    bad = [("{", "notjson.json"), ('{"keys": 3}', "nokeys.json"), ('{"keys": []}', "empty.json"),
+           ('[{"key_id": 1}]', "bad.json")]  # fmt: skip
+    for text, name in bad:
+        (tmp_path / name).write_text(text)
+        cases.append((tmp_path / name, str(tmp_path / name)))
+    for path, message in cases:
+        assert verify(["--export", str(export), "--keys", str(path)]) == 2, path
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+# --- --save covers the unsigned tail, or says it does not -----------------------------
+def test_save_with_an_admin_key_asks_for_a_checkpoint_at_the_head(
+    server: LocalServer, http: httpx.Client, keys: Keys, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    _checks(http, keys.agent, 7)  # checkpoint at 5; 6 and 7 unsigned
+    saved = tmp_path / "saved.json"
+    capsys.readouterr()
+    assert _online(server, keys.audit, "--save", str(saved)) == 0
+    out = capsys.readouterr().out
+    assert "this key may not ask for a checkpoint (an admin key may)" in out
+    assert "not covered: 2 entries after the last checkpoint (seq 5) are in no saved " in out
+    assert [c["seq"] for c in json.loads(saved.read_text())["checkpoints"]] == [5]
+    assert _online(server, keys.admin, "--save", str(saved)) == 0
+    out = capsys.readouterr().out
+    assert "asked for a checkpoint at the head: seq 7" in out and "not covered" not in out
+    assert [c["seq"] for c in json.loads(saved.read_text())["checkpoints"]] == [5, 7]
+
+
+def test_save_on_a_ledger_with_no_checkpoint_says_so(
+    server: LocalServer, http: httpx.Client, keys: Keys, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    _checks(http, keys.agent, 2)
+    saved = tmp_path / "saved.json"
+    capsys.readouterr()
+    assert _online(server, keys.audit, "--save", str(saved)) == 0
+    out = capsys.readouterr().out
+    assert "has no signed checkpoint yet, so there is nothing to anchor" in out, out
+    assert not saved.exists()

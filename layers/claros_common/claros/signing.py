@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,7 +25,11 @@ from claros.ledger import PublicKey, key_id_for
 if TYPE_CHECKING:  # the client package never imports boto3; only the KMS signer uses it
     from mypy_boto3_kms import KMSClient
 
-__all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError"]
+__all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError", "Vouch"]
+
+# Called with a rotation's new public key while the old key is still the active one, so
+# that the old key signs the checkpoint that introduces its successor (docs/ledger.md).
+Vouch = Callable[[PublicKey], None]
 
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -61,8 +65,9 @@ class Signer(Protocol):
         """(key_id, 64-byte Ed25519 signature) over ``message`` with the active key."""
         ...
 
-    def rotate(self, workspace: str) -> PublicKey:
-        """Make a new active key; the old one is kept for the record."""
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+        """Make a new active key; the old one is kept for the record. ``vouch`` sees the
+        new key before it becomes active (the old one still signs meanwhile)."""
         ...
 
 
@@ -109,9 +114,11 @@ class FileSigner:
         key = SigningKey(bytes.fromhex(newest.read_text().strip()))
         return key, self._public(workspace, key, int(newest.stem))
 
-    def _create(self, workspace: str) -> tuple[SigningKey, PublicKey]:
-        key = SigningKey.generate()
-        created = _now_ms()
+    def _create(
+        self, workspace: str, key: SigningKey | None = None, created: int | None = None
+    ) -> tuple[SigningKey, PublicKey]:
+        key = key or SigningKey.generate()
+        created = created or _now_ms()
         directory = self._dir(workspace)
         while (directory / f"{created}.key").exists():
             created += 1
@@ -137,9 +144,12 @@ class FileSigner:
         key, public = self._active(workspace)
         return public.key_id, key.sign(message).signature
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+        key, created = SigningKey.generate(), _now_ms()
+        if vouch is not None:  # not on disk yet: nothing signs with it before this returns
+            vouch(self._public(workspace, key, created))
         with self._lock:
-            found = self._create(workspace)
+            found = self._create(workspace, key, created)
             self._cache[workspace] = found
             return found[1]
 
@@ -226,10 +236,12 @@ class KmsSigner:
             )
         return public.key_id, bytes(signed["Signature"])
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         alias = self._alias(workspace)
         self._active(workspace)  # make sure there is an alias to move
         target = self._create_key(workspace)
+        if vouch is not None:  # the alias still names the old key meanwhile
+            vouch(self._describe(target, workspace)[1])
         self.kms.update_alias(AliasName=alias, TargetKeyId=target)
         with self._lock:
             self._cache[workspace] = self._describe(target, workspace)
