@@ -380,3 +380,52 @@ def test_save_on_a_ledger_with_no_checkpoint_says_so(
     out = capsys.readouterr().out
     assert "has no signed checkpoint yet, so there is nothing to anchor" in out, out
     assert not saved.exists()
+
+
+class _WritesMidVerify:
+    """The store, with agents' appends landing the moment the verifier has read the last
+    entry: exactly when a verify that reads the head afterwards would see a cut tail."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.store = services.store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def entries_with_raw_records(self, workspace: str, **kw: int | None) -> object:
+        from claros.checkpoints import record
+        from claros.store.base import NewRecord
+
+        yield from self.store.entries_with_raw_records(workspace, **kw)  # type: ignore[arg-type]
+        for i in range(6):  # past a multiple of 5: a checkpoint is signed meanwhile too
+            record(self.services, workspace, [NewRecord("check", f"late-{i}", {"i": i})])
+
+
+def test_a_write_landing_mid_verify_is_not_a_cut_tail(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    _checks(http, keys.agent, 3)
+    busy = _WritesMidVerify(services)
+    report = verify_workspace(busy, WORKSPACE)  # type: ignore[arg-type]
+    assert report.ok, report.failures
+    assert (report.first_seq, report.last_seq) == (1, 3)  # the head as of one read
+    assert verify_workspace(services.store, WORKSPACE).last_seq == 9  # the next verify
+
+
+@pytest.mark.parametrize("store", ["dynamodb"], indirect=True)
+def test_deleting_the_oldest_entries_on_dynamodb_is_caught(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    # The items deleted with the table's own client, as a role allowed to delete could.
+    _checks(http, keys.agent, 12)
+    store = services.store
+    client = store.client  # type: ignore[attr-defined]
+    table = store.ledger_table  # type: ignore[attr-defined]
+    for entry, _ in store.entries_with_raw_records(WORKSPACE, limit=10):
+        key = {"workspace": {"S": WORKSPACE}, "seq": {"N": str(entry.seq)}}
+        client.delete_item(TableName=table, Key=key)
+    report = verify_workspace(store, WORKSPACE)
+    assert [str(f) for f in report.failures] == [
+        f"seq 11 (check): {MISSING.format(n=10)}: no prune entry says through_seq 10"
+    ]
