@@ -30,7 +30,15 @@ from nacl.signing import SigningKey
 
 from claros.config import Settings
 from claros.evidence.export import export_lines, prepare_export
-from claros.ledger import Checkpoint, Entry, PublicKey, checkpoint_message, key_id_for
+from claros.ledger import (
+    Checkpoint,
+    Entry,
+    PublicKey,
+    checkpoint_message,
+    kept_digest,
+    key_id_for,
+)
+from claros.signing import Vouch
 from claros.store.base import NewRecord, Store
 from claros.store.sqlite import SqliteStore
 from claros.wiring import Services
@@ -62,7 +70,7 @@ class UnsafeFixedSigner:
     def sign(self, workspace: str, message: bytes) -> tuple[str, bytes]:
         return self.active_key(workspace).key_id, self.key.sign(message).signature
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         raise NotImplementedError("a fixed key does not rotate")
 
     def checkpoint(self, entry: Entry, ts: int) -> Checkpoint:
@@ -161,16 +169,33 @@ def _valid(
     records: list[NewRecord] | None = None,
     checkpoints_at: tuple[int, ...] = (5, 10, 12),
     prune_through: int = 0,
+    retention_days: int = 200,
 ) -> Lines:
     store = SqliteStore(root / f"{name}.db")
     try:
         signer = UnsafeFixedSigner()
         build_ledger(store, signer, records or _records(), checkpoints_at)
         if prune_through:
-            store.prune(WS, prune_through)
+            _prune(store, signer, prune_through, retention_days)
         return export_of(store, signer, root)
     finally:
         store.close()
+
+
+def _prune(store: Store, signer: UnsafeFixedSigner, through: int, days: int) -> None:
+    """As claros.evidence.retention.prune does it, at fixed times: the prune entry naming
+    the cut at a signed checkpoint, a checkpoint covering that entry, then the deletes."""
+    [cp] = [c for c in store.checkpoints(WS) if c.seq == through]
+    kept = [(k.seq, k.kind, k.ref_id, hashlib.sha256(k.raw).hexdigest())
+            for k in store.kept_records(WS, through)]  # fmt: skip
+    listed = {"through_seq": through, "checkpoint": {"seq": through, "hash": cp.hash},
+              "kept": {"count": len(kept), "sha256": kept_digest(kept)},
+              "retention_days": days}  # fmt: skip
+    head = store.head(WS)
+    assert head is not None
+    [entry] = store.append_many(WS, [NewRecord("prune", "prn_0001", listed)], ts=head.ts + 60_000)
+    store.add_checkpoint(signer.checkpoint(entry, entry.ts + 1000))
+    store.prune(WS, through)
 
 
 # --- tampering ---------------------------------------------------------------------------
@@ -232,10 +257,35 @@ def _resigned_checkpoint(lines: Lines, seq: int, seed: bytes) -> Lines:
     return out
 
 
+def _entry_at_most(line: bytes, seq: int) -> bool:
+    return line.startswith(b'{"workspace":') and int(json.loads(line)["seq"]) <= seq
+
+
+def _header(lines: Lines, **fields: Any) -> Lines:
+    """The lines with header fields changed (written back in the writer's layout)."""
+    header = json.loads(lines[0])
+    header.update(fields)
+    return [(json.dumps(header, separators=(",", ":")) + "\n").encode(), *lines[1:]]
+
+
+def _resigned_all(lines: Lines, seed: bytes) -> Lines:
+    """The export remade by someone with another key: that key listed instead of the
+    workspace's, every checkpoint and the whole signed with it, nothing else changed."""
+    other = UnsafeFixedSigner(seed)
+    key = json.dumps({"type": "public_key", **other.active_key(WS).to_json()},
+                     separators=(",", ":")).encode() + b"\n"  # fmt: skip
+    out = [key if ln.startswith(b'{"type":"public_key"') else ln for ln in lines]
+    for line in list(out):
+        if line.startswith(b'{"type":"checkpoint"'):
+            out = _resigned_checkpoint(out, int(json.loads(line)["seq"]), seed)
+    return resign(out, other)
+
+
 def corpus(root: Path) -> tuple[dict[str, Lines], list[dict[str, Any]], dict[str, Any]]:
     """(files, manifest, saved checkpoints) of the whole corpus."""
     valid = _valid(root, "valid")
     pruned = _valid(root, "pruned", prune_through=5)
+    below_floor = _valid(root, "below-floor", prune_through=5, retention_days=90)
     rewritten = _valid(root, "rewritten", records=_records(rewritten=True),
                        checkpoints_at=(4, 8, 12))  # fmt: skip
     files: dict[str, Lines] = {"valid.jsonl": valid, "valid-pruned.jsonl": pruned}
@@ -267,6 +317,10 @@ def corpus(root: Path) -> tuple[dict[str, Lines], list[dict[str, Any]], dict[str
     sig[0] ^= 1
     data["signature"] = base64.b64encode(bytes(sig)).decode()
     bad_sig[cp10] = (json.dumps(data, separators=(",", ":")) + "\n").encode()
+    deleted = _header(
+        [ln for ln in valid if not _entry_at_most(ln, 5) and not ln.startswith(b'{"type":"kept"')],
+        first_seq=6, pruned_through=5, entries=7,
+    )  # fmt: skip
     header_edited = list(valid)
     header_edited[0] = header_edited[0].replace(b'"exported_at":', b'"exported_at":1')
     pruned_no_anchor = [line for line in pruned if b'"type":"checkpoint","workspace":"acme",'
@@ -285,6 +339,9 @@ def corpus(root: Path) -> tuple[dict[str, Lines], list[dict[str, Any]], dict[str
                                       if not ln.startswith(b'{"workspace":"acme","seq":1')
                                       or json.loads(ln)["seq"] < 11]),  # fmt: skip
         "pruned-without-anchor.jsonl": resign(pruned_no_anchor),
+        "oldest-deleted-without-prune.jsonl": resign(deleted),
+        "pruned-below-floor.jsonl": below_floor,
+        "resigned-unknown-key.jsonl": _resigned_all(valid, OTHER_SEED),
         "export-edited.jsonl": header_edited,
         "export-unsigned.jsonl": valid[:-1],
         "rewritten-since-saved.jsonl": rewritten,
@@ -293,7 +350,19 @@ def corpus(root: Path) -> tuple[dict[str, Lines], list[dict[str, Any]], dict[str
     manifest = [
         _case("valid.jsonl", 0, r"OK: export valid\.jsonl"),
         _case("valid.jsonl", 0, r"3 of 3 saved checkpoints .* still match", saved=True),
-        _case("valid-pruned.jsonl", 0, r"entries: +7 \(seq 6\.\.12\)"),
+        _case("valid-pruned.jsonl", 0, r"entries: +8 \(seq 6\.\.13\)"),
+        _case("oldest-deleted-without-prune.jsonl", 1, r"FAIL: seq 6 \(outcome\): entries "
+              r"1\.\.5 are missing and no prune accounts for them: no prune entry says "
+              r"through_seq 5"),
+        _case("pruned-below-floor.jsonl", 1, r"FAIL: seq 6 \(outcome\): entries 1\.\.5 are "
+              r"missing and no prune accounts for them: the prune through seq 5 keeps 90 days, "
+              r"below the 183-day floor"),
+        _case("resigned-unknown-key.jsonl", 0, r"OK: export resigned-unknown-key\.jsonl"),
+        _case("resigned-unknown-key.jsonl", 1, r"FAIL: ledger \(signature\): export signed by "
+              r"key ed25519:\w{16}, which is not pinned \(pinned: ed25519:0cf6a8eccfa4aa59\)",
+              saved=True),
+        _case("resigned-unknown-key.jsonl", 1, r"FAIL: seq 5 \(checkpoint\): signed by key "
+              r"ed25519:\w{16}, which is not pinned", saved=True),
         _case("record-edited.jsonl", 1,
               r"FAIL: seq 3 \(check\): record chk_0003 edited: payload_sha256 \w{64} != \w{64}"),
         _case("record-deleted.jsonl", 1, r"FAIL: seq 5 \(check\): record chk_0005 deleted"),

@@ -32,6 +32,7 @@ from claros.ledger import (
     VerifyReport,
     checkpoint_message,
     entry_hash,
+    kept_digest,
     key_id_for,
     payload_sha256,
     verify_entries,
@@ -507,35 +508,115 @@ def test_whole_log_gone_but_a_checkpoint_remains() -> None:
     assert (report.entries, report.unsigned_tail) == (0, 0)
 
 
-def test_pruned_log_anchored_by_a_checkpoint() -> None:
-    # Pruning signs a checkpoint at the last entry it drops; the log then starts after it.
-    # Checkpoints inside the pruned part (seq 2) anchor nothing and are no failure.
-    report = verify(CHAIN[4:8], [sign(KEY_A, 2, H[2]), sign(KEY_A, 4, H[4])])
-    assert_failures(report)
-    assert (report.first_seq, report.last_seq, report.entries) == (5, 8, 4)
-    assert (report.checkpoints_verified, report.last_checkpoint_seq) == (1, 4)
-    assert report.unsigned_tail == 4
+def pruned(
+    through: int,
+    n: int = 8,
+    *,
+    days: Any = 200,
+    named_seq: int | None = None,
+    named_hash: str | None = None,
+    cover: bool = True,
+    prune_through: int | None = None,
+) -> tuple[list[tuple[Entry, Any]], list[Checkpoint]]:
+    """CHAIN[:n] with a prune entry appended at n + 1 (its record as the prune writes it),
+    everything through ``through`` dropped: (the entries left, the checkpoints)."""
+    said = through if prune_through is None else prune_through
+    rec: dict[str, Any] = {
+        "through_seq": said,
+        "checkpoint": {"seq": said if named_seq is None else named_seq,
+                       "hash": named_hash or H[said]},
+        "kept": {"count": 0, "sha256": kept_digest([])},
+    }  # fmt: skip
+    if days is not None:
+        rec["retention_days"] = days
+    entry = Entry.build(WS, n + 1, "prune", "prn_1", T0 + (n + 1) * 1000, rec, H[n])
+    cps = [sign(KEY_A, through, H[through])]
+    if cover:
+        cps.append(sign(KEY_A, n + 1, entry.hash))
+    return [*CHAIN[through:n], (entry, rec)], cps
 
-    report = verify(CHAIN[3:7], [sign(KEY_A, 3, H[3]), sign(KEY_A, 6, H[6])])
+
+def test_pruned_log_anchored_by_a_checkpoint() -> None:
+    # Pruning signs a checkpoint at the last entry it drops, appends a prune entry saying
+    # so (covered by a checkpoint), then drops; the log then starts after that checkpoint.
+    # Checkpoints inside the pruned part (seq 2) anchor nothing and are no failure.
+    items, cps = pruned(4)
+    report = verify(items, [sign(KEY_A, 2, H[2]), *cps])
     assert_failures(report)
-    assert (report.checkpoints_verified, report.last_checkpoint_seq) == (2, 6)
-    assert report.unsigned_tail == 1
+    assert (report.first_seq, report.last_seq, report.entries) == (5, 9, 5)
+    assert (report.checkpoints_verified, report.last_checkpoint_seq) == (2, 9)
+    assert report.unsigned_tail == 0
+    # As an agent key sees it, records not compared: the prune's record is still read.
+    report = verify(items, cps, compare_records=False)
+    assert_failures(report)
+    assert verify(*pruned(4, days=183)).ok  # the floor itself is allowed
+
+
+MISSING = r"entries 1\.\.3 are missing and no prune accounts for them: "
 
 
 def test_pruned_log_not_anchored() -> None:
-    report = verify(CHAIN[3:7], [sign(KEY_A, 2, H[2])])
+    items, _ = pruned(3)
+    report = verify(items, [sign(KEY_A, 2, H[2]), sign(KEY_A, 9, items[-1][0].hash)])
     assert_failures(
-        report, (4, "outcome", r"log starts at seq 4 with no signed checkpoint at seq 3")
-    )
-    assert report.checkpoints_verified == 0
+        report,
+        (4, "outcome", r"log starts at seq 4 with no signed checkpoint at seq 3"),
+        (4, "outcome", MISSING + r"no signed checkpoint at seq 3, the last entry the prune "
+         r"dropped"),
+    )  # fmt: skip
+    assert report.checkpoints_verified == 1
 
 
 def test_pruned_log_anchored_by_the_wrong_hash() -> None:
-    report = verify(CHAIN[3:7], [sign(KEY_A, 3, "ee" * 32)])
+    items, cps = pruned(3, named_hash="ee" * 32)
+    report = verify(items, [sign(KEY_A, 3, "ee" * 32), cps[1]])
     assert_failures(
         report,
         (4, "outcome", rf"broken link: prev_hash {H[3]} != checkpoint hash {'ee' * 32} at seq 3"),
     )
+
+
+@pytest.mark.parametrize(
+    ("how", "problem"),
+    [
+        ({"days": 90}, r"the prune through seq 3 keeps 90 days, below the 183-day floor"),
+        ({"days": 182}, r"the prune through seq 3 keeps 182 days, below the 183-day floor"),
+        ({"days": None}, r"the prune through seq 3 \(seq 9\) names no retention_days"),
+        ({"days": "365"}, r"the prune through seq 3 \(seq 9\) names no retention_days"),
+        ({"named_seq": 2}, r"the prune through seq 3 names its checkpoint at seq 2, not at "
+                           r"the last entry it dropped \(seq 3\)"),
+        ({"named_hash": "ee" * 32}, rf"the prune through seq 3 names checkpoint hash "
+                                    rf"{'ee' * 32}, the signed checkpoint at seq 3 has {H[3]}"),
+        ({"cover": False}, r"the prune entry at seq 9 is covered by no signed checkpoint "
+                           r"\(the last verified is at seq 3\)"),
+        ({"prune_through": 2}, r"no prune entry says through_seq 3 \(the prunes here go "
+                               r"through seq 2\)"),
+    ],
+)  # fmt: skip
+def test_a_prune_that_does_not_account_for_the_missing_entries(
+    how: dict[str, Any], problem: str
+) -> None:
+    items, cps = pruned(3, **how)
+    report = verify(items, cps)
+    found = [f for f in report.failures if f.problem.startswith("entries 1..3 are missing")]
+    assert len(found) == 1, report.failures
+    assert (found[0].seq, found[0].kind) == (4, "outcome")
+    assert re.fullmatch(MISSING + problem, found[0].problem), found[0].problem
+
+
+def test_missing_oldest_entries_with_no_prune_at_all() -> None:
+    # Plain deletes below a signed checkpoint: anchored, and still caught.
+    report = verify(CHAIN[4:8], [sign(KEY_A, 4, H[4])])
+    assert_failures(
+        report,
+        (5, "check", r"entries 1\.\.4 are missing and no prune accounts for them: no prune "
+                     r"entry says through_seq 4"),
+    )  # fmt: skip
+    # A prune record not given (or edited) accounts for nothing either.
+    items, cps = pruned(4)
+    bare = [(e, None) if e.kind == "prune" else (e, r) for e, r in items]
+    report = verify(bare, cps)
+    assert any("no prune entry says through_seq 4" in f.problem for f in report.failures)
 
 
 def test_rotated_keys() -> None:

@@ -133,7 +133,7 @@ def test_ledger_verify_names_each_failure(tmp_path: Path) -> None:
         db.execute("UPDATE records SET body = '{}' WHERE ref_id = 'c1'")
     # Someone with the sqlite3 shell who also drops the triggers:
     db.execute("DROP TRIGGER records_no_update")
-    db.execute("DROP TRIGGER ledger_delete_below_checkpoint")
+    db.execute("DROP TRIGGER ledger_delete_only_by_a_prune")
     db.execute("""UPDATE records SET body = '{"amount":"99.00","i":1}' WHERE ref_id = 'c1'""")
     db.execute("DELETE FROM ledger WHERE seq = 3")
     db.close()
@@ -166,7 +166,12 @@ def test_rotate_key_keeps_old_checkpoints_verifiable(tmp_path: Path) -> None:
         keys = {k.key_id for k in services.store.public_keys("acme")}
         assert {old_id, new_id} <= keys
         cps = services.store.checkpoints("acme")
-        assert [cp.key_id for cp in cps] == [old_id]  # seq 3 was signed before the rotation
+        # seq 3 was signed before the rotation; seq 4 introduces the new key, signed by
+        # the old one.
+        assert [(cp.seq, cp.key_id) for cp in cps] == [(3, old_id), (4, old_id)]
+        [(entry, body)] = list(services.store.entries_with_records("acme", since=3))
+        assert (entry.kind, entry.ref_id) == ("public_key", new_id)
+        assert body is not None and body["replaces"] == old_id
     finally:
         services.close()
     verified = run("claros.ledger", "verify", "--workspace", "acme", data=tmp_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey, VerifyKey
 
-from claros.ledger import key_id_for, verify_signature
+from claros.ledger import PublicKey, key_id_for, verify_signature
 from claros.signing import FileSigner, SigningError
 
 WS = "acme"
@@ -109,3 +109,18 @@ def test_bad_workspace_names_are_refused(tmp_path: Path, workspace: str) -> None
     with pytest.raises(SigningError):
         signer.rotate(workspace)
     assert not any((tmp_path / "ledger-keys").glob("**/*.key"))
+
+
+def test_rotation_lets_the_old_key_vouch_for_the_new_one(tmp_path: Path) -> None:
+    signer = FileSigner(tmp_path)
+    old = signer.active_key(WS)
+    seen: list[tuple[str, str]] = []
+
+    def vouch(new: PublicKey) -> None:
+        # The new key is not active yet, nor on disk: the old one still signs.
+        seen.append((new.key_id, signer.sign(WS, b"m")[0]))
+        assert FileSigner(tmp_path).active_key(WS) == old
+
+    new = signer.rotate(WS, vouch)
+    assert seen == [(new.key_id, old.key_id)]
+    assert signer.sign(WS, b"m")[0] == new.key_id == FileSigner(tmp_path).active_key(WS).key_id

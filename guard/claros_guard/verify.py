@@ -1,7 +1,8 @@
 """``claros verify``: re-check a workspace's ledger on your own machine.
 
-    claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--progress]
-    claros verify --export FILE [--checkpoints FILE] [--save FILE] [--progress]
+    claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
+                  [--progress]
+    claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
 
 Online, it downloads the ledger (``GET /v1/ledger/entries`` page by page), the signed
 checkpoints and the public keys, and checks everything here with the very code the server
@@ -13,7 +14,10 @@ access to Claros.
 
 ``--save FILE`` keeps the checkpoints that were just verified (and the public keys). Put
 that file where Claros cannot change it. Later, ``--checkpoints FILE`` proves the log was
-not rewritten since: each saved checkpoint must still be in the log and match it.
+not rewritten since: each saved checkpoint must still be in the log and match it, and the
+saved keys are pinned: every checkpoint (and an export's own signature) must be signed by
+one of them, or by a key that a checkpoint signed with one of them introduced (a rotation's
+``public_key`` entry). ``--keys FILE`` (``GET /v1/ledger/pubkey``) pins keys explicitly.
 
 Exit 0 when everything holds; 1 on any failure (each printed as ``FAIL: seq N (kind):
 what differs``); 2 on usage or I/O errors. Never imports boto3.
@@ -42,6 +46,7 @@ from claros.evidence.lines import (
     parse_typed_line,
 )
 from claros.ledger import (
+    READ_KINDS,
     ChainVerifier,
     Checkpoint,
     Entry,
@@ -138,6 +143,64 @@ def load_saved(path: str) -> Saved:
     return Saved(path, workspaces.pop(), {cp.seq: cp for cp in checkpoints}, keys)
 
 
+def load_keys(path: str) -> list[PublicKey]:
+    """Trusted public keys: ``GET /v1/ledger/pubkey``'s answer, a list of keys, or a file
+    of saved checkpoints (its keys)."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except RecursionError:
+        raise VerifyError(f"{path} is not JSON this verifier reads: nested too deeply") from None
+    except ValueError as exc:
+        raise VerifyError(f"{path} is not JSON: {exc}") from exc
+    listed = data
+    if isinstance(data, dict):
+        listed = data.get("keys", data.get("public_keys"))
+    if not isinstance(listed, list) or not all(isinstance(k, dict) for k in listed):
+        raise VerifyError(f"{path} lists no keys (save GET /v1/ledger/pubkey)")
+    try:
+        keys = [PublicKey.from_json(k) for k in listed]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(f"{path}: a key is malformed: {exc}") from exc
+    for key in keys:
+        if not _genuine(key):
+            raise VerifyError(f"{path}: key {key.key_id} does not match its public key")
+    if not keys:
+        raise VerifyError(f"{path} lists no keys: it pins nothing")
+    return keys
+
+
+@dataclass
+class Pins:
+    """The keys trusted from the start (None: the log's own keys are trusted), and where
+    they come from, in words."""
+
+    keys: list[PublicKey] | None
+    source: str
+
+    @classmethod
+    def of(cls, saved: Saved | None, keys_file: str | None) -> Pins:
+        given = load_keys(keys_file) if keys_file else []
+        found = [*given, *(saved.keys if saved is not None else [])]
+        sources = [f for f in (keys_file, saved.path if saved and saved.keys else None) if f]
+        if not found:
+            return cls(None, "")
+        return cls(found, " and ".join(sources))
+
+    def line(self, verifier: ChainVerifier) -> str:
+        if self.keys is None:
+            return (
+                "keys:        not pinned; the log's own keys are trusted. Pass --checkpoints "
+                "FILE (saved with --save) or --keys FILE to pin them"
+            )
+        ids = ", ".join(verifier.pinned_ids or [])
+        return (
+            f"keys:        pinned by {self.source} ({ids}); every checkpoint checked "
+            "against them and the keys they introduced"
+        )
+
+
 class SavedCheck:
     """Compares saved checkpoints with a log as its entries go past."""
 
@@ -145,7 +208,10 @@ class SavedCheck:
         self.saved = saved
         self.where = where
         self.failures: list[Failure] = []
-        keys = {k.key_id: k for k in [*saved.keys, *log_keys] if _genuine(k)}
+        # A saved file with its keys is checked with those only (a file whose keys were
+        # swapped fails closed); one without keys (GET /v1/ledger/checkpoints's answer)
+        # with the log's.
+        keys = {k.key_id: k for k in (saved.keys or list(log_keys)) if _genuine(k)}
         self.want: dict[int, Checkpoint] = {}
         for seq, cp in sorted(saved.checkpoints.items()):
             key = keys.get(cp.key_id)
@@ -242,6 +308,8 @@ class Result:
     lines: list[str] = field(default_factory=list)  # further facts to print
     checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
     keys: list[PublicKey] = field(default_factory=list)
+    # Whether a checkpoint at the head was asked for (None: not online, or not saving).
+    asked: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -279,9 +347,10 @@ class Result:
 class _ExportReader:
     """Reads an export in one pass: header, keys and checkpoints, entries, signature."""
 
-    def __init__(self, name: str, saved: Saved | None, progress: Progress) -> None:
+    def __init__(self, name: str, saved: Saved | None, pins: Pins, progress: Progress) -> None:
         self.name = name
         self.saved = saved
+        self.pins = pins
         self.progress = progress
         self.digest = hashlib.sha256()
         self.header: dict[str, Any] = {}
@@ -358,7 +427,11 @@ class _ExportReader:
     def _start(self) -> ChainVerifier:
         workspace = str(self.header["workspace"])
         verifier = ChainVerifier(
-            workspace, self.checkpoints.values(), self.keys, compare_records=True
+            workspace,
+            self.checkpoints.values(),
+            self.keys,
+            compare_records=True,
+            pinned=self.pins.keys,
         )
         if self.saved is not None:
             self.saved_check = SavedCheck(self.saved, self.keys, "the export")
@@ -384,7 +457,8 @@ class _ExportReader:
         verifier = self.verifier or self._start()
         report = verifier.finish()
         report.failures.extend(self.extra)
-        lines = [self._check_header(report), self._check_signature(report)]
+        lines = [self._check_header(report), self._check_signature(report, verifier)]
+        lines.append(self.pins.line(verifier))
         if self.saved_check is not None:
             self.saved_check.finish(self.checkpoints, report)
             report.failures.extend(self.saved_check.failures)
@@ -401,7 +475,7 @@ class _ExportReader:
             records=f"{report.records_compared:,} compared (every record, offline)",
             lines=[line for line in lines if line],
             checkpoints=self.checkpoints,
-            keys=self.keys,
+            keys=_trusted_keys(verifier, self.keys, self.pins),
         )
 
     def _check_header(self, report: VerifyReport) -> str:
@@ -421,7 +495,7 @@ class _ExportReader:
             report.failures.append(Failure(report.first_seq, None, problem))
         return f"exported:    {_when(h.get('exported_at'))}"
 
-    def _check_signature(self, report: VerifyReport) -> str:
+    def _check_signature(self, report: VerifyReport, verifier: ChainVerifier) -> str:
         def fail(problem: str) -> None:
             report.failures.append(Failure(None, "signature", problem))
 
@@ -443,11 +517,18 @@ class _ExportReader:
         except ValueError:
             signed = self.signed_digest
         key_id = str(sig.get("key_id"))
-        key = next((k for k in self.keys if k.key_id == key_id and _genuine(k)), None)
+        known = [*self.keys, *(self.pins.keys or [])]
+        key = next((k for k in known if k.key_id == key_id and _genuine(k)), None)
         if key is None:
             fail(f"export signed by unknown key {key_id}")
         elif not verify_signature(key, signed, str(sig.get("signature"))):
             fail(f"bad export signature (key {key_id})")
+        elif not verifier.trusted(key_id):
+            fail(
+                f"export signed by key {key_id}, which is not pinned (pinned: "
+                f"{', '.join(verifier.pinned_ids or []) or 'none'}) and no checkpoint signed "
+                "by a pinned key introduced it"
+            )
         return f"signature:   the export as a whole, by {key_id} (Ed25519 over its sha256)"
 
 
@@ -468,13 +549,23 @@ def _saved_line(check: SavedCheck) -> str:
     )
 
 
-def verify_export(path: str, saved: Saved | None, progress: Progress) -> Result:
+def _trusted_keys(
+    verifier: ChainVerifier, listed: Iterable[PublicKey], pins: Pins
+) -> list[PublicKey]:
+    """The keys to save: those the log lists that this verify trusted, and the pins."""
+    out = {k.key_id: k for k in listed if _genuine(k) and verifier.trusted(k.key_id)}
+    for key in pins.keys or []:
+        out.setdefault(key.key_id, key)
+    return sorted(out.values(), key=lambda k: (k.created_at, k.key_id))
+
+
+def verify_export(path: str, saved: Saved | None, pins: Pins, progress: Progress) -> Result:
     name = Path(path).name if path != "-" else "(stdin)"
     try:
         handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    reader = _ExportReader(name, saved, progress)
+    reader = _ExportReader(name, saved, pins, progress)
     try:
         reader.read(iter(handle))
     except OSError as exc:
@@ -555,7 +646,27 @@ def _checkpoints_of(client: Any) -> list[Checkpoint]:
         since = after
 
 
-def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Result:
+def ask_for_checkpoint(client: Any) -> str:
+    """Ask Claros to sign a checkpoint at the head now (admin keys may), so that what is
+    saved covers the whole log; what happened, in words."""
+    from claros_guard.client import ApiError
+
+    try:
+        cp = client.json("POST", "/v1/ledger/checkpoints")
+    except ApiError as exc:
+        if exc.status in (401, 403):
+            return "this key may not ask for a checkpoint (an admin key may)"
+        if exc.status == 409:
+            return "the ledger is empty: there is nothing to sign yet"
+        raise
+    seq = cp.get("seq") if isinstance(cp, dict) else None
+    return f"asked for a checkpoint at the head: seq {seq}"
+
+
+def verify_online(
+    client: Any, saved: Saved | None, pins: Pins, progress: Progress, *, ask: bool = False
+) -> Result:
+    asked = ask_for_checkpoint(client) if ask else None
     keys_body = client.json("GET", "/v1/ledger/pubkey")
     key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
     if not isinstance(keys_body.get("workspace"), str):
@@ -569,7 +680,7 @@ def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Resul
     keys = [PublicKey.from_json(k) for k in key_list]
     checkpoints = _checkpoints_of(client)
     progress.total = max((cp.seq for cp in checkpoints), default=0) or None
-    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True)
+    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
     check = SavedCheck(saved, keys, "the server") if saved is not None else None
     with_records = without = 0
     try:
@@ -584,7 +695,11 @@ def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Resul
                 continue
             if parsed.has_record:
                 verifier.feed_raw(parsed.entry, parsed.raw)
-                with_records += 1
+                # Every key reads prune and public key records; only readers the others.
+                if parsed.entry.kind in READ_KINDS:
+                    without += 1
+                else:
+                    with_records += 1
             else:
                 verifier.feed(parsed.entry)
                 without += 1
@@ -593,14 +708,16 @@ def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Resul
             progress.update(verifier.report.entries)
     finally:
         progress.close()
+    reads_records = with_records > 0 or not without
+    verifier.check_kept = reads_records  # a key that reads no records gets no kept lines
     report = verifier.finish()
     by_seq = {cp.seq: cp for cp in checkpoints}
-    lines = []
+    lines = [pins.line(verifier)]
     if check is not None:
         check.finish(by_seq, report)
         report.failures.extend(check.failures)
         lines.append(_saved_line(check))
-    if without and not with_records:
+    if not reads_records:
         records = (
             "not compared: this key does not read records, so the chain and "
             "signatures only (use an audit key to compare every record)"
@@ -608,7 +725,14 @@ def verify_online(client: Any, saved: Saved | None, progress: Progress) -> Resul
     else:
         records = f"{report.records_compared:,} compared (this key reads records)"
     return Result(
-        f"the ledger at {client.http.base_url}", workspace, report, records, lines, by_seq, keys
+        f"the ledger at {client.http.base_url}",
+        workspace,
+        report,
+        records,
+        lines,
+        by_seq,
+        _trusted_keys(verifier, keys, pins),
+        asked,
     )
 
 
@@ -630,7 +754,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="checkpoints saved earlier: prove the log was not rewritten since",
     )
     parser.add_argument(
-        "--save", metavar="FILE", help="keep the checkpoints just verified (when all holds)"
+        "--keys",
+        metavar="FILE",
+        help="trusted public keys (GET /v1/ledger/pubkey): pin them, as --checkpoints does",
+    )
+    parser.add_argument(
+        "--save",
+        metavar="FILE",
+        help="keep the checkpoints just verified and their keys (when all holds); an admin "
+        "key first asks for a checkpoint at the head",
     )
     parser.add_argument(
         "--progress",
@@ -643,17 +775,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def _verify(args: argparse.Namespace, progress: Progress) -> Result:
     saved = load_saved(args.checkpoints) if args.checkpoints else None
+    pins = Pins.of(saved, args.keys)
     if args.export:
         if args.url or args.key:
             raise VerifyError("--export verifies a file offline: leave out --url and --key")
-        return verify_export(args.export, saved, progress)
+        return verify_export(args.export, saved, pins, progress)
     from claros_guard.client import ApiError, Client, ClientError
 
     try:
         # A generous timeout for big pages; connecting takes at most 10 s of it.
         with Client(args.url, args.key, timeout=120) as client:
             try:
-                return verify_online(client, saved, progress)
+                return verify_online(client, saved, pins, progress, ask=bool(args.save))
             except (KeyError, TypeError, ValueError) as exc:
                 raise client.unlike(f"{type(exc).__name__}: {exc}") from exc
     except ClientError as exc:
@@ -678,21 +811,37 @@ def run(args: argparse.Namespace) -> int:
                     f"claros verify: not saved to {args.save}: verification failed", file=sys.stderr
                 )
             else:
-                n = save_checkpoints(
-                    args.save,
-                    result.workspace,
-                    result.checkpoints.values(),
-                    result.keys,
-                    result.what,
-                )
-                print(
-                    f"saved {n} checkpoints to {args.save}: keep a copy where Claros cannot "
-                    "change it (a git repository, a write-once bucket, your SIEM)"
-                )
+                _save(args.save, result)
     except VerifyError as exc:
         print(f"claros verify: {exc}", file=sys.stderr)
         return 2
     return 0 if result.ok else 1
+
+
+def _save(path: str, result: Result) -> None:
+    """Keep the verified checkpoints and keys; say what they do not cover."""
+    if result.asked:
+        print(f"  {result.asked}")
+    if not result.checkpoints:
+        print(
+            f"not saved to {path}: {result.what} has no signed checkpoint yet, so there is "
+            "nothing to anchor (an admin key asks for one at the head)"
+        )
+        return
+    n = save_checkpoints(
+        path, result.workspace, result.checkpoints.values(), result.keys, result.what
+    )
+    print(
+        f"saved {n} checkpoints to {path}: keep a copy where Claros cannot "
+        "change it (a git repository, a write-once bucket, your SIEM)"
+    )
+    tail = result.report.unsigned_tail
+    if tail:
+        print(
+            f"  not covered: {tail:,} entries after the last checkpoint (seq "
+            f"{result.report.last_checkpoint_seq}) are in no saved checkpoint; save again "
+            "once they are signed, or with an admin key, which asks for a checkpoint first"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -142,12 +142,17 @@ def test_s3_upload_in_parts_and_aborts_on_failure(moto_aws: None) -> None:
 def test_export_of_a_pruned_log_verifies(
     http: httpx.Client, keys: Keys, services: Services, tmp_path: Path
 ) -> None:
+    from claros.checkpoints import entry_at
+    from claros.evidence.retention import prune_through
+
     _checks(http, keys.agent, 7)
-    done = services.store.prune(WORKSPACE, 5)
-    assert done.entries_deleted == 5
+    fifth = entry_at(services.store, WORKSPACE, 5)
+    assert fifth is not None
+    done = prune_through(services, fifth, 200)  # as a prune does (its own entry: seq 8)
+    assert done["entries_deleted"] == 5
     got = http.get("/api/evidence/export", headers=bearer(keys.admin))
     header = _lines(got.content)[0]
-    assert (header["first_seq"], header["pruned_through"], header["entries"]) == (6, 5, 2)
+    assert (header["first_seq"], header["pruned_through"], header["entries"]) == (6, 5, 3)
     (tmp_path / "p.jsonl").write_bytes(got.content)
     assert verify(["--export", str(tmp_path / "p.jsonl")]) == 0
 

@@ -68,10 +68,9 @@ def _db(services: Services) -> sqlite3.Connection:
     path = getattr(services.store, "path", None)
     assert path is not None, "these tests rewrite the SQLite file"
     conn = sqlite3.connect(path, isolation_level=None)
-    for trigger in ("ledger_no_update", "ledger_delete_below_checkpoint", "records_no_update",
-                    "records_delete_below_checkpoint", "checkpoints_no_delete",
-                    "checkpoints_no_update"):  # fmt: skip
-        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    for (trigger,) in triggers:
+        conn.execute(f"DROP TRIGGER {trigger}")
     return conn
 
 

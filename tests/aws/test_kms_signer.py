@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat,
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from claros.ledger import Checkpoint, key_id_for, verify_signature
+from claros.ledger import Checkpoint, PublicKey, key_id_for, verify_signature
 from claros.signing import KmsSigner, SigningError
 
 WS = "acme"
@@ -197,3 +197,17 @@ def test_kms_unreachable_is_a_signing_error() -> None:
     )  # fmt: skip
     with pytest.raises(SigningError, match="KMS could not sign for workspace acme"):
         KmsSigner(kms).sign(WS, b"message")
+
+
+def test_rotation_lets_the_old_key_vouch_for_the_new_one(kms_ed25519: Any) -> None:
+    signer = KmsSigner(kms_ed25519)
+    old = signer.active_key(WS)
+    seen: list[tuple[str, str]] = []
+
+    def vouch(new: PublicKey) -> None:  # the alias still names the old key meanwhile
+        seen.append((new.key_id, signer.sign(WS, b"m")[0]))
+        assert key_id_for(_raw_public_key(kms_ed25519, _aliases(kms_ed25519)[ALIAS])) == old.key_id
+
+    new = signer.rotate(WS, vouch)
+    assert seen == [(new.key_id, old.key_id)]
+    assert signer.sign(WS, b"m")[0] == new.key_id

@@ -17,8 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from claros import jsonutil
 from claros.canonical import CanonicalError, canonical
-from claros.ledger import ZERO_HASH, Checkpoint, Entry, PublicKey, payload_sha256, verify_entries
+from claros.ledger import (
+    ZERO_HASH,
+    ChainVerifier,
+    Checkpoint,
+    Entry,
+    PublicKey,
+    kept_digest,
+    payload_sha256,
+    verify_entries,
+)
 from claros.signing import FileSigner
 from claros.store.base import (
     MAX_BATCH_RECORDS,
@@ -445,9 +455,16 @@ def test_prune_below_a_signed_checkpoint(store: Store, tmp_path: Path) -> None:
     assert len(list(store.entries(WS))) == 10
 
     cp, public = _sign(signer, store, entries[4])
+    # As claros.evidence.retention.prune does it: a prune entry naming the cut, signed.
+    kept_items = [(1, "rule_version", "r1@1", entries[0].payload_sha256),
+                  (4, "rule_version_close", "r1@1", entries[3].payload_sha256)]  # fmt: skip
+    said = store.append(WS, "prune", "prn1", {
+        "through_seq": 5, "checkpoint": {"seq": 5, "hash": cp.hash}, "retention_days": 200,
+        "kept": {"count": 2, "sha256": kept_digest(kept_items)}})  # fmt: skip
+    _sign(signer, store, said)
     assert store.prune(WS, 5) == PruneResult(entries_deleted=5, records_deleted=3, through_seq=5)
-    assert [e.seq for e in store.entries(WS)] == [6, 7, 8, 9, 10]
-    assert store.head(WS) == entries[-1]
+    assert [e.seq for e in store.entries(WS)] == [6, 7, 8, 9, 10, 11]
+    assert store.head(WS) == said
     for kind, ref in (("check", "c1"), ("approval", "ap1"), ("outcome", "o1")):
         assert store.get_record(WS, kind, ref) is None
     assert store.get_record(WS, "rule_version", "r1@1") == {"rule": "refund-half", "version": 1}
@@ -465,11 +482,14 @@ def test_prune_below_a_signed_checkpoint(store: Store, tmp_path: Path) -> None:
     assert store.kept_records(WS, 0) == [] and store.kept_records("other", 10) == []
 
     checkpoints, keys = store.checkpoints(WS), store.public_keys(WS)
-    report = verify_entries(
-        WS, store.entries_with_records(WS), checkpoints, keys, compare_records=True
-    )
+    verifier = ChainVerifier(WS, checkpoints, keys, compare_records=True)
+    for k in kept:
+        verifier.feed_kept(k.seq, k.kind, k.ref_id, jsonutil.loads(k.raw))
+    for entry, rec in store.entries_with_records(WS):
+        verifier.feed(entry, rec)
+    report = verifier.finish()
     assert report.ok, report.failures
-    assert report.first_seq == 6 and report.last_checkpoint_seq == 5
+    assert report.first_seq == 6 and report.last_checkpoint_seq == 11
     assert cp in checkpoints and public in keys
     # Without the checkpoint the pruned log does not verify: the anchor matters.
     unanchored = verify_entries(WS, store.entries_with_records(WS), compare_records=True)
@@ -478,9 +498,9 @@ def test_prune_below_a_signed_checkpoint(store: Store, tmp_path: Path) -> None:
     # Pruning again is a no-op; the chain goes on.
     assert store.prune(WS, 5) == PruneResult(0, 0, 5)
     nxt = store.append(WS, "check", "after", {"result": "allow"})
-    assert nxt.seq == 11 and nxt.prev_hash == entries[-1].hash
+    assert nxt.seq == 12 and nxt.prev_hash == said.hash
     # A pruned record's id may be used again (its entry is gone too).
-    assert store.append(WS, "check", "c1", {"result": "allow"}).seq == 12
+    assert store.append(WS, "check", "c1", {"result": "allow"}).seq == 13
 
 
 # --- concurrency ----------------------------------------------------------------------
@@ -534,15 +554,28 @@ def test_sqlite_triggers_refuse_rewriting_history(sqlite_store: Store) -> None:
             raw.execute("UPDATE checkpoints SET hash = 'x'")
         with pytest.raises(sqlite3.IntegrityError):
             raw.execute("DELETE FROM checkpoints")
-        # Below a checkpoint, deletes are allowed (that is what prune does), except of
-        # rule and mapping versions ...
-        with pytest.raises(sqlite3.IntegrityError):
+        # Below a checkpoint too, deletes are refused: only a prune deletes ...
+        for sql in ("DELETE FROM records WHERE workspace = ? AND seq = 2",
+                    "DELETE FROM ledger WHERE workspace = ? AND seq <= 2"):  # fmt: skip
+            with pytest.raises(sqlite3.IntegrityError, match="only by a prune"):
+                raw.execute(sql, (WS,))
+        # ... and the mark a prune makes needs a prune entry naming its cut ...
+        with pytest.raises(sqlite3.IntegrityError, match="its prune entry"):
+            raw.execute("INSERT INTO prune_marks VALUES (?, 2)", (WS,))
+        with pytest.raises(PruneError, match="no prune entry says through_seq 2"):
+            sqlite_store.prune(WS, 2)
+        sqlite_store.append(WS, "prune", "prn1", {"through_seq": 2})
+        raw.execute("BEGIN")
+        raw.execute("INSERT INTO prune_marks VALUES (?, 2)", (WS,))
+        # ... which still never deletes rule and mapping versions, nor above its cut.
+        with pytest.raises(sqlite3.IntegrityError, match="never versions"):
             raw.execute("DELETE FROM records WHERE workspace = ? AND seq = 1", (WS,))
+        with pytest.raises(sqlite3.IntegrityError, match="only by a prune"):
+            raw.execute("DELETE FROM ledger WHERE workspace = ? AND seq = 3", (WS,))
         raw.execute("DELETE FROM records WHERE workspace = ? AND seq = 2", (WS,))
         raw.execute("DELETE FROM ledger WHERE workspace = ? AND seq <= 2", (WS,))
-        # ... above it they are not.
-        with pytest.raises(sqlite3.IntegrityError):
-            raw.execute("DELETE FROM ledger WHERE workspace = ? AND seq = 3", (WS,))
+        raw.execute("DELETE FROM prune_marks")
+        raw.execute("COMMIT")
     finally:
         raw.close()
-    assert [e.seq for e in sqlite_store.entries(WS)] == [3, 4]
+    assert [e.seq for e in sqlite_store.entries(WS)] == [3, 4, 5]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from claros.anchor import Anchor
 from claros.auth import workspaces
 from claros.clock import now_ms
-from claros.ledger import Checkpoint, Entry, checkpoint_message
+from claros.ledger import PUBLIC_KEY_KIND, Checkpoint, Entry, PublicKey, checkpoint_message
 from claros.signing import Signer, SigningError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
@@ -27,6 +27,7 @@ __all__ = [
     "due_checkpoints",
     "entry_at",
     "record",
+    "rotate_key",
     "sign_checkpoint",
     "sign_due",
     "unsigned_tails",
@@ -61,6 +62,28 @@ def sign_checkpoint(
     if anchor is not None:
         anchor(cp)
     return cp
+
+
+def rotate_key(services: Services, workspace: str) -> tuple[PublicKey, PublicKey]:
+    """A new active signing key, introduced in the chain by the old one: (old, new).
+
+    Before the new key signs anything, a ``public_key`` entry with its public half is
+    appended and a checkpoint at that entry is signed with the old key. An auditor who
+    pinned the old key (saved checkpoints, ``--keys``) thereby trusts the new one from that
+    seq on; a key that appears without such an entry is refused by their verify."""
+    store, signer = services.store, services.signer
+    old = signer.active_key(workspace)
+    store.add_public_key(old)
+
+    def vouch(new: PublicKey) -> None:
+        store.add_public_key(new)  # listed before anything is signed with it
+        body = {**new.to_json(), "replaces": old.key_id}
+        [entry] = record(services, workspace, [NewRecord(PUBLIC_KEY_KIND, new.key_id, body)])
+        sign_checkpoint(store, signer, entry, services.anchor)  # still the old key
+
+    new = signer.rotate(workspace, vouch)
+    store.add_public_key(new)
+    return old, new
 
 
 def entry_at(store: Store, workspace: str, seq: int) -> Entry | None:

@@ -27,6 +27,10 @@ __all__ = [
     "KINDS",
     "NEVER_PRUNED",
     "PRUNE_KIND",
+    "PUBLIC_KEY_KIND",
+    "READ_KINDS",
+    "RETENTION_FLOOR_DAYS",
+    "pruned_start_problem",
     "kept_digest",
     "ZERO_HASH",
     "ChainVerifier",
@@ -56,12 +60,26 @@ KINDS = (
     "rule_version",
     "rule_version_close",
     "mapping_version",
+    "prune",
+    "public_key",
 )
-NEVER_PRUNED = frozenset({"rule_version", "rule_version_close", "mapping_version"})
+# A key rotation leaves an entry of this kind, its record the new public key
+# ({"workspace", "key_id", "public_key", "created_at", "algorithm", "replaces"}), covered by
+# a checkpoint the old key signs: that is how a key someone pinned introduces its successor.
+# Kept below a prune's cut like the versions, so the succession stays provable.
+PUBLIC_KEY_KIND = "public_key"
+NEVER_PRUNED = frozenset({"rule_version", "rule_version_close", "mapping_version", "public_key"})
 # A prune leaves an entry of this kind in the chain, naming what it kept below its cut:
-# {"through_seq", "checkpoint": {"seq", "hash"}, "kept": {"count", "sha256"}}. The kept
-# records' own entries are gone, so this is what vouches for them afterwards.
+# {"through_seq", "checkpoint": {"seq", "hash"}, "kept": {"count", "sha256"},
+# "retention_days"}. The kept records' own entries are gone, so this is what vouches for
+# them afterwards, and the one thing that may account for a log not starting at seq 1.
 PRUNE_KIND = "prune"
+# No retention may be shorter (six months, as EU AI Act Art 26(6) asks of deployers): a
+# prune entry naming less accounts for nothing.
+RETENTION_FLOOR_DAYS = 183
+# Records every key may read (an agent key's verify checks the prunes and rotations too):
+# they hold nothing but seqs, hashes and public keys.
+READ_KINDS = frozenset({PRUNE_KIND, PUBLIC_KEY_KIND})
 
 
 def kept_digest(items: Iterable[tuple[int, str, str, str]]) -> str:
@@ -257,6 +275,15 @@ def key_id_for(raw_public_key: bytes) -> str:
     return "ed25519:" + hashlib.sha256(raw_public_key).hexdigest()[:16]
 
 
+def _genuine_key(key: PublicKey) -> bool:
+    """A 32-byte key whose id is derived from it (a relabelled key vouches for nothing)."""
+    try:
+        raw = base64.b64decode(key.public_key, validate=True)
+    except ValueError:
+        return False
+    return len(raw) == 32 and key_id_for(raw) == key.key_id
+
+
 def verify_signature(public_key: PublicKey, message: bytes, signature_b64: str) -> bool:
     try:
         VerifyKey(base64.b64decode(public_key.public_key)).verify(
@@ -324,6 +351,80 @@ class VerifyReport:
         }
 
 
+def pruned_start_problem(
+    first: Entry,
+    prunes: Iterable[tuple[Entry, Any]],
+    checkpoints: Mapping[int, Checkpoint],
+    covered_through: int | None,
+) -> str | None:
+    """Why a log starting at ``first`` (seq > 1) is not accounted for by a prune, or None.
+
+    The one rule every verifier applies: entries disappear only by a prune, so a chain that
+    does not start at seq 1 must start right after the ``through_seq`` of a ``prune`` entry
+    (``prunes``: the prune entries in the chain with their records) that a signed checkpoint
+    covers (``covered_through``: the last seq a verified checkpoint signs), whose
+    ``retention_days`` is at least the floor, and whose checkpoint is the one signed at the
+    last entry it dropped (``checkpoints``: the signed ones, by seq)."""
+    through = first.seq - 1
+    missing = f"entries 1..{through} are missing and no prune accounts for them"
+    candidates = []
+    others = []
+    for entry, record in prunes:
+        said = record.get("through_seq") if isinstance(record, Mapping) else None
+        if said == through and type(said) is int:
+            candidates.append((entry, record))
+        elif type(said) is int:
+            others.append(said)
+    if not candidates:
+        also = f" (the prunes here go through seq {', '.join(map(str, others))})" if others else ""
+        return f"{missing}: no prune entry says through_seq {through}{also}"
+    why = ""
+    for entry, record in candidates:  # a prune run again names the same cut: any may do
+        why = _prune_problem(entry, record, through, checkpoints, covered_through)
+        if not why:
+            return None
+    return f"{missing}: {why}"
+
+
+def _prune_problem(
+    entry: Entry,
+    record: Mapping[str, Any],
+    through: int,
+    checkpoints: Mapping[int, Checkpoint],
+    covered_through: int | None,
+) -> str:
+    days = record.get("retention_days")
+    if type(days) is not int:
+        return f"the prune through seq {through} (seq {entry.seq}) names no retention_days"
+    if days < RETENTION_FLOOR_DAYS:
+        return (
+            f"the prune through seq {through} keeps {days} days, below the "
+            f"{RETENTION_FLOOR_DAYS}-day floor"
+        )
+    named = record.get("checkpoint")
+    named_seq = named.get("seq") if isinstance(named, Mapping) else None
+    if named_seq != through:
+        return (
+            f"the prune through seq {through} names its checkpoint at seq {named_seq}, not "
+            f"at the last entry it dropped (seq {through})"
+        )
+    signed = checkpoints.get(through)
+    if signed is None:
+        return f"no signed checkpoint at seq {through}, the last entry the prune dropped"
+    named_hash = named.get("hash") if isinstance(named, Mapping) else None
+    if named_hash != signed.hash:
+        return (
+            f"the prune through seq {through} names checkpoint hash {named_hash}, the "
+            f"signed checkpoint at seq {through} has {signed.hash}"
+        )
+    if covered_through is None or covered_through < entry.seq:
+        return (
+            f"the prune entry at seq {entry.seq} is covered by no signed checkpoint (the "
+            f"last verified is at seq {covered_through if covered_through is not None else '-'})"
+        )
+    return ""
+
+
 _NO_RECORD = object()
 
 
@@ -343,12 +444,23 @@ class ChainVerifier:
         public_keys: Iterable[PublicKey] = (),
         *,
         compare_records: bool = False,
+        pinned: Iterable[PublicKey] | None = None,
     ) -> None:
         self.report = VerifyReport(workspace)
         self.compare_records = compare_records
+        # Whether the records kept below a prune's cut are fed (a reader of records gets
+        # them); without them, the prune entries' lists of kept versions cannot be checked.
+        self.check_kept = compare_records
         self._keys: dict[str, PublicKey] = {}
         self._checkpoints: dict[int, Checkpoint] = {}
         self._prev: Entry | None = None
+        self._first: Entry | None = None
+        # Keys trusted from the start (saved with checkpoints, or given): None trusts every
+        # key the log lists. Otherwise a checkpoint counts only when signed by a pinned key,
+        # or by a key a ``public_key`` entry introduced under a checkpoint of a trusted key.
+        self._pinned: dict[str, PublicKey] | None = None
+        self._intros: list[tuple[int, str]] = []  # (seq, key_id) of public_key records
+        self._trust: dict[str, int] = {}  # key_id -> the first seq it may sign at
         # (seq, kind, ref_id, payload_sha256) of every record a prune keeps that went past
         # (a few per rule edit, so small), and the prune entries' records, for finish().
         self._versions: list[tuple[int, str, str, str]] = []
@@ -356,6 +468,12 @@ class ChainVerifier:
         self._kept_seqs: list[int] = []
         for key in public_keys:
             self._add_key(key)
+        if pinned is not None:
+            self._pinned = {}
+            for key in pinned:
+                if key.workspace == workspace and _genuine_key(key):
+                    self._pinned[key.key_id] = key
+                    self._keys.setdefault(key.key_id, key)
         for cp in checkpoints:
             self._add_checkpoint(cp)
 
@@ -414,6 +532,8 @@ class ChainVerifier:
         self._versions.append((seq, kind, ref_id, payload))
         self._kept_seqs.append(seq)
         self.report.kept_records += 1
+        if kind == PUBLIC_KEY_KIND:
+            self._note_intro(seq, record)
 
     def feed(self, entry: Entry, record: Any = _NO_RECORD) -> None:
         rep = self.report
@@ -462,8 +582,35 @@ class ChainVerifier:
         """Keep what ``finish`` checks the prune entries against."""
         if entry.kind in NEVER_PRUNED:
             self._versions.append((entry.seq, entry.kind, entry.ref_id, entry.payload_sha256))
-        elif entry.kind == PRUNE_KIND and record is not _NO_RECORD and self.compare_records:
+        if entry.kind in READ_KINDS and record is not _NO_RECORD and record is not None:
+            try:
+                genuine = payload_sha256(record) == entry.payload_sha256
+            except CanonicalError:
+                genuine = False
+            if genuine:  # an edited record is named by _compare; it vouches for nothing
+                self._note_record(entry, record)
+
+    def _note_record(self, entry: Entry, record: Any) -> None:
+        """A prune or public key record, known to be the one its entry hashed."""
+        if entry.kind == PRUNE_KIND:
             self._prunes.append((entry, record))
+        elif entry.kind == PUBLIC_KEY_KIND:
+            self._note_intro(entry.seq, record)
+
+    def _note_intro(self, seq: int, record: Any) -> None:
+        """A public key entry (or one kept below a prune): a key it may introduce."""
+        if not isinstance(record, Mapping):
+            return
+        try:
+            key = PublicKey.from_json({**record, "workspace": self.report.workspace})
+        except (KeyError, TypeError, ValueError):
+            self._fail(seq, PUBLIC_KEY_KIND, "public key record is not in the shape of a key")
+            return
+        if not _genuine_key(key):
+            self._fail(seq, PUBLIC_KEY_KIND, f"key {key.key_id} does not match its public key")
+            return
+        self._keys.setdefault(key.key_id, key)
+        self._intros.append((seq, key.key_id))
 
     def feed_raw(self, entry: Entry, raw: bytes | None) -> None:
         """``feed`` with the record as the bytes it was written as (None: no record).
@@ -472,15 +619,18 @@ class ChainVerifier:
         ``payload_sha256`` hashed, so hashing them compares the record without parsing or
         re-canonicalizing it. Bytes that do not hash right are parsed and compared as
         ``feed`` compares (a record written in another layout is still the same record)."""
-        if not self.compare_records:
+        genuine = raw is not None and hashlib.sha256(raw).hexdigest() == entry.payload_sha256
+        if not self.compare_records or genuine:
             self.feed(entry)
+            if genuine and entry.kind in READ_KINDS:  # the kinds whose content is read
+                try:
+                    self._note_record(entry, jsonutil.loads(raw or b""))
+                except (ValueError, RecursionError) as exc:
+                    self._fail(entry.seq, entry.kind, f"record {entry.ref_id} is not JSON: {exc}")
+            if genuine and self.compare_records:
+                self.report.records_compared += 1
         elif raw is None:
             self.feed(entry, None)
-        elif hashlib.sha256(raw).hexdigest() == entry.payload_sha256:
-            self.feed(entry)
-            if entry.kind == PRUNE_KIND:  # the one kind whose content the verifier reads
-                self._prunes.append((entry, jsonutil.loads(raw)))
-            self.report.records_compared += 1
         else:
             try:
                 record = jsonutil.loads(raw)
@@ -492,6 +642,7 @@ class ChainVerifier:
             self.feed(entry, record)
 
     def _check_start(self, entry: Entry) -> None:
+        self._first = entry
         if entry.seq == 1:
             if entry.prev_hash != ZERO_HASH:
                 self._fail(
@@ -551,7 +702,51 @@ class ChainVerifier:
             self._fail(bad, None, f"kept record at seq {bad}, inside the log (from seq {first})")
         for entry, record in self._prunes:
             self._check_prune(entry, record)
+        start = self._first
+        if start is not None and start.seq > 1:
+            problem = pruned_start_problem(
+                start, self._prunes, self._checkpoints, rep.last_checkpoint_seq
+            )
+            if problem:
+                self._fail(start.seq, start.kind, problem)
+        if self._pinned is not None:
+            self._check_pins()
         return rep
+
+    def _check_pins(self) -> None:
+        """Every checkpoint signed by a pinned key, or by one a trusted checkpoint's
+        ``public_key`` entry introduced (at or before the seqs it signs)."""
+        assert self._pinned is not None
+        trust = {key_id: 0 for key_id in self._pinned}
+        ordered = sorted(self._checkpoints.values(), key=lambda c: c.seq)
+        changed = True
+        while changed:  # a few keys, a few rotations: a fixpoint in a pass or two
+            changed = False
+            for cp in ordered:
+                if trust.get(cp.key_id, cp.seq + 1) > cp.seq:
+                    continue
+                for seq, key_id in self._intros:
+                    if seq <= cp.seq and trust.get(key_id, seq + 1) > seq:
+                        trust[key_id] = seq
+                        changed = True
+        self._trust = trust
+        pins = ", ".join(sorted(self._pinned)) or "none"
+        for cp in ordered:
+            if trust.get(cp.key_id, cp.seq + 1) > cp.seq:
+                self._fail(
+                    cp.seq,
+                    "checkpoint",
+                    f"signed by key {cp.key_id}, which is not pinned (pinned: {pins}) and "
+                    "no checkpoint signed by a pinned key introduced it",
+                )
+
+    def trusted(self, key_id: str) -> bool:
+        """After ``finish``: may ``key_id`` sign for this log (always, with no pins)?"""
+        return self._pinned is None or key_id in self._trust
+
+    @property
+    def pinned_ids(self) -> list[str] | None:
+        return None if self._pinned is None else sorted(self._pinned)
 
     def _check_prune(self, entry: Entry, record: Any) -> None:
         """A prune entry's list of what it kept matches the kept records and versions."""
@@ -564,6 +759,8 @@ class ChainVerifier:
             self._fail(seq, kind, f"prune record {entry.ref_id} is not in the prune's shape")
             return
         kept = sorted(v for v in self._versions if v[0] <= through)
+        if not self.check_kept:  # this reader is not given the kept records
+            kept, listed, digest = [], 0, kept_digest([])
         if len(kept) != listed:
             self._fail(
                 seq,

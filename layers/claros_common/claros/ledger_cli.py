@@ -24,7 +24,7 @@ from typing import Any
 from claros import jsonutil
 from claros.auth import workspaces
 from claros.canonical import CanonicalError
-from claros.checkpoints import sign_checkpoint
+from claros.checkpoints import rotate_key
 from claros.config import Settings
 from claros.evidence.verify import verify_workspace
 from claros.ledger import PublicKey
@@ -77,21 +77,16 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _rotate(args: argparse.Namespace, settings: Settings) -> int:
-    """A new active key; the old public keys stay listed so old checkpoints still verify.
-    An unsigned tail is signed with the new key at once; later checkpoints use it too."""
+    """A new active key, introduced by the old one: a ``public_key`` entry with the new
+    public key, under a checkpoint the old key signs. The old public keys stay listed so
+    old checkpoints still verify; later checkpoints are signed with the new key."""
     services = build_services(settings, create=False)
     try:
         store = services.store
         if store.get_doc(GLOBAL, "workspace", args.workspace) is None:
             print(f"claros.ledger: no workspace {args.workspace!r}", file=sys.stderr)
             return 2
-        old = services.signer.active_key(args.workspace)
-        store.add_public_key(old)
-        new = services.signer.rotate(args.workspace)
-        store.add_public_key(new)
-        head = store.head(args.workspace)
-        if head is not None:
-            sign_checkpoint(store, services.signer, head, services.anchor)
+        old, new = rotate_key(services, args.workspace)
         print(f"workspace {args.workspace}: signing key {old.key_id} -> {new.key_id}")
         return 0
     except SigningError as exc:

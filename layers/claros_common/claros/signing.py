@@ -16,7 +16,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,7 +27,11 @@ from claros.ledger import PublicKey, key_id_for
 if TYPE_CHECKING:  # the client package never imports boto3; only the KMS signer uses it
     from mypy_boto3_kms import KMSClient
 
-__all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError"]
+__all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError", "Vouch"]
+
+# Called with a rotation's new public key while the old key is still the active one, so
+# that the old key signs the checkpoint that introduces its successor (docs/ledger.md).
+Vouch = Callable[[PublicKey], None]
 
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -65,9 +69,16 @@ class Signer(Protocol):
         """(key_id, 64-byte Ed25519 signature) over ``message`` with the active key."""
         ...
 
-    def rotate(self, workspace: str) -> PublicKey:
-        """Make a new active key; the old one is kept for the record."""
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+        """Make a new active key; the old one is kept for the record. ``vouch`` sees the
+        new key before it becomes active (the old one still signs meanwhile)."""
         ...
+
+
+def _key_dir_error(exc: OSError, directory: Path) -> SigningError:
+    return SigningError(
+        f"cannot write a new ledger key in {exc.filename or directory}: {exc.strerror or exc}"
+    )
 
 
 def _now_ms() -> int:
@@ -164,10 +175,13 @@ class FileSigner:
             raise _BadKeyFile(f"the file holds {len(seed)} bytes, not a 32-byte key")
         return SigningKey(seed)
 
-    def _create(self, workspace: str, after: int = 0) -> tuple[str, SigningKey, PublicKey]:
-        key = SigningKey.generate()
+    def _create(
+        self, workspace: str, after: int = 0, key: SigningKey | None = None, created: int = 0
+    ) -> tuple[str, SigningKey, PublicKey]:
+        key = key or SigningKey.generate()
         directory = self._dir(workspace)
-        created = max(_now_ms(), after + 1)  # newer than every file there, bad ones too
+        # Newer than every file there, bad ones too (a rotation names its time first).
+        created = max(created or _now_ms(), after + 1)
         temp = directory / f".new-{created}-{secrets.token_hex(4)}.tmp"
         # O_EXCL + 0600 from the start: the seed is never on disk with wider permissions.
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -228,16 +242,20 @@ class FileSigner:
         key, public = self._active(workspace)
         return public.key_id, key.sign(message).signature
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+        try:
+            files = self._files(self._dir(workspace))
+        except OSError as exc:
+            raise _key_dir_error(exc, self.root / workspace) from exc
+        after = files[-1][0] if files else 0
+        key, created = SigningKey.generate(), max(_now_ms(), after + 1)
+        if vouch is not None:  # not on disk yet: nothing signs with it before this returns
+            vouch(self._public(workspace, key, created))
         with self._lock:
             try:
-                files = self._files(self._dir(workspace))
-                found = self._create(workspace, after=files[-1][0] if files else 0)
+                found = self._create(workspace, after=after, key=key, created=created)
             except OSError as exc:
-                raise SigningError(
-                    f"cannot write a new ledger key in {exc.filename or self.root / workspace}:"
-                    f" {exc.strerror or exc}"
-                ) from exc
+                raise _key_dir_error(exc, self.root / workspace) from exc
             self._cache[workspace] = found
             return found[2]
 
@@ -329,11 +347,13 @@ class KmsSigner:
             )
         return public.key_id, bytes(signed["Signature"])
 
-    def rotate(self, workspace: str) -> PublicKey:
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         alias = self._alias(workspace)
         with _kms_errors(workspace):
             self._active(workspace)  # make sure there is an alias to move
             target = self._create_key(workspace)
+            if vouch is not None:  # the alias still names the old key meanwhile
+                vouch(self._describe(target, workspace)[1])
             self.kms.update_alias(AliasName=alias, TargetKeyId=target)
             with self._lock:
                 self._cache[workspace] = self._describe(target, workspace)

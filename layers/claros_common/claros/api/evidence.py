@@ -14,7 +14,7 @@ from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.lines import entry_line, kept_line
 from claros.evidence.oversight import oversight
 from claros.evidence.verify import verify_workspace
-from claros.ledger import Entry
+from claros.ledger import READ_KINDS, Entry
 
 __all__ = ["register"]
 
@@ -82,7 +82,10 @@ def _page(
     its canonical JSON as ``event``), at most ``limit`` lines and about MAX_PAGE_BYTES;
     ``x-claros-next`` is the seq to resume from. ``with_kept``: the first page of a pruned
     log starts with the rule and mapping versions kept below the cut (``kept`` lines, as
-    in the export), so a verifier can check them against the prune entries."""
+    in the export), so a verifier can check them against the prune entries. Without
+    ``with_records``, the records of prune and public key entries are still given (they
+    hold only seqs, hashes and public keys): every verifier checks what accounts for a
+    pruned log and which keys a rotation introduced."""
     since = query_int(app, "since", 0)
     limit = query_int(app, "limit", 1000, minimum=1, maximum=MAX_PAGE)
     store = app.services.store
@@ -93,13 +96,11 @@ def _page(
         first = next(iter(store.entries(ws, limit=1)), None)
         if first is not None and first.seq > 1:
             lines = [kept_line(k) for k in store.kept_records(ws, first.seq - 1)]
-    rows: Iterator[tuple[Entry, bytes | None]] = (
-        store.entries_with_raw_records(ws, since=since, limit=limit)
-        if with_records
-        else ((entry, None) for entry in store.entries(ws, since=since, limit=limit))
+    rows: Iterator[tuple[Entry, bytes | None]] = store.entries_with_raw_records(
+        ws, since=since, limit=limit
     )
     for entry, raw in rows:
-        line = entry_line(entry, raw, with_record=with_records)
+        line = entry_line(entry, raw, with_record=with_records or entry.kind in READ_KINDS)
         if lines and size + len(line) > MAX_PAGE_BYTES:
             break  # the rest comes with the next page
         lines.append(line)

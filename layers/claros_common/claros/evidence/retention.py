@@ -20,7 +20,7 @@ from claros.checkpoints import record, sign_checkpoint
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
-from claros.ledger import PRUNE_KIND, Checkpoint, Entry, kept_digest
+from claros.ledger import PRUNE_KIND, RETENTION_FLOOR_DAYS, Checkpoint, Entry, kept_digest
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -30,11 +30,12 @@ __all__ = [
     "RetentionRequest",
     "get_retention",
     "prune",
+    "prune_through",
     "retention_days",
     "set_retention",
 ]
 
-FLOOR_DAYS = 183
+FLOOR_DAYS = RETENTION_FLOOR_DAYS  # every verifier refuses a prune entry naming fewer
 MAX_DAYS = 36_500
 SETTINGS, KEY = "settings", "retention"
 _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
@@ -138,7 +139,15 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
     body: dict[str, Any] = {"workspace": workspace, "days": days, "cutoff": cutoff}
     if last is None:
         return {**body, "pruned": False, "message": f"nothing is older than {days} days"}
-    # Sign first: the deletes are allowed only below a signed checkpoint, and the chain
+    return {**body, **prune_through(services, last, days)}
+
+
+def prune_through(services: Services, last: Entry, days: int) -> dict[str, Any]:
+    """Drop the entries through ``last`` as a prune does (the steps every verifier checks):
+    a checkpoint signed at ``last``, a ``prune`` entry naming it and ``days`` (covered by
+    a checkpoint of its own), then the deletes."""
+    store, workspace = services.store, last.workspace
+    # Sign first: the deletes are allowed only at a signed checkpoint, and the chain
     # verifies from it afterwards.
     cp = sign_checkpoint(store, services.signer, last, services.anchor)
     # Then say in the chain what stays below the cut: the rule and mapping versions lose
@@ -152,10 +161,12 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
         "kept": {"count": len(items), "sha256": kept_digest(items)},
         "retention_days": days,
     }
-    record(services, workspace, [NewRecord(PRUNE_KIND, new_id("prn"), listed)])
+    [entry] = record(services, workspace, [NewRecord(PRUNE_KIND, new_id("prn"), listed)])
+    # Signed before anything is dropped: a prune entry no checkpoint covers accounts for
+    # nothing (anyone who can write the store but not sign could have appended it).
+    sign_checkpoint(store, services.signer, entry, services.anchor)
     done = store.prune(workspace, last.seq)
     return {
-        **body,
         "pruned": True,
         "through_seq": done.through_seq,
         "entries_deleted": done.entries_deleted,

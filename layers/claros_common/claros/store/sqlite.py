@@ -1,8 +1,12 @@
 """SQLite store: the embedded default. One file in the data directory, WAL mode.
 
-The ledger and its records refuse UPDATE, and DELETE except below a signed checkpoint
-(triggers), so even a bug in Claros, or someone with the sqlite3 shell who does not also
-drop the triggers, cannot quietly rewrite history.
+The ledger and its records refuse UPDATE, and DELETE except inside a prune (triggers), so
+even a bug in Claros, or someone with the sqlite3 shell who does not also drop the
+triggers, cannot quietly rewrite history. A prune writes a row in ``prune_marks`` in its
+own transaction, which the deletes require and which is refused unless a signed
+checkpoint sits at the prune's last entry and a ``prune`` entry names it; the prune
+removes the row before it commits. (Whoever drops the triggers can delete anyway: every
+verifier then names the missing entries, docs/ledger.md "Trust".)
 
 Threads: one connection per thread; an append takes the write lock first
 (``BEGIN IMMEDIATE``) so two writers never read the same chain head.
@@ -68,24 +72,40 @@ CREATE TABLE IF NOT EXISTS docs (
     PRIMARY KEY (workspace, collection, key)
 ) WITHOUT ROWID;
 
+CREATE TABLE IF NOT EXISTS prune_marks (
+    workspace TEXT PRIMARY KEY, through_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
 BEGIN SELECT RAISE(ABORT, 'the ledger refuses updates'); END;
-CREATE TRIGGER IF NOT EXISTS ledger_delete_below_checkpoint BEFORE DELETE ON ledger
-WHEN NOT EXISTS (SELECT 1 FROM checkpoints c
-                 WHERE c.workspace = OLD.workspace AND c.seq >= OLD.seq)
-BEGIN SELECT RAISE(ABORT, 'the ledger refuses deletes above the last signed checkpoint'); END;
+DROP TRIGGER IF EXISTS ledger_delete_below_checkpoint;
+CREATE TRIGGER IF NOT EXISTS ledger_delete_only_by_a_prune BEFORE DELETE ON ledger
+WHEN NOT EXISTS (SELECT 1 FROM prune_marks m
+                 WHERE m.workspace = OLD.workspace AND OLD.seq <= m.through_seq)
+BEGIN SELECT RAISE(ABORT, 'ledger entries are deleted only by a prune'); END;
 CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
 BEGIN SELECT RAISE(ABORT, 'ledger records refuse updates'); END;
-CREATE TRIGGER IF NOT EXISTS records_delete_below_checkpoint BEFORE DELETE ON records
-WHEN OLD.kind IN ('rule_version', 'rule_version_close', 'mapping_version')
-  OR NOT EXISTS (SELECT 1 FROM checkpoints c
-                 WHERE c.workspace = OLD.workspace AND c.seq >= OLD.seq)
-BEGIN SELECT RAISE(ABORT, 'ledger records are deleted only by a prune below a checkpoint'); END;
+DROP TRIGGER IF EXISTS records_delete_below_checkpoint;
+CREATE TRIGGER IF NOT EXISTS records_delete_only_by_a_prune BEFORE DELETE ON records
+WHEN OLD.kind IN ({kept})
+  OR NOT EXISTS (SELECT 1 FROM prune_marks m
+                 WHERE m.workspace = OLD.workspace AND OLD.seq <= m.through_seq)
+BEGIN SELECT RAISE(ABORT, 'ledger records are deleted only by a prune, never versions'); END;
+CREATE TRIGGER IF NOT EXISTS prune_marks_need_a_prune BEFORE INSERT ON prune_marks
+WHEN NOT EXISTS (SELECT 1 FROM checkpoints c
+                 WHERE c.workspace = NEW.workspace AND c.seq = NEW.through_seq)
+  OR NOT EXISTS (SELECT 1 FROM records r
+                 WHERE r.workspace = NEW.workspace AND r.kind = 'prune'
+                   AND r.seq > NEW.through_seq
+                   AND json_extract(r.body, '$.through_seq') = NEW.through_seq)
+BEGIN SELECT RAISE(ABORT, 'a prune needs its signed checkpoint and its prune entry'); END;
+CREATE TRIGGER IF NOT EXISTS prune_marks_no_update BEFORE UPDATE ON prune_marks
+BEGIN SELECT RAISE(ABORT, 'prune marks refuse updates'); END;
 CREATE TRIGGER IF NOT EXISTS checkpoints_no_update BEFORE UPDATE ON checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints refuse updates'); END;
 CREATE TRIGGER IF NOT EXISTS checkpoints_no_delete BEFORE DELETE ON checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints refuse deletes'); END;
-"""
+""".replace("{kept}", ", ".join(f"'{kind}'" for kind in sorted(NEVER_PRUNED)))
 
 
 def _now_ms() -> int:
@@ -352,6 +372,13 @@ class SqliteStore:
                 (workspace, through_seq),
             ).fetchone():
                 raise PruneError(f"no signed checkpoint at seq {through_seq}")
+            try:  # what lets the deletes through; removed again before the commit
+                conn.execute("INSERT INTO prune_marks VALUES (?, ?)", (workspace, through_seq))
+            except sqlite3.IntegrityError as exc:
+                raise PruneError(
+                    f"no prune entry says through_seq {through_seq}: append one first "
+                    "(claros.evidence.retention.prune does)"
+                ) from exc
             kept = tuple(sorted(NEVER_PRUNED))
             marks = ",".join("?" * len(kept))
             records = conn.execute(
@@ -363,6 +390,7 @@ class SqliteStore:
             entries = conn.execute(
                 "DELETE FROM ledger WHERE workspace = ? AND seq <= ?", (workspace, through_seq)
             ).rowcount
+            conn.execute("DELETE FROM prune_marks WHERE workspace = ?", (workspace,))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
