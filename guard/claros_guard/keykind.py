@@ -48,16 +48,18 @@ class KindCheckedApi(HttpClarosApi):
 
     _me: Mapping[str, Any] | None = None
 
-    async def key_kind(self) -> str:
+    async def key_kind(self, what: str = "key check") -> str:
+        """The key's kind (asked once); ``what`` names the request it is asked for, in the
+        refusal when Claros refuses the key itself (a revoked key: the check is refused)."""
         if self._me is None:
             try:
-                answer = await super()._send("GET", "/v1/me", what="key check")
+                answer = await super()._send("GET", "/v1/me", what=what)
             except ClarosRefusedError as exc:
                 if exc.status != 404:
                     raise
                 raise ClarosRefusedError(
                     404, f"Claros at {self.url} does not say what kind of key this is "
-                    "(GET /v1/me); update the server", "key check"
+                    "(GET /v1/me); update the server", what
                 ) from None  # fmt: skip
             if not isinstance(answer, Mapping) or not isinstance(answer.get("kind"), str):
                 raise ClarosUnavailableError(
@@ -79,7 +81,7 @@ class KindCheckedApi(HttpClarosApi):
         *,
         what: str = "check",
     ) -> Any:
-        await self.key_kind()
+        await self.key_kind(what)
         return await super()._send(method, path, body, headers, what=what)
 
 
