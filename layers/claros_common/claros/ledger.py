@@ -56,6 +56,8 @@ KINDS = (
     "rule_version",
     "rule_version_close",
     "mapping_version",
+    "mapping_status",  # a mapping suspended (or restored) as the tools it names changed
+    "tool_confirm",  # an admin confirmed that a tool held as a write is a read
 )
 NEVER_PRUNED = frozenset({"rule_version", "rule_version_close", "mapping_version"})
 # A prune leaves an entry of this kind in the chain, naming what it kept below its cut:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from claros.auth import Principal
 from claros.web.html import (
@@ -550,8 +551,58 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
     )
 
 
+def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
+    if tool.get("held"):
+        what = render(
+            "{b} <span class=\"hint\">a guard reports it as a read; Claros keeps it a "
+            "write until you confirm</span>",
+            b=badge("held as write", "warn"),
+        )
+        action = render(
+            '<form method="post" action="/app/apps/{app}/tools/{tool}/confirm" class="inline">'
+            '{csrf}{once}<button class="btn" type="submit">Confirm it is a read</button></form>',
+            app=quote(app, safe=""),
+            tool=quote(str(tool.get("name")), safe=""),
+            csrf=csrf_field(chrome),
+            once=one_use_field(),
+        )
+    else:
+        what = badge("read", "ok") if tool.get("read") else badge("write", "muted")
+        action = Safe("")
+    return render(
+        "<tr><td>{app}</td><td><code>{name}</code></td><td>{what}</td><td>{action}</td></tr>",
+        app=app,
+        name=tool.get("name"),
+        what=what,
+        action=action,
+    )
+
+
+def _tools(apps: Sequence[Mapping[str, Any]], chrome: Chrome) -> Safe:
+    """Each app's tools as the workspace counts them; a tool a guard now reports as a read
+    but that was registered as a write is held until an admin confirms it here."""
+    if not apps:
+        return empty("No tools yet: a guard registers its server's tools when it starts.")
+    rows = join(
+        _tool_row(str(a["app"]), t, chrome)
+        for a in apps
+        for t in sorted(a.get("tools") or [], key=lambda t: (not t.get("held"), t.get("name")))
+    )
+    return render(
+        '<div class="table-wrap"><table><thead><tr><th scope="col">App</th>'
+        '<th scope="col">Tool</th><th scope="col">Counts as</th><th scope="col"></th>'
+        "</tr></thead><tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
 def rules_page(
-    chrome: Chrome, rules: Sequence[Mapping[str, Any]], mappings: Sequence[Mapping[str, Any]]
+    chrome: Chrome,
+    rules: Sequence[Mapping[str, Any]],
+    mappings: Sequence[Mapping[str, Any]],
+    apps: Sequence[Mapping[str, Any]] = (),
+    *,
+    flash: Safe = NOTHING,
 ) -> str:
     cards = (
         join(_rule_card(r) for r in rules)
@@ -562,6 +613,7 @@ def rules_page(
         [
             section("rules", "Rules", cards, extra=_count(len(rules))),
             section("mappings", "Mappings per tool", _mappings(mappings)),
+            section("tools", "Tools: reads and writes", _tools(apps, chrome)),
         ]
     )
     return layout(
@@ -569,6 +621,7 @@ def rules_page(
         body,
         chrome,
         lede="Each rule's versions as written, with hash, owner, response and who confirmed them.",
+        flash=flash,
     )
 
 
