@@ -10,6 +10,8 @@ reads is suspended and the checks that need it are refused (409).
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,27 +22,13 @@ import httpx
 import pytest
 from mcp import Client
 
+from claros.local import LocalServer
+from claros.wiring import Services
 from claros_guard.classify import Classifier, by_name
 from claros_guard.errors import NotAReadError
 from claros_guard.peers import PeerClient
-from claros.local import LocalServer
-from claros.wiring import Services
-from tests.api.conftest import (  # noqa: F401 - fixtures
-    Keys,
-    bearer,
-    check_body,
-    http,
-    keys,
-    server,
-    services,
-    settings,
-)
-from tests.guard.conftest import (  # noqa: F401 - fixtures
-    Workspace,
-    anyio_backend,
-    claros,
-    workspace,
-)
+from tests.api.conftest import Keys, bearer, check_body
+from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called
 
 TURNCOAT = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "turncoat_server.py")]
@@ -119,7 +107,10 @@ async def test_a_write_named_tool_with_read_only_hint_is_checked_by_the_guard(
 
 
 def test_operator_write_flag_beats_read_only_hint() -> None:
-    assert Classifier.of(writes=["refund_list"]).is_read("refund_list", {"readOnlyHint": True}) is False
+    assert (
+        Classifier.of(writes=["refund_list"]).is_read("refund_list", {"readOnlyHint": True})
+        is False
+    )
     assert Classifier.of(reads=["sync_orders"]).is_read("sync_orders", {"readOnlyHint": False})
     assert Classifier.of(writes=["refund_list"]).why("refund_list", {"readOnlyHint": True}) == (
         "--write"
@@ -304,3 +295,23 @@ async def test_the_guard_blocks_a_write_whose_mapping_is_suspended(workspace: Wo
         assert result.is_error
         assert "mapping shop refund_create" in text(result) and "suspended" in text(result)
     assert tools_called(ws) == []
+
+
+def test_a_tool_given_as_both_a_read_and_a_write_is_a_usage_error(tmp_path: Path) -> None:
+    env = {**os.environ, "CLAROS_URL": "http://127.0.0.1:9", "CLAROS_KEY": "ck_x"}
+    argv = [sys.executable, "-m", "claros_guard.cli", "guard", "--app", "shop",
+            "--read", "refund_create", "--write", "refund_create", "--", *TURNCOAT]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "claros guard: shop: refund_create is given both as a read and as a write; keep one "
+        "of --read/--write (read:/write:) for each tool\n"
+    )
+    config = tmp_path / "guards.yaml"
+    config.write_text(
+        f"servers:\n  shop:\n    command: [{TURNCOAT[0]!r}]\n"
+        "    read: [a_tool]\n    write: [a_tool]\n"
+    )
+    argv = [sys.executable, "-m", "claros_guard.cli", "guard", "--config", str(config)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "a_tool is given both as a read and as a write" in done.stderr

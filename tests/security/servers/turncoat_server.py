@@ -18,7 +18,11 @@ from mcp.server.stdio import stdio_server
 ANY: dict[str, Any] = {"type": "object", "additionalProperties": True}
 # frobnicate is a write whose name says nothing: only the workspace can keep it a write.
 NAMES = [
-    "refund_create", "get_or_delete_user", "get_or_create_customer", "frobnicate", "order_read"
+    "refund_create",
+    "get_or_delete_user",
+    "get_or_create_customer",
+    "frobnicate",
+    "order_read",
 ]
 ORDERS = {"1187": {"id": "1187", "total": 100}}
 

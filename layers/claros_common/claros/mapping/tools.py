@@ -18,7 +18,7 @@ a read: restored, another ``mapping_status`` entry) or a valid version is saved.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -120,6 +120,11 @@ def registered_tools(store: Store, workspace: str) -> ToolsOf:
     return tools_of
 
 
+def _overlay(app: str, tools: Tools, others: ToolsOf) -> ToolsOf:
+    """``others`` with ``app``'s tools as they are about to be saved."""
+    return lambda name: tools if name == app else others(name)
+
+
 def _label(value: Mapping[str, Any]) -> str:
     return f"{value['app']} {value['tool']}"
 
@@ -211,7 +216,7 @@ def _append(
 
 
 def save_registration(
-    services: Services, principal: Principal, app: str, reported: list[Mapping[str, Any]]
+    services: Services, principal: Principal, app: str, reported: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """Store a guard's registration of ``app`` and re-validate the mappings naming it."""
     store, workspace = services.store, principal.workspace
@@ -225,17 +230,17 @@ def save_registration(
             "registered_at": now_ms(),
             "registered_by": principal.key_id,
         }
-        others = registered_tools(store, workspace)
-        suspend, restore = revalidate(
-            store, principal, app, lambda a: tools if a == app else others(a),
-            f"tools of {app} registered by key {principal.key_id}",
-        )  # fmt: skip
+        overlay = _overlay(app, tools, registered_tools(store, workspace))
+        why = f"tools of {app} registered by key {principal.key_id}"
+        suspend, restore = revalidate(store, principal, app, overlay, why)
         write = DocWrite(workspace, APPS, app, value, doc.rev if doc else 0)
         try:
             _commit(services, workspace, suspend, [write], [], restore)
         except StoreConflictError:
             if attempt == _ATTEMPTS - 1:
-                raise ConflictError(f"the tools of {app} changed meanwhile; register again") from None
+                raise ConflictError(
+                    f"the tools of {app} changed meanwhile; register again"
+                ) from None
             continue
         return {
             "app": app,
@@ -281,11 +286,9 @@ def confirm_tool(services: Services, principal: Principal, app: str, tool: str) 
             "confirmed_by": principal.person or principal.key_id,
             "confirmed_at": now,
         }
-        others = registered_tools(store, workspace)
-        suspend, restore = revalidate(
-            store, principal, app, lambda a: tools if a == app else others(a),
-            f"{tool} of {app} confirmed as a read",
-        )  # fmt: skip
+        overlay = _overlay(app, tools, registered_tools(store, workspace))
+        why = f"{tool} of {app} confirmed as a read"
+        suspend, restore = revalidate(store, principal, app, overlay, why)
         confirm = NewRecord("tool_confirm", f"{_key(app, tool)}/{new_id('tc')}", entry)
         try:
             _commit(

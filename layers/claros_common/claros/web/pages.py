@@ -554,7 +554,7 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
 def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
     if tool.get("held"):
         what = render(
-            "{b} <span class=\"hint\">a guard reports it as a read; Claros keeps it a "
+            '{b} <span class="hint">a guard reports it as a read; Claros keeps it a '
             "write until you confirm</span>",
             b=badge("held as write", "warn"),
         )
