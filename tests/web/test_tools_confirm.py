@@ -102,3 +102,19 @@ def test_claros_tools_confirm(server: LocalServer, keys: Keys, http: httpx.Clien
     assert down.returncode == 2 and down.stderr.startswith("claros tools confirm: ")
     assert http.put("/api/mappings/shop/refund_create", json=body,
                     headers=bearer(keys.admin)).status_code == 200  # fmt: skip
+
+
+def test_the_rules_page_says_why_a_mapping_is_suspended(
+    sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client
+) -> None:
+    _hold(http, keys, "order_get")  # order_read stays a read
+    mapping = {"app": "shop", "tool": "refund_create",
+               "fetch": {"tool": "order_read", "arguments": {"id": "$order"}, "into": "o"}}  # fmt: skip
+    saved = http.put("/api/mappings/shop/refund_create", json={"mapping": mapping},
+                     headers=bearer(keys.admin))  # fmt: skip
+    assert saved.status_code == 200, saved.text
+    body = {"tools": [{"name": "order_read", "read": False}]}
+    turned = http.post("/v1/apps/shop/tools", json=body, headers=bearer(keys.agent)).json()
+    assert turned["suspended"] == ["shop refund_create"]
+    page = sign_in(keys.admin).get("/app/rules").text
+    assert "suspended" in page and "&#x27;order_read&#x27; of shop is not a read tool" in page

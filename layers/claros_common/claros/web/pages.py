@@ -522,6 +522,12 @@ def _mapping_needs(mapping: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "nothing"
 
 
+def _mapping_status(mapping: Mapping[str, Any]) -> Safe:
+    status = badge(str(mapping.get("status")), "danger" if mapping.get("suspended") else None)
+    reason = (mapping.get("suspended") or {}).get("reason")
+    return render('{b}<p class="hint">{r}</p>', b=status, r=reason) if reason else status
+
+
 def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
     if not mappings:
         return empty("No mappings: tools are checked on their call's arguments alone.")
@@ -534,7 +540,7 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
             tool=m.get("tool"),
             version=m.get("version"),
             hash=short_hash(m.get("hash")),
-            status=badge(str(m.get("status"))),
+            status=_mapping_status(m),
             needs=_mapping_needs(m.get("mapping") or {}),
             by=m.get("saved_by") or "",
             at=time_tag(m.get("saved_at")),
