@@ -108,8 +108,8 @@ def test_the_rules_page_says_why_a_mapping_is_suspended(
     sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client
 ) -> None:
     _hold(http, keys, "order_get")  # order_read stays a read
-    mapping = {"app": "shop", "tool": "refund_create",
-               "fetch": {"tool": "order_read", "arguments": {"id": "$order"}, "into": "o"}}  # fmt: skip
+    fetch = {"tool": "order_read", "arguments": {"id": "$order"}, "into": "o"}
+    mapping = {"app": "shop", "tool": "refund_create", "fetch": fetch}
     saved = http.put("/api/mappings/shop/refund_create", json={"mapping": mapping},
                      headers=bearer(keys.admin))  # fmt: skip
     assert saved.status_code == 200, saved.text
