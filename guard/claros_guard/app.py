@@ -15,7 +15,7 @@ import anyio.abc
 from claros.names import NAME
 from claros_guard.api import ClarosApi
 from claros_guard.classify import Classifier
-from claros_guard.errors import ClarosUnavailableError, GuardError, NotAReadError
+from claros_guard.errors import ClarosUnavailableError, ConfigError, GuardError, NotAReadError
 from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
 from claros_guard.peers import PeerClient
 from claros_guard.policy import Policy
@@ -29,6 +29,7 @@ log = logging.getLogger("claros_guard.app")
 
 _NAME = re.compile(NAME)
 _MAX_TOOLS = 1000
+_REFRESH_EVERY = 10.0  # seconds between registrations asked for by a held tool
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,14 @@ class AppSettings:
     upstream: UpstreamSpec
     reads: frozenset[str] = frozenset()
     writes: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        both = sorted(self.reads & self.writes)
+        if both:
+            raise ConfigError(
+                f"{self.name}: {', '.join(both)} is given both as a read and as a write; "
+                "keep one of --read/--write (read:/write:) for each tool"
+            )
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,9 @@ class GuardSettings:
     read_timeout: float = 30.0
     start_timeout: float = 60.0
     start_wait: float = 5.0  # how long the wrapped server waits for the agent's initialize
+    # How long the agent's initialize waits for the workspace's answer to the registration
+    # (which tools it holds as writes) before reads go by this guard's classification alone.
+    register_wait: float = 3.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,6 +87,11 @@ class GuardedApp:
             read_timeout=shared.read_timeout,
         )
         self.classifier = Classifier.of(settings.reads, settings.writes)
+        # Tools the workspace holds as writes (from the last registration's answer): a tool
+        # once registered as a write stays one here, whatever this guard's classifier now
+        # says, until an admin confirms the change (docs/guard.md, "Which tools are reads").
+        self.workspace_writes: frozenset[str] = frozenset()
+        self._refreshed_at = -_REFRESH_EVERY
         self.resolver = NeedResolver(self)
         self.lookups = LookupCache()  # lookup reads this guard ran, for itself or its peers
         self.policy = Policy(
@@ -99,7 +116,51 @@ class GuardedApp:
         return found if isinstance(found, dict) else {}
 
     def is_read_tool(self, tool: str) -> bool:
-        return self.classifier.is_read(tool, self.annotations(tool))
+        """A read by this guard's classification and not held as a write by the workspace:
+        the one answer for the agent's calls, needs and other guards' reads."""
+        return tool not in self.workspace_writes and self.classifier.is_read(
+            tool, self.annotations(tool)
+        )
+
+    def why(self, tool: str) -> str:
+        if tool in self.workspace_writes and self.classifier.is_read(tool, self.annotations(tool)):
+            return (
+                f"Claros holds it as a write until an admin confirms it is a read: "
+                f"claros tools confirm {self.name} {tool}"
+            )
+        return self.classifier.why(tool, self.annotations(tool))
+
+    async def _refresh_if_held(self, tool: str) -> None:
+        """A tool held as a write that this guard calls a read may have been confirmed
+        since the last registration: register again (at most every few seconds) to learn."""
+        if tool not in self.workspace_writes or not self.classifier.is_read(
+            tool, self.annotations(tool)
+        ):
+            return
+        now = anyio.current_time()
+        if now - self._refreshed_at < _REFRESH_EVERY:
+            return
+        self._refreshed_at = now
+        try:
+            self._learn(await self.api.register_tools(self.name, self.registration()))
+        except GuardError as exc:
+            log.warning("%s: cannot ask Claros about %s: %s", self.name, tool, exc)
+
+    def _learn(self, answer: dict[str, Any]) -> None:
+        writes = answer.get("writes")
+        if isinstance(writes, list):
+            self.workspace_writes = frozenset(w for w in writes if isinstance(w, str))
+        for tool in answer.get("held") or []:
+            log.warning(
+                "%s: %s says it is a read, but Claros holds it as a write until an admin "
+                "confirms the change (claros tools confirm %s %s, or the web app's Rules page)",
+                self.name, tool, self.name, tool,
+            )  # fmt: skip
+        for mapping in answer.get("suspended") or []:
+            log.warning(
+                "%s: the mapping %s is suspended: it names a tool that is no longer a read",
+                self.name, mapping,
+            )  # fmt: skip
 
     # -- reads (for needs, and for other guards) ----------------------------------------------
 
@@ -122,10 +183,13 @@ class GuardedApp:
         Fetches and queries are always read fresh (a fetch is read just before the write)."""
         if self.upstream.result is None:
             await self.initialize()
+        await self._registration_known()
+        if not self.is_read_tool(tool):
+            await self._refresh_if_held(tool)
         if not self.is_read_tool(tool):
             raise NotAReadError(
                 f"Claros asked to run {tool}, which the guard of {self.name} does not consider "
-                f"a read ({self.classifier.why(tool, self.annotations(tool))}); it was not run"
+                f"a read ({self.why(tool)}); it was not run"
             )
         if kind != "lookup":
             return await self.upstream.call_read(tool, arguments)
@@ -146,7 +210,16 @@ class GuardedApp:
     async def initialize(self, agent_params: dict[str, Any] | None = None) -> dict[str, Any]:
         result = await self.upstream.initialize(agent_params)
         self._register.set()
+        await self._registration_known()
         return result
+
+    async def _registration_known(self) -> None:
+        """Until the workspace has answered the registration, this guard does not know which
+        tools it holds as writes: wait for that, bounded (Claros being down must not keep
+        the agent waiting; its writes are blocked then anyway)."""
+        if not self.registered.is_set():
+            with anyio.move_on_after(self.shared.register_wait):
+                await self.registered.wait()
 
     async def _tools_changed(self) -> None:
         self._register.set()
@@ -178,7 +251,8 @@ class GuardedApp:
                 continue
             entry: dict[str, Any] = {
                 "name": name,
-                "read": self.is_read_tool(name),
+                # This guard's own word; what the workspace holds comes back in the answer.
+                "read": self.classifier.is_read(name, self.annotations(name)),
                 "annotations": self.annotations(name),
             }
             description = tool.get("description")
@@ -197,6 +271,7 @@ class GuardedApp:
             self._register = anyio.Event()
             try:
                 answer = await self.api.register_tools(self.name, self.registration())
+                self._learn(answer)
                 log.info(
                     "%s: registered %s tools (%s reads)",
                     self.name,
@@ -214,6 +289,7 @@ class GuardedApp:
                 self._register.set()
             except GuardError as exc:
                 log.error("%s: %s", self.name, exc)
+                self.registered.set()  # refused for good: nothing more will come to wait for
 
 
 def _schema_outline(schema: Any) -> dict[str, Any] | None:

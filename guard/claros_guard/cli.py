@@ -3,6 +3,7 @@
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
     claros rules push FILE [--made-by M]             send rules (YAML or JSON)
     claros mappings push FILE                        send mappings (YAML or JSON)
+    claros tools confirm APP TOOL                    confirm a held tool is a read (admin)
     claros guard --app NAME [...] -- COMMAND...     wrap an MCP server, check its writes
     claros hooks install [--project|--user]          add the Claude Code hooks
     claros hook pre|post                             run a Claude Code hook
@@ -105,6 +106,28 @@ def _push(args: argparse.Namespace) -> int:
         return 2
 
 
+def _tools_confirm(args: argparse.Namespace) -> int:
+    from claros_guard.api import segment
+    from claros_guard.client import ApiError, Client, ClientError
+
+    path = f"/api/apps/{segment(args.app)}/tools/{segment(args.tool)}/confirm"
+    try:
+        with Client(args.url, args.key) as client:
+            answer = client.json("POST", path)
+    except ClientError as exc:
+        raise UsageError(str(exc)) from None
+    except ApiError as exc:
+        print(f"FAIL: {args.app} {args.tool}: {exc.message}", file=sys.stderr)
+        return 1
+    if not isinstance(answer, dict) or answer.get("read") is not True:
+        raise UsageError(f"POST {path} did not answer like Claros: {answer!r:.80}")
+    restored = answer.get("restored") or []
+    print(f"OK: {args.app} {args.tool} is a read (confirmed by {answer.get('confirmed_by')})")
+    for mapping in restored:
+        print(f"OK: mapping {mapping} is active again")
+    return 0
+
+
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="the Claros server (default $CLAROS_URL)")
     parser.add_argument("--key", help="an admin key (default $CLAROS_KEY)")
@@ -142,6 +165,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection(mpush)
     mpush.set_defaults(run=_push)
 
+    tools = sub.add_parser("tools", help="manage how the workspace counts tools (reads, writes)")
+    tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="COMMAND")
+    confirm = tools_sub.add_parser(
+        "confirm",
+        help="confirm that a tool Claros holds as a write is a read (an admin key)",
+        description="A tool registered as a write that a guard now reports as a read stays a "
+        "write until an admin confirms the change; this confirms it (a ledger entry).",
+    )
+    confirm.add_argument("app")
+    confirm.add_argument("tool")
+    _add_connection(confirm)
+    confirm.set_defaults(run=_tools_confirm)
+
     from claros_guard import verify
 
     verify.add_parser(sub)
@@ -158,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _name(args: argparse.Namespace) -> str:
     words = [args.command]
-    for sub in ("rules_command", "mappings_command", "hooks_command", "kind"):
+    for sub in ("rules_command", "mappings_command", "tools_command", "hooks_command", "kind"):
         if isinstance(getattr(args, sub, None), str):
             words.append(getattr(args, sub))
     return " ".join(words)

@@ -184,7 +184,9 @@ def test_an_app_and_a_tool_named_with_a_slash_register_and_map(
         "/v1/apps/team%2Fshop/tools", json={"tools": tools}, headers=bearer(keys.agent)
     )
     assert registered.status_code == 200, registered.text
-    assert registered.json() == {"app": "team/shop", "tools": 2, "reads": 1}
+    assert registered.json() == {"app": "team/shop", "tools": 2, "reads": 1,
+                                 "writes": ["refund/create"], "held": [], "suspended": [],
+                                 "restored": []}  # fmt: skip
     mapping = {
         "app": "team/shop",
         "tool": "refund/create",

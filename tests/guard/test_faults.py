@@ -181,16 +181,19 @@ async def test_a_need_for_a_tool_that_is_not_a_read_is_refused(workspace: Worksp
         registered = await wait_registered(ws, "lab")
         assert {t["name"]: t["read"] for t in registered["tools"]}["lookup_thing"] is True
         ws.push(mappings=[note_needs("lookup_thing")])
-    # The same server, guarded by someone who says lookup_thing writes: the need is refused,
-    # and --fail-open (for outages) does not forward the write over a wrong mapping either.
+    # The same server, guarded by someone who says lookup_thing writes: its registration
+    # suspends the mapping, so Claros refuses the check (409) before any need is asked, and
+    # --fail-open (for outages) does not forward the write over it either. (The guard's own
+    # refusal of such a need, the second line, is tested in test_policy and test_peers.)
     for fail_open in ([], ["--fail-open"]):
         params = ws.guard("lab", lab(), "--write", "lookup_thing", *fail_open)
         async with Client(params) as agent:
             write = await agent.call_tool("note_write", {"text": "hi"})
         assert write.is_error, fail_open
-        assert "lookup_thing, which the guard of lab does not consider a read (--write)" in text(
+        assert "Claros refused the check (409): mapping lab note_write (version 1) is " in text(
             write
         )
+        assert "'lookup_thing' of lab is not a read tool" in text(write)
         assert "The call was not run" in text(write)
     assert tools_called(ws) == []
     assert ws.records("unchecked") == [] and ws.records("check") == []

@@ -148,14 +148,19 @@ async def test_a_need_for_another_apps_write_blocks_even_with_fail_open(
         await wait_registered(ws, "lab")
         await wait_registered(ws, "accounting")
         ws.push(mappings=[mapping])
-    # Now the lab's guard is run by someone who says lookup_thing writes: it refuses the
-    # read, and --fail-open (for outages) does not forward the write over it.
+    # Now the lab's guard is run by someone who says lookup_thing writes: its registration
+    # suspends the mapping (Claros refuses the check, 409), and --fail-open (for outages)
+    # does not forward the write over it.
     async with (
         Client(ws.guard("lab", lab(), "--write", "lookup_thing")),
         Client(ws.guard("accounting", example("accounting"), "--fail-open")) as accounting,
     ):
         blocked = await accounting.call_tool("credit_note_create", {"order": "1187", "amount": 5})
-    assert blocked.is_error and "lookup_thing is not a read tool of lab" in text(blocked)
+    # (Were the call to beat the lab guard's registration, the lab guard would refuse the
+    # read itself: blocked either way.)
+    suspended = "mapping accounting credit_note_create (version 1) is suspended"
+    refused = "lookup_thing is not a read tool of lab"
+    assert blocked.is_error and (suspended in text(blocked) or refused in text(blocked))
     assert "The call was not run" in text(blocked)
     assert tools_called(ws) == []
     assert ws.records("unchecked") == [] and ws.records("check") == []

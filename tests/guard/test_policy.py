@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from claros_guard.api import Report, is_need
-from claros_guard.classify import Classifier, by_name, words
+from claros_guard.classify import Classifier, by_name, words, write_worded
 from claros_guard.errors import (
     ClarosRefusedError,
     ClarosUnavailableError,
@@ -44,20 +44,54 @@ pytestmark = pytest.mark.anyio
         ("", False),
         ("set_status", False),
         ("getOrder", True),
+        ("get_or_delete_user", False),
+        ("get_or_create_customer", False),
+        ("refund_list", True),
     ],
 )
 def test_read_by_name(name: str, read: bool) -> None:
     assert by_name(name) is read
 
 
-def test_the_hint_decides_first_then_the_command_line_then_the_name() -> None:
+def test_the_command_line_decides_first_then_the_hint_then_the_name() -> None:
+    # The operator's word beats the server's annotation (it used to be the other way).
     classify = Classifier.of(reads=["sync_orders", "delete_x"], writes=["get_token"])
-    assert classify.is_read("delete_x", {"readOnlyHint": False}) is False
-    assert classify.is_read("get_token", {"readOnlyHint": True}) is True
+    assert classify.is_read("delete_x", {"readOnlyHint": False}) is True
+    assert classify.is_read("get_token", {"readOnlyHint": True}) is False
     assert classify.is_read("sync_orders") is True and classify.is_read("get_token") is False
     assert classify.is_read("list_things") is True and classify.is_read("frobnicate") is False
+    assert classify.is_read("frobnicate", {"readOnlyHint": True}) is True
+    assert classify.is_read("get_things", {"readOnlyHint": False}) is False
     assert classify.why("get_token") == "--write"
+    assert classify.why("frobnicate", {"readOnlyHint": True}) == "readOnlyHint is true"
+    assert "write word" in classify.why("get_or_delete_x", {"readOnlyHint": True})
     assert words("getOrderHTTP-v2.final") == ["get", "order", "http", "v2", "final"]
+
+
+@pytest.mark.parametrize(
+    ("name", "worded"),
+    [
+        ("refund_list", False),  # one read of refunds
+        ("get_refund", False),
+        ("order_read", False),
+        ("get_commit", False),
+        ("refund_order", True),  # refund as the verb
+        ("issue_refund", True),
+        ("get_or_refund_order", True),
+        ("refund_and_list", True),
+        ("get_or_delete_user", True),
+        ("mark_as_read", True),
+        ("run_query", True),
+        ("echo", False),
+    ],
+)
+def test_write_words(name: str, worded: bool) -> None:
+    assert write_worded(name) is worded
+
+
+def test_a_tool_listed_as_both_a_read_and_a_write_is_refused() -> None:
+    with pytest.raises(ValueError, match="refund_list is listed both"):
+        Classifier.of(reads=["refund_list"], writes=["refund_list"])
 
 
 def result(

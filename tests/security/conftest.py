@@ -1,11 +1,5 @@
-"""Attack tests: the API tests' real local server (over either store) and keys."""
+"""The attack suite's fixtures: a local Claros server over either store, with one key of
+each kind (tests/api), and real guard processes against a local Claros (tests/guard)."""
 
-from __future__ import annotations
-
-from tests.api.conftest import (  # noqa: F401 - fixtures used by the security tests
-    http,
-    keys,
-    server,
-    services,
-    settings,
-)
+from tests.api.conftest import http, keys, server, services, settings  # noqa: F401
+from tests.guard.conftest import anyio_backend, claros, workspace  # noqa: F401

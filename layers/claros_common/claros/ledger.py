@@ -62,6 +62,8 @@ KINDS = (
     "mapping_version",
     "prune",
     "public_key",
+    "mapping_status",  # a mapping suspended (or restored) as the tools it names changed
+    "tool_confirm",  # an admin confirmed that a tool held as a write is a read
 )
 # A key rotation leaves an entry of this kind, its record the new public key
 # ({"workspace", "key_id", "public_key", "created_at", "algorithm", "replaces"}), covered by

@@ -12,6 +12,7 @@ from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
 from claros.mapping.service import get_mapping, list_mappings, put_mapping
+from claros.mapping.tools import confirm_tool
 from claros.outcomes import coverage
 from claros.overrides import OverrideRequest, record_override
 from claros.rules.model import RuleSpec
@@ -119,6 +120,10 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
             )
         state, changed = put_mapping(services, principal, body.mapping)
         return {**state, "changed": changed}
+
+    @routed(app, "POST", "/api/apps/{app}/tools/{tool}/confirm", ADMINS)
+    def confirm(principal: Principal, **path: str) -> Any:
+        return confirm_tool(services, principal, path["app"], path["tool"])
 
     @routed(app, "GET", "/api/asks", READERS)
     def asks(principal: Principal) -> Any:

@@ -35,7 +35,7 @@ def register(app: ClarosResolver) -> None:
     @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS, refusal=CHECKS)
     def register(principal: Principal, **path: str) -> Any:
         body = parse_body(app, ToolsRequest)
-        return register_tools(app.services.store, principal, path["app"], body)
+        return register_tools(app.services, principal, path["app"], body)
 
     @routed(app, "GET", "/v1/apps", GUARDS, refusal=CHECKS)
     def apps(principal: Principal) -> Any:

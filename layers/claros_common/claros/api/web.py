@@ -53,7 +53,8 @@ from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
 from claros.evidence.verify import verify_workspace
-from claros.mapping.service import list_mappings
+from claros.mapping.service import list_apps, list_mappings
+from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
 from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
@@ -132,7 +133,12 @@ class KeyForm(BaseModel):
 FORMS_SENT = "form_sent"
 
 
-def _use_form_once(app: ClarosResolver, principal: Principal, once: str) -> None:
+def _use_form_once(
+    app: ClarosResolver,
+    principal: Principal,
+    once: str,
+    why: str = "a key is shown only once: make another if you need one",
+) -> None:
     """Refuse a form sent twice (a reload of the page a key was shown on)."""
     if not once:
         return
@@ -140,9 +146,15 @@ def _use_form_once(app: ClarosResolver, principal: Principal, once: str) -> None
     try:
         app.services.store.write_docs([sent])
     except StoreConflictError:
-        raise ConflictError(
-            "this form was already sent, and a key is shown only once: make another if you need one"
-        ) from None
+        raise ConflictError(f"this form was already sent, and {why}") from None
+
+
+class ConfirmForm(BaseModel):
+    """The Rules page's "Confirm it is a read" button."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    once: str = Field("", max_length=64)
 
 
 class DeviceAnswer(BaseModel):
@@ -497,14 +509,30 @@ def _admin_routes(app: ClarosResolver) -> None:
 
     @page(app, "GET", "/app/rules", ADMINS)
     def rules(principal: Principal) -> Response[str]:
-        found = list_rules(store, principal.workspace, versions=True)
+        workspace = principal.workspace
+        found = list_rules(store, workspace, versions=True)
+        query = app.current_event.query_string_parameters or {}
+        flash = Safe("")
+        if query.get("confirmed"):
+            flash = pages.notice(
+                render("Confirmed: <code>{t}</code> is a read.", t=query["confirmed"][:300]), "ok"
+            )
         body = pages.rules_page(
-            _chrome(app, principal, "rules"),
-            found,
-            list_mappings(store, principal.workspace),
-            saved_rule_warnings(store, principal.workspace, found),
-        )
+            _chrome(app, principal, "rules"), found, list_mappings(store, workspace),
+            list_apps(store, workspace), saved_rule_warnings(store, workspace, found),
+            flash=flash,
+        )  # fmt: skip
         return html_response(body)
+
+    @page(app, "POST", "/app/apps/{app}/tools/{tool}/confirm", ADMINS)
+    def confirm(principal: Principal, **path: str) -> Response[str]:
+        form = read_input(app, ConfirmForm, empty_ok=True)
+        _use_form_once(app, principal, form.once, "the tool was confirmed: see the Rules page")
+        done = confirm_tool(services, principal, path["app"], path["tool"])
+        if _wants_html(app):
+            query = urlencode({"confirmed": f"{done['app']} {done['tool']}"})
+            return redirect(f"/app/rules?{query}#tools")
+        return json_response(done)
 
     @page(app, "GET", "/app/evidence", ADMINS)
     def evidence(principal: Principal) -> Response[str]:

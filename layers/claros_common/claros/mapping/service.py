@@ -1,6 +1,7 @@
 """Mappings and app tools as the workspace keeps them.
 
-Guards register their app's tools and which are reads (``POST /v1/apps/{app}/tools``); a
+Guards register their app's tools and which are reads (``POST /v1/apps/{app}/tools``;
+what the workspace makes of that, and suspended mappings: ``claros.mapping.tools``); a
 mapping is accepted only when every tool it names is a registered read tool of its app, or
 of the app a lookup names. Every saved mapping is a ``mapping_version`` ledger entry, so a
 check row's facts can be traced to the mapping that asked for them.
@@ -17,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import now_ms
-from claros.errors import BadRequestError, NotFoundError
+from claros.errors import BadRequestError, ConflictError, NotFoundError
 from claros.mapping.model import MappingSpec, tools_named
+from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
 from claros.names import NAME
 from claros.rules.model import rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
@@ -34,8 +36,6 @@ __all__ = [
     "put_mapping",
     "register_tools",
 ]
-
-APPS, MAPPINGS = "app", "mapping"
 
 
 class ToolInfo(BaseModel):
@@ -57,21 +57,15 @@ class ToolsRequest(BaseModel):
 
 
 def register_tools(
-    store: Store, principal: Principal, app: str, req: ToolsRequest
+    services: Services, principal: Principal, app: str, req: ToolsRequest
 ) -> dict[str, Any]:
     if not re.fullmatch(NAME, app):
         raise BadRequestError(f"not an app name: {app!r}")
     names = [t.name for t in req.tools]
     if len(set(names)) != len(names):
         raise BadRequestError("a tool is listed twice")
-    value = {
-        "app": app,
-        "tools": {t.name: t.model_dump(exclude_none=True) for t in req.tools},
-        "registered_at": now_ms(),
-        "registered_by": principal.key_id,
-    }
-    store.write_docs([DocWrite(principal.workspace, APPS, app, value)])
-    return {"app": app, "tools": len(names), "reads": sum(t.read for t in req.tools)}
+    reported = [t.model_dump(exclude_none=True) for t in req.tools]
+    return save_registration(services, principal, app, reported)
 
 
 def list_apps(store: Store, workspace: str) -> list[dict[str, Any]]:
@@ -89,16 +83,30 @@ def _read_tools(store: Store, workspace: str, app: str) -> dict[str, Any] | None
 
 def validate_tools(store: Store, workspace: str, spec: MappingSpec) -> None:
     for app, tool, where in tools_named(spec):
-        tools = _read_tools(store, workspace, app)
-        if tools is None:
-            raise BadRequestError(
-                f"mapping.{where}: app {app!r} has registered no tools (start its guard first)"
-            )
-        info = tools.get(tool)
-        if info is None:
-            raise BadRequestError(f"mapping.{where}: {tool!r} is not a registered tool of {app}")
-        if not info.get("read"):
-            raise BadRequestError(f"mapping.{where}: {tool!r} of {app} is not a read tool")
+        problem = tool_problem(_read_tools(store, workspace, app), app, tool)
+        if problem:
+            raise BadRequestError(f"mapping.{where}: {problem}")
+
+
+def _app_guards(store: Store, workspace: str, spec: MappingSpec) -> list[DocWrite]:
+    """The named apps' docs, rewritten as they are at the revision validated: saved in the
+    mapping's transaction, a registration landing meanwhile (and turning a tool into a
+    write) makes the save fail instead of leaving an active mapping naming a write."""
+    out: dict[str, DocWrite] = {}
+    for app, _, _ in tools_named(spec):
+        doc = store.get_doc(workspace, APPS, app)
+        if doc is not None and app not in out:
+            out[app] = DocWrite(workspace, APPS, app, doc.value, doc.rev)
+    return list(out.values())
+
+
+def _suspended(value: dict[str, Any]) -> ConflictError:
+    why = (value.get("suspended") or {}).get("reason") or "it names a tool that is not a read"
+    return ConflictError(
+        f"mapping {value['app']} {value['tool']} (version {value['version']}) is suspended: "
+        f"{why}. Checks that need it are refused until it names only reads again (a tool "
+        "confirmed by an admin and registered as a read) or a valid version is saved"
+    )
 
 
 def _key(app: str, tool: str) -> str:
@@ -116,6 +124,8 @@ _MAX_SPECS = 512
 
 def mapping_for(store: Store, workspace: str, app: str, tool: str) -> MappingSpec | None:
     doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
+    if doc is not None and doc.value.get("status") == "suspended":
+        raise _suspended(doc.value)
     if doc is None or doc.value.get("status") != "active":
         return None
     digest = str(doc.value["hash"])
@@ -143,6 +153,7 @@ def put_mapping(
     services: Services, principal: Principal, spec: MappingSpec
 ) -> tuple[dict[str, Any], bool]:
     store, workspace = services.store, principal.workspace
+    guards = _app_guards(store, workspace, spec)
     validate_tools(store, workspace, spec)
     written = spec.written()
     digest = rule_hash(written)
@@ -166,6 +177,6 @@ def put_mapping(
         services,
         workspace,
         [NewRecord("mapping_version", f"{key}@{version}", {"workspace": workspace, **state})],
-        [DocWrite(workspace, MAPPINGS, key, state, doc.rev if doc else 0)],
+        [DocWrite(workspace, MAPPINGS, key, state, doc.rev if doc else 0), *guards],
     )
     return state, True

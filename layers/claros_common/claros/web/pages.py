@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from claros.auth import Principal
 from claros.web.html import (
@@ -533,6 +534,12 @@ def _mapping_needs(mapping: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "nothing"
 
 
+def _mapping_status(mapping: Mapping[str, Any]) -> Safe:
+    status = badge(str(mapping.get("status")), "danger" if mapping.get("suspended") else None)
+    reason = (mapping.get("suspended") or {}).get("reason")
+    return render('{b}<p class="hint">{r}</p>', b=status, r=reason) if reason else status
+
+
 def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
     if not mappings:
         return empty("No mappings: tools are checked on their call's arguments alone.")
@@ -545,7 +552,7 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
             tool=m.get("tool"),
             version=m.get("version"),
             hash=short_hash(m.get("hash")),
-            status=badge(str(m.get("status"))),
+            status=_mapping_status(m),
             needs=_mapping_needs(m.get("mapping") or {}),
             by=m.get("saved_by") or "",
             at=time_tag(m.get("saved_at")),
@@ -562,11 +569,59 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
     )
 
 
+def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
+    if tool.get("held"):
+        what = render(
+            '{b} <span class="hint">a guard reports it as a read; Claros keeps it a '
+            "write until you confirm</span>",
+            b=badge("held as write", "warn"),
+        )
+        action = render(
+            '<form method="post" action="/app/apps/{app}/tools/{tool}/confirm" class="inline">'
+            '{csrf}{once}<button class="btn" type="submit">Confirm it is a read</button></form>',
+            app=quote(app, safe=""),
+            tool=quote(str(tool.get("name")), safe=""),
+            csrf=csrf_field(chrome),
+            once=one_use_field(),
+        )
+    else:
+        what = badge("read", "ok") if tool.get("read") else badge("write", "muted")
+        action = Safe("")
+    return render(
+        "<tr><td>{app}</td><td><code>{name}</code></td><td>{what}</td><td>{action}</td></tr>",
+        app=app,
+        name=tool.get("name"),
+        what=what,
+        action=action,
+    )
+
+
+def _tools(apps: Sequence[Mapping[str, Any]], chrome: Chrome) -> Safe:
+    """Each app's tools as the workspace counts them; a tool a guard now reports as a read
+    but that was registered as a write is held until an admin confirms it here."""
+    if not apps:
+        return empty("No tools yet: a guard registers its server's tools when it starts.")
+    rows = join(
+        _tool_row(str(a["app"]), t, chrome)
+        for a in apps
+        for t in sorted(a.get("tools") or [], key=lambda t: (not t.get("held"), t.get("name")))
+    )
+    return render(
+        '<div class="table-wrap"><table><thead><tr><th scope="col">App</th>'
+        '<th scope="col">Tool</th><th scope="col">Counts as</th><th scope="col"></th>'
+        "</tr></thead><tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
 def rules_page(
     chrome: Chrome,
     rules: Sequence[Mapping[str, Any]],
     mappings: Sequence[Mapping[str, Any]],
+    apps: Sequence[Mapping[str, Any]] = (),
     warnings: Mapping[str, Sequence[str]] | None = None,
+    *,
+    flash: Safe = NOTHING,
 ) -> str:
     warned = warnings or {}
     cards = (
@@ -578,6 +633,7 @@ def rules_page(
         [
             section("rules", "Rules", cards, extra=_count(len(rules))),
             section("mappings", "Mappings per tool", _mappings(mappings)),
+            section("tools", "Tools: reads and writes", _tools(apps, chrome)),
         ]
     )
     return layout(
@@ -585,6 +641,7 @@ def rules_page(
         body,
         chrome,
         lede="Each rule's versions as written, with hash, owner, response and who confirmed them.",
+        flash=flash,
     )
 
 
