@@ -245,7 +245,9 @@ class Expr:
     _root: _Node = field(repr=False, compare=False)
     _fields: tuple[str, ...] = field(repr=False, compare=False)  # first-appearance order
     # The tree compiled to closures, once: (evaluator, fields) -> Outcome.
-    _run: Callable[[_Evaluator, tuple[str, ...]], Outcome] = field(repr=False, compare=False)
+    _run: Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]] = field(
+        repr=False, compare=False
+    )
 
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
@@ -291,13 +293,14 @@ class Scope:
     def evaluate(self, expr: Expr) -> Outcome:
         ev = self._ev
         ev.steps = 0
-        return expr._run(ev, expr._fields)
+        return Outcome(*expr._run(ev, expr._fields))
 
     def matches(self, expr: Expr) -> tuple[bool | None, tuple[str, ...]]:
         if expr.kind != "when":
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
-        outcome = self.evaluate(expr)
-        return outcome.value, outcome.unknown
+        ev = self._ev
+        ev.steps = 0
+        return expr._run(ev, expr._fields)  # a when is True, False or None
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -949,21 +952,25 @@ def _paths(node: _Node) -> tuple[str, ...]:
     return ()
 
 
-def _compile_top(root: _Node, kind: Kind) -> Callable[[_Evaluator, tuple[str, ...]], Outcome]:
+def _compile_top(
+    root: _Node, kind: Kind
+) -> Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]]:
+    """The whole expression: (value, unknown fields in the order of the text); the value is
+    None when it cannot be decided (for a `when`: anything but a boolean)."""
     run, path, when = _compile(root), _blame(root), kind == "when"
 
-    def top(ev: _Evaluator, fields: tuple[str, ...]) -> Outcome:
+    def top(ev: _Evaluator, fields: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
         value = run(ev)
-        if when and isinstance(value, bool):
-            return Outcome(value, ())
+        if value is True or value is False:
+            return value, ()
         if isinstance(value, _Unknown):
             blame = value.blame
         elif when or value is None:
             blame = (path,) if path else ()  # a bare field that is null, or not a boolean
         else:
-            return Outcome(value, ())
+            return value, ()
         named = set(blame)
-        return Outcome(None, tuple(p for p in fields if p in named))
+        return None, tuple(p for p in fields if p in named)
 
     return top
 
@@ -1142,12 +1149,15 @@ def _compile_cmp(node: _Cmp) -> _Run:
     left_path, right_path = _blame(left), _blame(right)
     test = _TESTS[op]
     if op in _ORDER:
+        # Numbers first (a field's number is read once per scope); anything else the
+        # general way, on the values.
+        left_number, right_number = _quick_number(left, run_left), _quick_number(right, run_right)
 
         def ordered(ev: _Evaluator) -> bool | _Unknown:
-            a, b = run_left(ev), run_right(ev)
-            if type(a) is Decimal and type(b) is Decimal:
-                return test(a, b)
-            return _order(test, a, b, left_path, right_path)
+            x, y = left_number(ev), right_number(ev)
+            if type(x) is Decimal and type(y) is Decimal:
+                return test(x, y)
+            return _order(test, run_left(ev), run_right(ev), left_path, right_path)
 
         return ordered
     negated = op == "!="
@@ -1175,6 +1185,22 @@ def _compile_cmp(node: _Cmp) -> _Run:
         return same is not negated
 
     return equality
+
+
+def _quick_number(node: _Node, run: _Run) -> _Run:
+    """A field's value as a number (cached; anything else when it is not one), or the
+    node's own value."""
+    if not isinstance(node, _Field):
+        return run
+    path, segments = node.path, node.segments
+
+    def field_number(ev: _Evaluator) -> Any:
+        try:
+            return ev.numbers[path]
+        except KeyError:
+            return ev.number(path, segments)
+
+    return field_number
 
 
 def _order(
