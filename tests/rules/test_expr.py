@@ -826,3 +826,25 @@ def test_evaluation_is_thread_safe() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_nested_orderings_are_evaluated_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Orderings nested in arithmetic: evaluating an operand twice per level would double
+    # the work at every level (2**depth).
+    calls = 0
+    order = expr_module._order
+
+    def counted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return order(*args)
+
+    monkeypatch.setattr(expr_module, "_order", counted)
+    text = "a"
+    for _ in range(9):
+        text = f"(({text} > 1) + 1 > 0)"
+    outcome = evaluate(parse_when(text), {"a": 5})
+    assert outcome.value is None  # a boolean plus 1 cannot be computed
+    # Two orderings a level, but the innermost `a > 1` is two numbers (no general way):
+    # linear, where evaluating operands twice would give thousands.
+    assert calls == 2 * 9 - 1

@@ -30,31 +30,36 @@ Limits, refused at parse time with an :class:`ExprError`: :data:`MAX_LENGTH` cha
 :data:`MAX_DEPTH`, number literals of more than :data:`MAX_NUMBER_DIGITS` digits, lists of
 more than :data:`MAX_LIST_ITEMS` items.
 
-Evaluation (:func:`evaluate`, :func:`matches`) never raises:
+Evaluation (:func:`evaluate`, :func:`matches`) never raises. It is three-valued: a value is
+decided, or **unknown** (``None``, with the fields it depends on in :attr:`Outcome.unknown`).
 
 * Numbers are ``Decimal``. Arithmetic runs in a private context (34 significant digits,
-  half-even) whose overflow and invalid operations give null; division by zero gives null.
-  Facts that are ``int`` become ``Decimal``; ``float`` goes through ``Decimal(str(f))``;
-  NaN and infinities count as null; a fact number of more than 100 digits is rounded to 34.
-* A missing field, or null, is null; arithmetic with null (or with a value that is not a
-  number) is null. A string that is a plain decimal number (``"120.50"``, ``"-3"``; at most
-  100 characters, no spaces, separators or exponent) counts as that number in arithmetic
-  and when compared with a number.
-* A comparison with null is false. Numbers compare by value (``1 == 1.0``). Strings order by
-  code point; two strings compare as strings even when both look like numbers
-  (``"9" < "10"`` is false). A number against a string that is not a plain number is false.
-  Booleans, lists and objects only take ``==``/``!=``. ``==``/``!=`` between other different
-  types are false/true. ``x == null`` is true when x is missing or null, ``x != null`` the
-  opposite; those two never record anything. Lists and objects compare structurally.
-* ``in``: a list means membership (with ``==``'s rules), a string means substring (the left
-  side must be a string), anything else (null, a number, an object) is false. ``not in`` is
-  false whenever ``in`` could not be decided either.
-* ``and``/``or``/``not`` are two-valued; an operand that is not ``true`` or ``false`` counts
-  as false. ``and``/``or`` evaluate left to right and stop once decided.
-* :attr:`Outcome.unknown` names every field that was missing or null, or of a type the
-  operation could not use, where a comparison, arithmetic, a condition (``and``/``or``/
-  ``not``, the whole ``when``) or the whole ``derived`` needed it; in the order the fields
-  first appear in the text, each once. Division by zero names nothing: the field is known.
+  half-even). Facts that are ``int`` become ``Decimal``; ``float`` goes through
+  ``Decimal(str(f))``; NaN and infinities count as null; a fact number of more than 100
+  digits is rounded to 34.
+* Money-like strings are numbers, read by the near-miss amount finder's parser
+  (:func:`claros.rules.amounts.read_number`): ``"$500.00"``, ``"500 EUR"``, ``"EUR 500"``,
+  ``" 500"``, ``"1.200,50 EUR"``, ``"5e2"``. ``"1.000"`` and ``"1,000"`` are not read (their
+  reading depends on the locale); nor are ``"NaN"``, ``"Infinity"``, ``"1e999999"`` or
+  anything longer than 64 characters. A string that is not a number stays a string.
+* Unknown: arithmetic, a comparison or ``in`` whose operand is missing or null, or of a type
+  the operation cannot use (a word against a number, a boolean against a string, a list
+  where a number is needed, an ambiguous number); a division by zero (it names the divisor's
+  fields) or an overflow. ``x == null`` / ``x != null`` are always decided.
+* Comparisons: numbers by value (``1 == 1.0``, ``"$5" == 5``); two strings that both read
+  as numbers by value (``"9" < "10"``); other strings by code point, and a word never
+  equals another string. Booleans, lists and objects take ``==``/``!=`` (lists and objects
+  structurally, after 100,000 comparisons or 32 levels: unknown).
+* ``in``: a list means membership (with ``==``'s rules: found is true; else false when some
+  item could be compared, unknown when none could or an item of a list literal is
+  unknown), a string means substring (the needle must be a string), anything else is
+  unknown. ``not in`` is the negation.
+* ``and``/``or``/``not``: ``false and x`` and ``x and false`` are false, ``true or x`` and
+  ``x or true`` true, whatever x; otherwise an unknown operand (or one that is not a
+  boolean) makes the result unknown; ``not`` of unknown is unknown. A decided value names
+  no unknown field. A ``when`` whose value is not a boolean is unknown.
+* :attr:`Outcome.unknown` names, in the order the fields first appear in the text, each
+  once, the fields an unknown value depends on.
 
 Why evaluation cannot hang: there is no loop, function call, exponentiation or recursion in
 the language. The parsed tree has at most :data:`MAX_TOKENS` tokens' worth of nodes and each
@@ -62,7 +67,7 @@ node is evaluated at most once; arithmetic is capped at 34 digits; a field looku
 fixed path. The only work that grows with the facts is a list membership or substring test
 (linear in the list or string) and structural equality of lists/objects, which stops after
 :data:`MAX_DEPTH` levels of nesting and after 100,000 list/object comparisons per
-evaluation (then it counts as not decided: false, and the fields are recorded as unknown).
+evaluation (then it is unknown, naming the fields compared).
 Recursion in the parser and evaluator is bounded by :data:`MAX_DEPTH` times a small
 constant (a few hundred frames at worst).
 """
@@ -245,7 +250,9 @@ class Expr:
     _root: _Node = field(repr=False, compare=False)
     _fields: tuple[str, ...] = field(repr=False, compare=False)  # first-appearance order
     # The tree compiled to closures, once: (evaluator, fields) -> Outcome.
-    _run: Callable[[_Evaluator, tuple[str, ...]], Outcome] = field(repr=False, compare=False)
+    _run: Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]] = field(
+        repr=False, compare=False
+    )
 
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
@@ -291,13 +298,14 @@ class Scope:
     def evaluate(self, expr: Expr) -> Outcome:
         ev = self._ev
         ev.steps = 0
-        return expr._run(ev, expr._fields)
+        return Outcome(*expr._run(ev, expr._fields))
 
     def matches(self, expr: Expr) -> tuple[bool | None, tuple[str, ...]]:
         if expr.kind != "when":
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
-        outcome = self.evaluate(expr)
-        return outcome.value, outcome.unknown
+        ev = self._ev
+        ev.steps = 0
+        return expr._run(ev, expr._fields)  # a when is True, False or None
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -949,21 +957,25 @@ def _paths(node: _Node) -> tuple[str, ...]:
     return ()
 
 
-def _compile_top(root: _Node, kind: Kind) -> Callable[[_Evaluator, tuple[str, ...]], Outcome]:
+def _compile_top(
+    root: _Node, kind: Kind
+) -> Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]]:
+    """The whole expression: (value, unknown fields in the order of the text); the value is
+    None when it cannot be decided (for a `when`: anything but a boolean)."""
     run, path, when = _compile(root), _blame(root), kind == "when"
 
-    def top(ev: _Evaluator, fields: tuple[str, ...]) -> Outcome:
+    def top(ev: _Evaluator, fields: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
         value = run(ev)
-        if when and isinstance(value, bool):
-            return Outcome(value, ())
+        if value is True or value is False:
+            return value, ()
         if isinstance(value, _Unknown):
             blame = value.blame
         elif when or value is None:
             blame = (path,) if path else ()  # a bare field that is null, or not a boolean
         else:
-            return Outcome(value, ())
+            return value, ()
         named = set(blame)
-        return Outcome(None, tuple(p for p in fields if p in named))
+        return None, tuple(p for p in fields if p in named)
 
     return top
 
@@ -1142,11 +1154,20 @@ def _compile_cmp(node: _Cmp) -> _Run:
     left_path, right_path = _blame(left), _blame(right)
     test = _TESTS[op]
     if op in _ORDER:
+        # Numbers first (a field's number is read once per scope); anything else the
+        # general way, on the values.
+        # A field's value is looked up again from the scope's cache; any other operand is
+        # evaluated once (evaluating it again would double the work at every level of
+        # nesting).
+        left_number, right_number = _quick_number(left, run_left), _quick_number(right, run_right)
+        left_field, right_field = isinstance(left, _Field), isinstance(right, _Field)
 
         def ordered(ev: _Evaluator) -> bool | _Unknown:
-            a, b = run_left(ev), run_right(ev)
-            if type(a) is Decimal and type(b) is Decimal:
-                return test(a, b)
+            x, y = left_number(ev), right_number(ev)
+            if type(x) is Decimal and type(y) is Decimal:
+                return test(x, y)
+            a = run_left(ev) if left_field else x
+            b = run_right(ev) if right_field else y
             return _order(test, a, b, left_path, right_path)
 
         return ordered
@@ -1175,6 +1196,22 @@ def _compile_cmp(node: _Cmp) -> _Run:
         return same is not negated
 
     return equality
+
+
+def _quick_number(node: _Node, run: _Run) -> _Run:
+    """A field's value as a number (cached; anything else when it is not one), or the
+    node's own value."""
+    if not isinstance(node, _Field):
+        return run
+    path, segments = node.path, node.segments
+
+    def field_number(ev: _Evaluator) -> Any:
+        try:
+            return ev.numbers[path]
+        except KeyError:
+            return ev.number(path, segments)
+
+    return field_number
 
 
 def _order(
