@@ -94,9 +94,13 @@ def test_stack_makes_what_the_functions_need(stack: Stack, functions: Functions)
     )["FunctionArn"]
     ledger = boto3.client("dynamodb").describe_table(TableName=stack.physical["LedgerTable"])
     mappings = lambda_.list_event_source_mappings()["EventSourceMappings"]
-    assert [(m["FunctionArn"], m["EventSourceArn"]) for m in mappings] == [
-        (checkpoint_arn, ledger["Table"]["LatestStreamArn"])
-    ]
+    records = boto3.client("dynamodb").describe_table(TableName=stack.physical["RecordsTable"])
+    assert sorted((m["FunctionArn"], m["EventSourceArn"]) for m in mappings) == sorted(
+        [
+            (checkpoint_arn, ledger["Table"]["LatestStreamArn"]),
+            (checkpoint_arn, records["Table"]["LatestStreamArn"]),
+        ]
+    )
     assert mappings[0]["StartingPosition"] == "LATEST" and mappings[0]["BatchSize"] == 100
     events = boto3.client("events")
     rule = events.describe_rule(Name=stack.physical["CheckpointFunctionSchedule"])
