@@ -522,3 +522,33 @@ def test_the_evaluator_refuses_what_it_does_not_know() -> None:
     assert not allowed(
         [leading], Request("dynamodb:PutItem", "a", {"dynamodb:LeadingKeys": ["w#head"]})
     )
+
+
+def test_an_acknowledgement_needs_a_note(world: World) -> None:
+    ack = load_event("admin-acknowledge-tampering", world.keys.admin, tamper_id="tmp_x")
+    ack["body"] = "{}"
+    status, body = world.functions.http("admin", ack)
+    assert status == 400 and "note" in body["message"], body
+
+
+def test_the_prune_role_prunes_through_a_checkpoint_the_signer_signed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune function signs nothing: it drops entries through the last checkpoint at or
+    below its cut, and says so when there is none yet."""
+    from tests.api.seed import install_clock, utc_ms
+
+    clock = install_clock(monkeypatch, utc_ms(2026, 1, 10, 12))
+    _seed(world)  # checkpoint at 2 of 3 entries
+    assert (
+        world.functions.http("prune", load_event("prune-put-retention", world.keys.admin))[0] == 200
+    )
+    clock.at(utc_ms(2027, 6, 1, 12))  # every entry is older than a year now
+    status, body = world.functions.http("prune", load_event("prune-prune", world.keys.admin))
+    assert status == 200 and body["pruned"] is True, body
+    assert body["through_seq"] == 2 and body["checkpoint"]["seq"] == 2
+    assert [cp["seq"] for cp in world.checkpoints()] == [2]  # nothing new was signed
+    # The prune's deletes are accounted for: no tampering, and the chain verifies.
+    world.functions.invoke("checkpoint", world.stream())
+    report = world.verify_report()
+    assert report["tampering"] == [] and report["ok"] is True, report
