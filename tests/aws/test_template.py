@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -393,3 +393,16 @@ def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
         if s["Action"] == "kms:CreateKey"
     ]
     assert create["Condition"]["StringEquals"]["kms:KeySpec"] == "ECC_NIST_EDWARDS25519"
+
+
+def test_ledger_tampered_raises_an_alarm(template: dict[str, Any]) -> None:
+    alarm = template["Resources"]["LedgerTamperedAlarm"]["Properties"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("Claros", "LedgerTampered")
+    # Powertools Metrics publishes with the service dimension the functions' env names.
+    service = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]
+    assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"  # no tampering is no alarm
+    assert alarm["AlarmActions"] == [{"Ref": "LedgerTamperedTopic"}]
+    assert template["Resources"]["LedgerTamperedTopic"]["Type"] == "AWS::SNS::Topic"
