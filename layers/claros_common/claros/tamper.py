@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from claros import jsonutil
-from claros.ledger import Failure, PublicKey
+from claros.ledger import Failure, PublicKey, VerifyReport
 from claros.signing import Signer, SigningError
 from claros.store.base import Store
 
@@ -35,6 +35,7 @@ __all__ = [
     "report",
     "tampering_in",
     "unacknowledged",
+    "verify_with_tampering",
 ]
 
 log = logging.getLogger("claros.tamper")
@@ -246,3 +247,14 @@ class DynamoTamperLog:
             body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
             through = max(through, int(body.get("through_seq", 0)))
         return through
+
+
+def verify_with_tampering(store: Store, log_: TamperLog | None, workspace: str) -> VerifyReport:
+    """The server-side verify (claros.evidence.verify), with a failure for each
+    unacknowledged tampering record when there is a tamper log (AWS)."""
+    from claros.evidence.verify import verify_workspace
+
+    verified = verify_workspace(store, workspace)
+    if log_ is not None:
+        verified.failures.extend(report(store, log_, workspace)[1])
+    return verified
