@@ -166,7 +166,10 @@ def test_losing_the_race_to_make_the_key_uses_the_winners(kms_ed25519: Any) -> N
         kms.describe_key(KeyId=k["KeyId"])["KeyMetadata"]["KeyState"]
         for k in kms.list_keys()["Keys"]
     ]
-    assert sorted(states) == ["Enabled", "PendingDeletion"]  # the loser's key goes away
+    # The loser's key stays, unaliased: no Claros role may schedule a key's deletion.
+    assert sorted(states) == ["Enabled", "Enabled"]
+    aliased = kms.describe_key(KeyId=f"alias/claros-ledger-{WS}")["KeyMetadata"]["KeyId"]
+    assert aliased == winner._active(WS)[0]
 
 
 @pytest.mark.parametrize("workspace", ["", "Acme", "../acme", "a" * 64, "acme/x"])

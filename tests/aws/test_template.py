@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +47,8 @@ ROUTES = {
 }
 # Functions that sign with the workspace's KMS key: checkpoints, and what the export and
 # prune functions sign (the export, the report, a checkpoint at the head or the prune point).
-SIGNERS = {"CheckpointFunction", "ExportFunction", "PruneFunction"}
+# The functions that run as the signer role (the one role the KMS key policy lets sign).
+SIGNERS = {"CheckpointFunction", "ExportFunction"}
 # The one function whose role (named by LedgerPruneRoleName) may delete ledger entries.
 PRUNER = "PruneFunction"
 
@@ -237,10 +239,19 @@ def test_every_route_the_code_serves_is_in_the_template(template: dict[str, Any]
 
 def test_checkpoint_function_follows_the_stream_and_the_clock(template: dict[str, Any]) -> None:
     events = template["Resources"]["CheckpointFunction"]["Properties"]["Events"]
-    [stream] = [e["Properties"] for e in events.values() if e["Type"] == "DynamoDB"]
-    assert stream["Stream"] == {"Fn::GetAtt": ["LedgerTable", "StreamArn"]}
-    assert stream["StartingPosition"] == "LATEST" and stream["BatchSize"] == 100
-    assert stream["BisectBatchOnFunctionError"] is True
+    streams = {
+        e["Properties"]["Stream"]["Fn::GetAtt"][0]: e["Properties"]
+        for e in events.values()
+        if e["Type"] == "DynamoDB"
+    }
+    assert set(streams) == {"LedgerTable", "RecordsTable"}
+    for stream in streams.values():
+        assert stream["StartingPosition"] == "LATEST" and stream["BatchSize"] == 100
+        assert stream["BisectBatchOnFunctionError"] is True
+    # Every ledger event (INSERTs sign, MODIFY/REMOVE are tampering); records: the latter.
+    assert "FilterCriteria" not in streams["LedgerTable"]
+    [pattern] = streams["RecordsTable"]["FilterCriteria"]["Filters"]
+    assert json.loads(pattern["Pattern"]) == {"eventName": ["MODIFY", "REMOVE"]}
     [schedule] = [e["Properties"] for e in events.values() if e["Type"] == "Schedule"]
     assert schedule["Schedule"] == "rate(1 minute)"
 
@@ -269,7 +280,8 @@ def test_tables_are_as_designed(template: dict[str, Any]) -> None:
         assert props["SSESpecification"]["SSEEnabled"] is True, name
         assert template["Resources"][name]["DeletionPolicy"] == "Retain", name
     assert tables["LedgerTable"]["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
-    assert "StreamSpecification" not in tables["RecordsTable"]
+    # Watched for tampering; the old image says which seq a removed record had.
+    assert tables["RecordsTable"]["StreamSpecification"] == {"StreamViewType": "OLD_IMAGE"}
 
 
 def test_tables_made_from_the_template(dynamodb_client: Any, dynamo_tables: dict[str, str]) -> None:
@@ -327,10 +339,12 @@ def test_only_the_prune_role_may_delete_entries(template: dict[str, Any]) -> Non
     assert role["Properties"]["RoleName"] == {"Ref": "LedgerPruneRoleName"}
     trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert [t["Principal"] for t in trust] == [{"Service": "lambda.amazonaws.com"}]
-    others = [
-        f for n, f in _resources(template, "AWS::Serverless::Function").items() if n != PRUNER
-    ]
-    assert all("Role" not in f["Properties"] for f in others)
+    # The others: their own SAM roles, or the signer role (which never writes the ledger).
+    for name, f in _resources(template, "AWS::Serverless::Function").items():
+        if name in SIGNERS:
+            assert f["Properties"]["Role"] == {"Fn::GetAtt": ["LedgerSignerRole", "Arn"]}
+        elif name != PRUNER:
+            assert "Role" not in f["Properties"], name
 
 
 def test_the_export_bucket_expires_its_copies(template: dict[str, Any]) -> None:
@@ -342,7 +356,7 @@ def test_the_export_bucket_expires_its_copies(template: dict[str, Any]) -> None:
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     export = template["Resources"]["ExportFunction"]["Properties"]
     assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {"Ref": "ExportBucket"}
-    [write] = [s for s in _statements(template["Resources"]["ExportFunction"])
+    [write] = [s for s in _statements(template["Resources"]["ExportFunction"], template)
                if s.get("Sid") == "WriteExports"]  # fmt: skip
     assert write["Resource"] == {"Fn::Sub": "${ExportBucket.Arn}/exports/*"}
 
@@ -365,14 +379,30 @@ def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
             for action in _as_list(s["Action"])
             if action.startswith("kms:")
         }
+        # No IAM policy grants kms:Sign: the key policy KmsSigner writes names the signer
+        # role (tests/security/test_aws_roles_cannot_rewrite.py evaluates both).
+        assert "kms:Sign" not in kms and "kms:ScheduleKeyDeletion" not in kms, logical_id
         if logical_id in SIGNERS:
-            assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias", "kms:Sign"} <= kms
+            assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias"} <= kms
             assert {"kms:TagResource", "kms:DescribeKey", "kms:GetPublicKey"} <= kms
         else:
             assert kms == {"kms:DescribeKey", "kms:GetPublicKey"}, logical_id
     [create] = [
         s
-        for s in _plain(_statements(template["Resources"]["CheckpointFunction"]))
+        for s in _plain(_statements(template["Resources"]["CheckpointFunction"], template))
         if s["Action"] == "kms:CreateKey"
     ]
     assert create["Condition"]["StringEquals"]["kms:KeySpec"] == "ECC_NIST_EDWARDS25519"
+
+
+def test_ledger_tampered_raises_an_alarm(template: dict[str, Any]) -> None:
+    alarm = template["Resources"]["LedgerTamperedAlarm"]["Properties"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("Claros", "LedgerTampered")
+    # Powertools Metrics publishes with the service dimension the functions' env names.
+    service = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]
+    assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"  # no tampering is no alarm
+    assert alarm["AlarmActions"] == [{"Ref": "LedgerTamperedTopic"}]
+    assert template["Resources"]["LedgerTamperedTopic"]["Type"] == "AWS::SNS::Topic"

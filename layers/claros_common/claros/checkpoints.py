@@ -8,6 +8,7 @@ so every checkpoint in the store can be verified from the store's key list.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,14 @@ from dataclasses import dataclass
 from claros.anchor import Anchor
 from claros.auth import workspaces
 from claros.clock import now_ms
-from claros.ledger import PUBLIC_KEY_KIND, Checkpoint, Entry, PublicKey, checkpoint_message
+from claros.ledger import (
+    PUBLIC_KEY_KIND,
+    ZERO_HASH,
+    Checkpoint,
+    Entry,
+    PublicKey,
+    checkpoint_message,
+)
 from claros.signing import Signer, SigningError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
@@ -23,6 +31,7 @@ from claros.wiring import Services
 log = logging.getLogger("claros.checkpoints")
 
 __all__ = [
+    "ChainBrokenError",
     "Tail",
     "due_checkpoints",
     "entry_at",
@@ -34,12 +43,65 @@ __all__ = [
 ]
 
 
+class ChainBrokenError(SigningError):
+    """The chain from the last signed checkpoint to the entry to sign does not hold."""
+
+
+def verify_before_signing(store: Store, entry: Entry) -> None:
+    """Read the ledger from the last signed checkpoint below ``entry`` up to it and check
+    every link, every entry's hash and every payload hash against its record, as stored.
+    Only what the store holds counts: ``entry`` must be the stored entry at its seq."""
+    workspace = entry.workspace
+    below = [cp for cp in store.checkpoints(workspace) if cp.seq < entry.seq]
+    base = below[-1] if below else None
+    since, prev = (base.seq, base.hash) if base else (0, ZERO_HASH)
+    expected = since + 1
+    last: Entry | None = None
+    for stored, raw in store.entries_with_raw_records(
+        workspace, since=since, limit=entry.seq - since
+    ):
+        where = f"seq {stored.seq} ({stored.kind})"
+        if stored.seq != expected:
+            raise ChainBrokenError(f"not signing: seq {expected} is missing from the ledger")
+        if stored.prev_hash != prev:
+            raise ChainBrokenError(
+                f"not signing: {where} links to {stored.prev_hash}, expected {prev}"
+            )
+        if stored.expected_hash() != stored.hash:
+            raise ChainBrokenError(
+                f"not signing: {where} hash is {stored.hash}, its fields hash to "
+                f"{stored.expected_hash()}"
+            )
+        if raw is None:
+            raise ChainBrokenError(f"not signing: {where} has no record")
+        got = hashlib.sha256(raw).hexdigest()
+        if got != stored.payload_sha256:
+            raise ChainBrokenError(
+                f"not signing: {where} record hashes to {got}, the entry says "
+                f"{stored.payload_sha256}"
+            )
+        prev, expected, last = stored.hash, expected + 1, stored
+    if last != entry:
+        raise ChainBrokenError(
+            f"not signing: seq {entry.seq} in the ledger is not the entry asked for"
+        )
+
+
 def sign_checkpoint(
     store: Store, signer: Signer, entry: Entry, anchor: Anchor | None = None
 ) -> Checkpoint:
     """Sign a checkpoint at ``entry``; an existing checkpoint at that seq is returned. With
     an anchor, the checkpoint is also copied there (again, when it existed: a retry after a
-    failed copy must still land it)."""
+    failed copy must still land it).
+
+    Nothing is signed on anyone's word: the chain from the last signed checkpoint to
+    ``entry`` is read from the store and verified first (``ChainBrokenError``)."""
+    existing = store.checkpoints(entry.workspace, since=entry.seq - 1, limit=1)
+    if existing and existing[0].seq == entry.seq:
+        if anchor is not None:
+            anchor(existing[0])
+        return existing[0]
+    verify_before_signing(store, entry)
     public = signer.active_key(entry.workspace)
     store.add_public_key(public)
     ts = now_ms()
@@ -172,11 +234,17 @@ def sign_due(
     anchor: Anchor | None = None,
 ) -> list[Checkpoint]:
     now = now or now_ms()
-    return [
-        sign_checkpoint(store, signer, tail.head, anchor)
-        for tail in tails
-        if tail.due(every=every, max_age_s=max_age_s, now=now)
-    ]
+    signed = []
+    for tail in tails:
+        if not tail.due(every=every, max_age_s=max_age_s, now=now):
+            continue
+        try:
+            signed.append(sign_checkpoint(store, signer, tail.head, anchor))
+        except SigningError:
+            # One workspace whose chain does not verify (or whose signing is stopped) must
+            # not keep the others unsigned; it is logged and stays unsigned.
+            log.exception("CHECKPOINT REFUSED for workspace %s", tail.head.workspace)
+    return signed
 
 
 def due_checkpoints(

@@ -21,6 +21,7 @@ ENV = {
     "state_table": "CLAROS_STATE_TABLE",
     "export_bucket": "CLAROS_EXPORT_BUCKET",
     "anchor_bucket": "CLAROS_ANCHOR_BUCKET",
+    "kms_signer_role_arn": "CLAROS_KMS_SIGNER_ROLE_ARN",
     "checkpoint_every": "CLAROS_LEDGER_CHECKPOINT_EVERY",
     "checkpoint_max_age_s": "CLAROS_LEDGER_CHECKPOINT_MAX_AGE",
     "inline_checkpoints": "CLAROS_INLINE_CHECKPOINTS",
@@ -46,6 +47,8 @@ class Settings(BaseModel):
     state_table: str = "claros-state"
     export_bucket: str = ""
     anchor_bucket: str = ""
+    # The only role a workspace KMS key's policy lets sign (AWS; template.yaml).
+    kms_signer_role_arn: str = ""
     # Checkpoints: every N entries, and whenever the tail stayed unsigned this long.
     checkpoint_every: int = Field(100, ge=1, le=1_000_000)
     checkpoint_max_age_s: int = Field(300, ge=1)

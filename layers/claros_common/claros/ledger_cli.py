@@ -26,11 +26,11 @@ from claros.auth import workspaces
 from claros.canonical import CanonicalError
 from claros.checkpoints import rotate_key
 from claros.config import Settings
-from claros.evidence.verify import verify_workspace
 from claros.ledger import PublicKey
 from claros.signing import SigningError
 from claros.store.base import GLOBAL, Store, StoreError
-from claros.wiring import build_services, open_store
+from claros.tamper import verify_with_tampering
+from claros.wiring import build_services, open_store, open_tamper_log
 
 __all__ = ["main"]
 
@@ -46,6 +46,7 @@ def _no_ledger(workspace: str) -> int:
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings, create=False)
+    tamper = open_tamper_log(settings, store)
     try:
         failed = False
         names = _workspaces(store, args.workspace)
@@ -54,7 +55,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
         for name in names:
             if store.head(name) is None and args.workspace:
                 return _no_ledger(name)
-            report = verify_workspace(store, name)
+            report = verify_with_tampering(store, tamper, name)
             status = "OK" if report.ok else "FAIL"
             print(
                 f"{status}: workspace {name}: {report.entries} entries "

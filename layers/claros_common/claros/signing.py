@@ -282,8 +282,12 @@ class KmsSigner:
 
     ALIAS_PREFIX = "alias/claros-ledger-"
 
-    def __init__(self, kms: KMSClient) -> None:
+    def __init__(self, kms: KMSClient, *, signer_role_arn: str = "") -> None:
         self.kms = kms
+        # When set (AWS: the template's signer role), each new key's policy lets that role
+        # alone sign: the account administers the key but cannot sign with it, and no IAM
+        # policy, tag or grant can change that short of rewriting the key policy.
+        self.signer_role_arn = signer_role_arn
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, PublicKey]] = {}
 
@@ -298,7 +302,42 @@ class KmsSigner:
         public = PublicKey(workspace, key_id_for(raw), base64.b64encode(raw).decode(), created)
         return meta["KeyId"], public
 
+    def key_policy(self) -> dict[str, object] | None:
+        """The policy of each new key: the account may do everything but sign (and grant);
+        the signer role may sign and read the public key. None: KMS's default policy."""
+        role = self.signer_role_arn
+        if not role:
+            return None
+        account_root = role.split(":role/", 1)[0] + ":root"
+        return {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministersButCannotSign",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": account_root},
+                    "NotAction": ["kms:Sign", "kms:CreateGrant"],
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "OnlyTheSignerRoleSigns",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": role},
+                    "Action": ["kms:Sign", "kms:GetPublicKey", "kms:DescribeKey"],
+                    "Resource": "*",
+                },
+            ],
+        }
+
     def _create_key(self, workspace: str) -> str:
+        import json
+
+        policy = self.key_policy()
+        extra: dict[str, object] = {}
+        if policy is not None:
+            # The signer role may not rewrite the policy it is given (no PutKeyPolicy), so
+            # KMS's lockout check must be told the account keeps that right.
+            extra = {"Policy": json.dumps(policy), "BypassPolicyLockoutSafetyCheck": True}
         made = self.kms.create_key(
             KeySpec="ECC_NIST_EDWARDS25519",
             KeyUsage="SIGN_VERIFY",
@@ -307,6 +346,7 @@ class KmsSigner:
                 {"TagKey": "claros:workspace", "TagValue": workspace},
                 {"TagKey": "claros:purpose", "TagValue": "ledger-checkpoint"},
             ],
+            **extra,  # type: ignore[arg-type]
         )
         return str(made["KeyMetadata"]["KeyId"])
 
@@ -323,8 +363,8 @@ class KmsSigner:
                 try:
                     self.kms.create_alias(AliasName=alias, TargetKeyId=target)
                 except self.kms.exceptions.AlreadyExistsException:
-                    # Another function made the workspace's key first: use theirs.
-                    self.kms.schedule_key_deletion(KeyId=target, PendingWindowInDays=7)
+                    # Another function made the workspace's key first: use theirs. Ours is
+                    # left unaliased (no role may delete keys: docs/deploy.md).
                     target = self.kms.describe_key(KeyId=alias)["KeyMetadata"]["KeyId"]
             found = self._describe(target, workspace)
             self._cache[workspace] = found

@@ -13,6 +13,7 @@ from claros.config import Settings
 from claros.rules.judge import Judge
 from claros.signing import FileSigner, KmsSigner, Signer
 from claros.store.base import Store, StoreError
+from claros.tamper import DynamoTamperLog, GuardedSigner, TamperLog
 
 __all__ = ["Services", "build_services", "open_signer", "open_store"]
 
@@ -63,7 +64,7 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
 
 def open_signer(settings: Settings) -> Signer:
     if settings.signer == "kms":
-        return KmsSigner(_kms())
+        return KmsSigner(_kms(), signer_role_arn=settings.kms_signer_role_arn)
     return FileSigner(settings.data_dir)
 
 
@@ -80,6 +81,8 @@ class Services:
     metric: Callable[[str, float], None] = field(default=lambda name, value: None)
     # What decides rules without ``when`` (claros.rules.judge); none by default.
     judge: Judge | None = None
+    # AWS: tampering seen on the tables' streams (claros.tamper); none locally.
+    tamper: TamperLog | None = None
 
     def close(self) -> None:
         self.store.close()
@@ -95,7 +98,22 @@ def open_anchor(settings: Settings) -> Anchor | None:
     return S3Anchor(boto3.client("s3"), settings.anchor_bucket)
 
 
+def open_tamper_log(settings: Settings, store: Store) -> TamperLog | None:
+    """Where the stream watcher records tampering: AWS only (SQLite refuses the edits
+    themselves, with triggers)."""
+    if settings.store != "dynamodb":
+        return None
+    return DynamoTamperLog(
+        getattr(store, "client", None) or _dynamodb(), settings.state_table, settings.records_table
+    )
+
+
 def build_services(settings: Settings | None = None, *, create: bool = True) -> Services:
     settings = settings or Settings.from_env()
     store = open_store(settings, create=create)
-    return Services(settings, store, open_signer(settings), open_anchor(settings))
+    signer = open_signer(settings)
+    tamper = open_tamper_log(settings, store)
+    if tamper is not None:
+        # Tampering stops every signature for its workspace until an admin acknowledges it.
+        signer = GuardedSigner(signer, store, tamper)
+    return Services(settings, store, signer, open_anchor(settings), tamper=tamper)

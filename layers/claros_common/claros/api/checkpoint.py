@@ -1,22 +1,33 @@
-"""Routes and events of the checkpoint function, the only one that may sign.
+"""Routes and events of the checkpoint function, which signs (as the signer role).
 
 * ``POST /v1/ledger/checkpoints`` (admins): sign a checkpoint at the head now;
 * the ledger table's stream: sign at every entry whose seq is a multiple of N;
+* the ledger and records tables' streams: a MODIFY or REMOVE outside a prune is tampering
+  (claros.tamper): recorded, counted as ``LedgerTampered``, and signing stops;
 * the schedule: sign any workspace whose tail stayed unsigned too long.
+
+A stream record is only a hint of where to look: the entry signed is the one the ledger
+holds at that seq, after the chain up to it verified (``sign_checkpoint``), so a made-up
+event signs nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from claros.api.http import ClarosResolver, json_response, routed
 from claros.auth import Principal
-from claros.checkpoints import Tail, sign_checkpoint, sign_due, unsigned_tails
+from claros.checkpoints import Tail, entry_at, sign_checkpoint, sign_due, unsigned_tails
 from claros.clock import now_ms
 from claros.errors import ConflictError
 from claros.ledger import Checkpoint, Entry
+from claros.signing import SigningError
+from claros.tamper import tampering_in
 from claros.wiring import Services
+
+log = logging.getLogger("claros.checkpoint")
 
 __all__ = ["on_schedule", "on_stream", "register"]
 
@@ -46,16 +57,50 @@ def _entry_from_image(image: Mapping[str, Any]) -> Entry:
     )  # fmt: skip
 
 
+def _watch(services: Services, record: Mapping[str, Any]) -> None:
+    if services.tamper is None:
+        return
+    found = tampering_in(record, services.tamper)
+    if found is not None and services.tamper.record(found):
+        log.error(
+            "LEDGER TAMPERED: %s of a %s item %s in workspace %s; signing is stopped",
+            found.event, found.table, found.key, found.workspace,
+        )  # fmt: skip
+        services.metric("LedgerTampered", 1)
+
+
 def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
-    """DynamoDB stream batch of new ledger entries: sign at each multiple of N."""
+    """DynamoDB stream batch: tampering is recorded first; then each new entry at a
+    multiple of N is signed, if the ledger holds that very entry and its chain verifies."""
     every = services.settings.checkpoint_every
+    records = list(event.get("Records", []))
+    for record in records:
+        _watch(services, record)
     signed = []
-    for record in event.get("Records", []):
-        if record.get("eventName") != "INSERT":
+    for record in records:
+        if record.get("eventName") != "INSERT" or "NewImage" not in record.get("dynamodb", {}):
             continue
-        entry = _entry_from_image(record["dynamodb"]["NewImage"])
-        if entry.seq % every == 0:
-            signed.append(sign_checkpoint(services.store, services.signer, entry, services.anchor))
+        try:
+            claimed = _entry_from_image(record["dynamodb"]["NewImage"])
+        except (KeyError, ValueError, TypeError):
+            log.warning("a stream record that is no ledger entry: %s", record.get("eventID"))
+            continue
+        if claimed.seq % every != 0:
+            continue
+        stored = entry_at(services.store, claimed.workspace, claimed.seq)
+        if stored != claimed:
+            log.warning(
+                "not signing workspace %s seq %s: the stream record is not the ledger's entry",
+                claimed.workspace, claimed.seq,
+            )  # fmt: skip
+            services.metric("CheckpointRefused", 1)
+            continue
+        try:
+            signed.append(sign_checkpoint(services.store, services.signer, stored, services.anchor))
+        except SigningError as exc:
+            # Retrying the batch would not help; the refusal is logged and counted.
+            log.error("CHECKPOINT REFUSED: %s", exc)
+            services.metric("CheckpointRefused", 1)
     return signed
 
 

@@ -15,6 +15,7 @@ from claros.evidence.lines import entry_line, kept_line
 from claros.evidence.oversight import oversight
 from claros.evidence.verify import verify_workspace
 from claros.ledger import READ_KINDS, Entry
+from claros.tamper import report as tampering_report
 
 __all__ = ["register"]
 
@@ -56,7 +57,14 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "GET", "/api/evidence/verify", ADMINS)
     def verify(principal: Principal) -> Any:
-        return json_response(verify_workspace(store, principal.workspace).to_json())
+        report = verify_workspace(store, principal.workspace)
+        tamper = app.services.tamper
+        if tamper is None:
+            return json_response(report.to_json())
+        # AWS: what the tables' streams showed; unacknowledged tampering fails the verify.
+        listed, failures = tampering_report(store, tamper, principal.workspace)
+        report.failures.extend(failures)
+        return json_response({**report.to_json(), "tampering": listed})
 
     @routed(app, "GET", "/api/evidence/stream", ADMINS)
     def stream(principal: Principal) -> Response[str]:

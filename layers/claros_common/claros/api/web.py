@@ -52,13 +52,13 @@ from claros.errors import (
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
-from claros.evidence.verify import verify_workspace
 from claros.mapping.service import list_apps, list_mappings
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
 from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
+from claros.tamper import verify_with_tampering
 from claros.timeline import timeline
 from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
@@ -643,7 +643,8 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
     workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
     return EvidenceData(
         workspace=workspace,
-        verify=verify_workspace(store, workspace).to_json(),
+        # AWS: unacknowledged tampering fails the verify shown here too.
+        verify=verify_with_tampering(store, app.services.tamper, workspace).to_json(),
         checkpoint=store.latest_checkpoint(workspace),
         public_keys=len(store.public_keys(workspace)),
         available={

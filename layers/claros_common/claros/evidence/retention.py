@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from claros.auth import Principal
-from claros.checkpoints import record, sign_checkpoint
+from claros.checkpoints import entry_at, record, sign_checkpoint
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
@@ -148,8 +148,20 @@ def prune_through(services: Services, last: Entry, days: int) -> dict[str, Any]:
     a checkpoint of its own), then the deletes."""
     store, workspace = services.store, last.workspace
     # Sign first: the deletes are allowed only at a signed checkpoint, and the chain
-    # verifies from it afterwards.
-    cp = sign_checkpoint(store, services.signer, last, services.anchor)
+    # verifies from it afterwards. In AWS the prune role may not sign (only the signer
+    # role may): the prune goes through the last checkpoint signed at or below the cut.
+    if services.settings.inline_checkpoints:
+        cp = sign_checkpoint(store, services.signer, last, services.anchor)
+    else:
+        below = [c for c in store.checkpoints(workspace) if c.seq <= last.seq]
+        at = entry_at(store, workspace, below[-1].seq) if below else None
+        if at is None:
+            return {
+                "pruned": False,
+                "message": f"no signed checkpoint at or below seq {last.seq} yet: the "
+                "checkpoint function signs one within CheckpointMaxAge",
+            }
+        cp, last = below[-1], at
     # Then say in the chain what stays below the cut: the rule and mapping versions lose
     # their entries, and this entry (covered by later checkpoints) vouches for them. It is
     # written before the deletes, so a prune cut short is finished by running it again.
@@ -163,8 +175,10 @@ def prune_through(services: Services, last: Entry, days: int) -> dict[str, Any]:
     }
     [entry] = record(services, workspace, [NewRecord(PRUNE_KIND, new_id("prn"), listed)])
     # Signed before anything is dropped: a prune entry no checkpoint covers accounts for
-    # nothing (anyone who can write the store but not sign could have appended it).
-    sign_checkpoint(store, services.signer, entry, services.anchor)
+    # nothing (anyone who can write the store but not sign could have appended it). In AWS
+    # the checkpoint function covers it (within CheckpointMaxAge; docs/deploy.md).
+    if services.settings.inline_checkpoints:
+        sign_checkpoint(store, services.signer, entry, services.anchor)
     done = store.prune(workspace, last.seq)
     return {
         "pruned": True,

@@ -360,13 +360,11 @@ class DynamoStore:
             raise StoreError(f"DynamoDB refused the append: {exc}") from exc
         if code != "TransactionCanceledException":
             raise exc
-        reasons: list[Any] = list(exc.response.get("CancellationReasons", []))[offset:]
+        every: list[Any] = list(exc.response.get("CancellationReasons", []))
+        reasons = every[offset:]
         codes = [str(r.get("Code", "None")) for r in reasons]
-        stale = (
-            offset > 0
-            and str(exc.response.get("CancellationReasons", [{}])[0].get("Code"))
-            == "ConditionalCheckFailed"
-        )
+        # The link check failed: the entry the append linked to is gone or changed.
+        stale = offset > 0 and bool(every) and every[0].get("Code") == "ConditionalCheckFailed"
         n = len(entries)
         failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
         for i, entry in enumerate(entries):

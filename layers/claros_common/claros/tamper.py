@@ -1,0 +1,262 @@
+"""Tampering: a ledger or records item modified or removed outside a prune (AWS).
+
+IAM cannot make a ``PutItem`` conditional, so a role that may append could overwrite an
+entry or a record. What it cannot do is overwrite unseen: the checkpoint function reads both
+tables' streams, and every ``MODIFY`` or ``REMOVE`` there that no prune accounts for is
+recorded here (``{workspace}#tampering`` items in the state table, which only the signer
+role writes), counted as the ``LedgerTampered`` metric (a CloudWatch alarm watches it), and
+stops all signing for the workspace (``GuardedSigner``) until an admin acknowledges it. The
+acknowledgement is itself a ledger entry (kind ``tampering_ack``), so it shows in the chain;
+verify lists every tampering record with its acknowledgement.
+
+Locally (SQLite) there is no such log: the database's triggers refuse the rewrite instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from claros import jsonutil
+from claros.ledger import Failure, PublicKey, VerifyReport
+from claros.signing import Signer, SigningError, Vouch
+from claros.store.base import Store
+
+__all__ = [
+    "ACK_KIND",
+    "DynamoTamperLog",
+    "GuardedSigner",
+    "TamperLog",
+    "Tampering",
+    "acknowledgement",
+    "report",
+    "tampering_in",
+    "unacknowledged",
+    "verify_with_tampering",
+]
+
+log = logging.getLogger("claros.tamper")
+
+ACK_KIND = "tampering_ack"
+PRUNE_KIND = "prune"
+
+
+@dataclass(frozen=True, slots=True)
+class Tampering:
+    id: str
+    workspace: str
+    table: str  # "ledger" or "records"
+    event: str  # "MODIFY" or "REMOVE"
+    key: dict[str, Any]  # {"seq": n} or {"rid": "kind#ref_id", "seq": n}
+    seen_at: int  # ms, when the stream said it happened
+
+    @property
+    def seq(self) -> int | None:
+        seq = self.key.get("seq")
+        return int(seq) if seq is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "workspace": self.workspace,
+            "table": self.table,
+            "event": self.event,
+            "key": self.key,
+            "seen_at": self.seen_at,
+        }
+
+
+class TamperLog(Protocol):
+    def record(self, tampering: Tampering) -> bool:
+        """Keep ``tampering``; False when it was recorded already (a redelivered batch)."""
+        ...
+
+    def list(self, workspace: str) -> list[Tampering]: ...
+
+    def pruned_through(self, workspace: str) -> int:
+        """The highest ``through_seq`` of the workspace's prune entries (0: none)."""
+        ...
+
+
+def _plain(value: Mapping[str, Any]) -> Any:
+    """A stream image's attribute value as plain JSON (S, N, B)."""
+    if "S" in value:
+        return value["S"]
+    if "N" in value:
+        return int(value["N"])
+    return None
+
+
+def tampering_in(record: Mapping[str, Any], log_: TamperLog) -> Tampering | None:
+    """The tampering one stream record shows, if any: a MODIFY of a ledger or records item,
+    or a REMOVE no prune accounts for (an entry or record at or below a prune's
+    ``through_seq``, written before the prune deleted it)."""
+    event = str(record.get("eventName", ""))
+    if event not in ("MODIFY", "REMOVE"):
+        return None
+    data = record.get("dynamodb") or {}
+    keys = data.get("Keys") or {}
+    image = data.get("OldImage") or data.get("NewImage") or {}
+    workspace = _plain(keys.get("workspace") or {})
+    if not isinstance(workspace, str):
+        return None
+    if "rid" in keys:
+        table, key = "records", {"rid": _plain(keys["rid"])}
+        if "seq" in image:
+            key["seq"] = _plain(image["seq"])
+    else:
+        table, key = "ledger", {"seq": _plain(keys.get("seq") or {})}
+    seq = key.get("seq")
+    if event == "REMOVE" and isinstance(seq, int) and seq <= log_.pruned_through(workspace):
+        return None
+    source = str(record.get("eventID") or repr(sorted(dict(record).items())))
+    ident = "tmp_" + hashlib.sha256(source.encode()).hexdigest()[:24]
+    when = data.get("ApproximateCreationDateTime")
+    seen_at = int(float(when) * 1000) if when is not None else 0
+    return Tampering(ident, workspace, table, event, key, seen_at)
+
+
+def acknowledgement(store: Store, workspace: str, tampering_id: str) -> dict[str, Any] | None:
+    return store.get_record(workspace, ACK_KIND, tampering_id)
+
+
+def unacknowledged(store: Store, log_: TamperLog, workspace: str) -> list[Tampering]:
+    return [t for t in log_.list(workspace) if acknowledgement(store, workspace, t.id) is None]
+
+
+def report(
+    store: Store, log_: TamperLog, workspace: str
+) -> tuple[list[dict[str, Any]], list[Failure]]:
+    """Every tampering record with its acknowledgement, and a verify failure for each one
+    not acknowledged yet."""
+    listed: list[dict[str, Any]] = []
+    failures: list[Failure] = []
+    for t in log_.list(workspace):
+        ack = acknowledgement(store, workspace, t.id)
+        listed.append({**t.to_json(), "acknowledged": ack})
+        if ack is None:
+            failures.append(
+                Failure(
+                    t.seq,
+                    t.table,
+                    f"tampering {t.id}: a {t.table} item was changed outside a prune "
+                    f"({t.event} of {jsonutil.dumps(t.key)}); signing is stopped until an "
+                    "admin acknowledges it",
+                )
+            )
+    return listed, failures
+
+
+class GuardedSigner:
+    """A Signer that signs nothing for a workspace with unacknowledged tampering."""
+
+    def __init__(self, signer: Signer, store: Store, log_: TamperLog) -> None:
+        self.signer = signer
+        self.store = store
+        self.log = log_
+
+    def _check(self, workspace: str) -> None:
+        open_ = unacknowledged(self.store, self.log, workspace)
+        if open_:
+            ids = ", ".join(t.id for t in open_)
+            raise SigningError(
+                f"signing is stopped for workspace {workspace}: tampering recorded ({ids}); "
+                "an admin acknowledges it with POST /api/evidence/tampering/{id}/acknowledge"
+            )
+
+    def active_key(self, workspace: str) -> PublicKey:
+        return self.signer.active_key(workspace)
+
+    def sign(self, workspace: str, message: bytes) -> tuple[str, bytes]:
+        self._check(workspace)
+        return self.signer.sign(workspace, message)
+
+    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+        # The old key vouches for the new one by signing: stopped as any signature is.
+        self._check(workspace)
+        return self.signer.rotate(workspace, vouch)
+
+
+class DynamoTamperLog:
+    """Tampering records in the state table (``{workspace}#tampering``, sk = id)."""
+
+    def __init__(self, client: Any, state_table: str, records_table: str) -> None:
+        self.client = client
+        self.state_table = state_table
+        self.records_table = records_table
+
+    def record(self, tampering: Tampering) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.put_item(
+                TableName=self.state_table,
+                Item={
+                    "pk": {"S": f"{tampering.workspace}#tampering"},
+                    "sk": {"S": tampering.id},
+                    "body": {"S": jsonutil.dumps(tampering.to_json())},
+                },
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def _items(self, request: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        start: dict[str, Any] | None = None
+        while True:
+            args = dict(request, ConsistentRead=True)
+            if start:
+                args["ExclusiveStartKey"] = start
+            got = self.client.query(**args)
+            yield from got.get("Items", [])
+            start = got.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def list(self, workspace: str) -> list[Tampering]:
+        found = []
+        for item in self._items(
+            {
+                "TableName": self.state_table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": f"{workspace}#tampering"}},
+            }
+        ):
+            body = jsonutil.loads(item["body"]["S"])
+            found.append(Tampering(**body))
+        return sorted(found, key=lambda t: (t.seen_at, t.id))
+
+    def pruned_through(self, workspace: str) -> int:
+        import zlib
+
+        through = 0
+        for item in self._items(
+            {
+                "TableName": self.records_table,
+                "KeyConditionExpression": "workspace = :w AND begins_with(rid, :kind)",
+                "ExpressionAttributeValues": {
+                    ":w": {"S": workspace},
+                    ":kind": {"S": f"{PRUNE_KIND}#"},
+                },
+            }
+        ):
+            body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
+            through = max(through, int(body.get("through_seq", 0)))
+        return through
+
+
+def verify_with_tampering(store: Store, log_: TamperLog | None, workspace: str) -> VerifyReport:
+    """The server-side verify (claros.evidence.verify), with a failure for each
+    unacknowledged tampering record when there is a tamper log (AWS)."""
+    from claros.evidence.verify import verify_workspace
+
+    verified = verify_workspace(store, workspace)
+    if log_ is not None:
+        verified.failures.extend(report(store, log_, workspace)[1])
+    return verified
