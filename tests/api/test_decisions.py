@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import httpx
 
+from claros.rules.judges import KEYWORD_JUDGE_ID, KeywordJudge
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, check_body, put_rule
 
@@ -79,12 +80,39 @@ def test_missing_fact_is_recorded_as_unknown(http: httpx.Client, keys: Keys) -> 
     assert answer["rules"][0]["on_unknown"] == "fire"
 
 
-def test_rule_without_when_is_not_judged(http: httpx.Client, keys: Keys) -> None:
+def test_rule_without_when_and_no_judge_answers_by_on_unknown(
+    http: httpx.Client, keys: Keys
+) -> None:
     put_rule(http, keys.admin, id="judge-me", response="stop", when=None)
     answer = _check(http, keys.agent, amount=5)
-    assert answer["result"] == "allow"
+    assert answer["result"] == "stop"  # on_unknown defaults to fire: never a silent allow
     assert answer["not_judged"] == ["judge-me"]
-    assert answer["rules"][0]["judged"] is False and answer["rules"][0]["matched"] is None
+    entry = answer["rules"][0]
+    assert entry["judged"] is False and entry["matched"] is True
+    assert entry["on_unknown"] == "fire" and entry["note"] == "not judged: no judge is configured"
+
+
+def test_rule_without_when_may_allow_when_no_judge_decides(http: httpx.Client, keys: Keys) -> None:
+    put_rule(http, keys.admin, id="judge-me", response="stop", when=None, on_unknown="allow")
+    answer = _check(http, keys.agent, amount=5)
+    assert answer["result"] == "allow" and answer["not_judged"] == ["judge-me"]
+    assert answer["rules"][0]["matched"] is False and answer["rules"][0]["on_unknown"] == "allow"
+
+
+def test_keyword_judge_decides_a_rule_without_when(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    services.judge = KeywordJudge()
+    put_rule(http, keys.admin, id="fraud", response="stop", when=None,
+             title='Refunds on orders marked "fraud"')  # fmt: skip
+    answer = _check(http, keys.agent, amount=5, reason="Customer reported FRAUD")
+    entry = answer["rules"][0]
+    assert answer["result"] == "stop" and not answer.get("not_judged")
+    assert entry["judged"] is True and entry["judge"] == KEYWORD_JUDGE_ID
+    assert entry["note"] == 'keyword judge (not a model): "fraud" found in facts.reason'
+    row = services.store.get_record(WORKSPACE, "check", answer["check_id"])
+    assert row is not None and row["rules"][0]["judge"] == KEYWORD_JUDGE_ID
+    assert _check(http, keys.agent, amount=5, reason="late")["result"] == "allow"
 
 
 def test_shadow_rule_is_recorded_but_changes_nothing(

@@ -286,7 +286,7 @@ def test_context_goes_only_to_the_judge(
     assert row["rules"] == answer["rules"]
 
 
-def test_a_judge_without_a_verdict_leaves_the_rule_not_judged(
+def test_a_judge_without_a_verdict_leaves_the_rule_to_on_unknown(
     http: httpx.Client, keys: Keys, guard: FakeGuard, services: Services
 ) -> None:
     services.judge = RecordingJudge(None)
@@ -294,8 +294,10 @@ def test_a_judge_without_a_verdict_leaves_the_rule_not_judged(
     put_rule(http, keys.admin, id="odd-lines", app="accounting", tools=["invoice_submit"],
              response="stop", when=None)  # fmt: skip
     answer = guard.check("accounting", "invoice_submit", {"name": "ACC-PINV-0042"})
-    assert answer["result"] == "allow" and answer["not_judged"] == ["odd-lines"]
+    # on_unknown defaults to fire: a judge that cannot decide never silently allows.
+    assert answer["result"] == "stop" and answer["not_judged"] == ["odd-lines"]
     assert answer["rules"][0]["note"] == "not judged: the judge gave no verdict"
+    assert answer["rules"][0]["on_unknown"] == "fire" and answer["rules"][0]["matched"] is True
 
 
 # --- registration and validation ---------------------------------------------------------

@@ -5,6 +5,7 @@ real botocore timeout."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -13,6 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.stub import ANY, Stubber
 
 from claros.bedrock import bedrock_client
+from claros.config import ConfigError, Settings
 from claros.rules.judge import Verdict
 from claros.rules.judges import (
     KEYWORD_JUDGE_ID,
@@ -22,6 +24,7 @@ from claros.rules.judges import (
     KeywordJudge,
     judge_from_settings,
 )
+from claros.wiring import build_services
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 RULE = {"id": "fraud-refunds", "title": 'Refunds on orders marked "fraud" or "chargeback"',
@@ -181,3 +184,21 @@ def test_judge_from_settings() -> None:
         judge_from_settings("bedrock")
     with pytest.raises(ValueError, match="must be keyword, bedrock or none, not 'gpt'"):
         judge_from_settings("gpt")
+
+
+def test_the_judge_is_configured_from_the_environment(tmp_path: Path) -> None:
+    data = {"CLAROS_DATA": str(tmp_path / "data")}
+    services = build_services(Settings.from_env({**data, "CLAROS_JUDGE": "keyword"}))
+    try:
+        assert isinstance(services.judge, KeywordJudge)
+    finally:
+        services.close()
+    services = build_services(Settings.from_env(data))
+    try:
+        assert services.judge is None
+    finally:
+        services.close()
+    with pytest.raises(ConfigError, match="CLAROS_JUDGE='gpt'"):
+        Settings.from_env({**data, "CLAROS_JUDGE": "gpt"})
+    with pytest.raises(ConfigError, match="needs CLAROS_JUDGE_MODEL"):
+        build_services(Settings.from_env({**data, "CLAROS_JUDGE": "bedrock"}))

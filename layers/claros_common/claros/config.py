@@ -28,6 +28,8 @@ ENV = {
     "fast_approval_s": "CLAROS_FAST_APPROVAL_S",
     "ask_ttl_s": "CLAROS_ASK_TTL_S",
     "approval_ttl_s": "CLAROS_APPROVAL_TTL_S",
+    "judge": "CLAROS_JUDGE",
+    "judge_model": "CLAROS_JUDGE_MODEL",
 }
 
 
@@ -60,6 +62,10 @@ class Settings(BaseModel):
     ask_ttl_s: int = Field(3600, ge=1)
     approval_ttl_s: int = Field(900, ge=1)
     max_body_bytes: int = 1_000_000
+    # What decides rules without `when` (claros.rules.judges): none by default; `keyword`
+    # is a deterministic stand-in for local runs, `bedrock` a model (CLAROS_JUDGE_MODEL).
+    judge: Literal["", "none", "keyword", "bedrock"] = ""
+    judge_model: str = ""
     max_depth: int = 32
 
     @classmethod

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from claros.anchor import Anchor
-from claros.config import Settings
+from claros.config import ConfigError, Settings
 from claros.rules.judge import Judge
+from claros.rules.judges import judge_from_settings
 from claros.signing import FileSigner, KmsSigner, Signer
 from claros.store.base import Store, StoreError
 from claros.tamper import DynamoTamperLog, GuardedSigner, TamperLog
@@ -116,4 +117,8 @@ def build_services(settings: Settings | None = None, *, create: bool = True) -> 
     if tamper is not None:
         # Tampering stops every signature for its workspace until an admin acknowledges it.
         signer = GuardedSigner(signer, store, tamper)
-    return Services(settings, store, signer, open_anchor(settings), tamper=tamper)
+    try:
+        judge = judge_from_settings(settings.judge, settings.judge_model)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return Services(settings, store, signer, open_anchor(settings), tamper=tamper, judge=judge)

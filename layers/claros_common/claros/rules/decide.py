@@ -8,8 +8,9 @@ entry in ``rules[]`` names the ``unknown`` fields and the ``on_unknown`` that an
 (and ``answered: "ask"`` when that is not the rule's response). Shadow rules are
 evaluated and recorded with what they would have answered, but never change the result.
 Rules without ``when`` go to the judge (:mod:`claros.rules.judge`), with the call's
-context; with no judge, or when it gives no verdict, they are listed as not judged, never
-silently allowing or stopping anything.
+context; its verdict, note and model land in the rule's entry. With no judge, or when it
+gives no verdict (a timeout, an answer it could not read), the rule is listed as not
+judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided.
 """
 
 from __future__ import annotations
@@ -88,13 +89,18 @@ def decide(
         else:
             verdict = judge.judge(written, facts, context or {}) if judge else None
             if verdict is None:
+                # Unknown never silently means allow: the rule answers by its on_unknown,
+                # as a `when` that cannot be decided does.
                 why = "no judge is configured" if judge is None else "the judge gave no verdict"
-                entry.update(matched=None, judged=False, note=f"not judged: {why}")
-                entries.append(entry)
+                entry.update(judged=False, note=f"not judged: {why}")
                 decision.not_judged.append(str(rule["id"]))
-                continue
-            hit = verdict.matched
-            entry.update(matched=hit, judged=True, note=verdict.note)
+                hit, response = _on_unknown(entry, written, ())
+            else:
+                hit = verdict.matched
+                entry.update(judged=True, note=verdict.note)
+                if verdict.model:
+                    entry["judge"] = verdict.model
+            entry["matched"] = hit
         entries.append(entry)
         if not hit:
             continue
