@@ -28,6 +28,7 @@ def _load_agent() -> ModuleType:
 
 agent = _load_agent()
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,8 +89,10 @@ ID = "ask_01JD9Z3W7QXK4N2M8R5T6V0B1C"  # one word longer than the column: kept w
 
 
 def test_table_rows_wrap_at_word_boundaries_and_never_cut_an_id() -> None:
-    what = "a refund above the limit asks a person first. Waiting for approval " + ID + (
-        " (open it in the web app at /app/asks, or answer with the approver's key)"
+    what = (
+        "a refund above the limit asks a person first. Waiting for approval "
+        + ID
+        + (" (open it in the web app at /app/asks, or answer with the approver's key)")
     )
     lines = agent.table_row("shop", "refund_create", "ask", what, width=70)
     assert len(lines) > 1
