@@ -73,3 +73,14 @@ def test_the_version_constant_is_the_fallback(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delitem(claros_guard.__dict__, "VERSION", raising=False)
     assert claros_guard.VERSION == RELEASE
     monkeypatch.delitem(claros_guard.__dict__, "VERSION")
+
+
+def test_one_version_and_one_licence_in_pyproject_package_json_and_the_constant() -> None:
+    import json
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    npm = json.loads((REPO / "npm" / "getclaros" / "package.json").read_text())
+    assert project["name"] == npm["name"] == "getclaros"
+    assert project["version"] == npm["version"] == RELEASE
+    assert project["license"] == npm["license"] == "Apache-2.0"
+    assert (REPO / "LICENSE").read_text().lstrip().startswith("Apache License")

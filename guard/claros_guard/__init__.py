@@ -7,7 +7,7 @@ __all__ = ["DISTRIBUTION", "RELEASE", "VERSION"]
 # What pip and pipx install (`claros` on PyPI is another project's name).
 DISTRIBUTION = "getclaros"
 # This source tree's version, the one pyproject.toml and npm/getclaros/package.json carry
-# (tests/test_packaging.py keeps the three equal): used when no installed metadata is found.
+# (tests/test_cli_help.py keeps the three equal): used when no installed metadata is found.
 RELEASE = "0.1.0"
 
 VERSION: str  # looked up when first read (below)
