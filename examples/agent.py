@@ -22,6 +22,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,11 @@ from mcp.types import CallToolResult
 
 HERE = Path(__file__).resolve().parent
 APPS = ("shop", "accounting")
+# The table's columns: app, tool, decision, then what happened, wrapped onto as many lines
+# as it needs so that no id or message is ever cut in the middle of a word.
+COLUMNS = (11, 21, 9)
+WIDTH = 110
+READ_SUMMARY = 70  # what a read returned: its first words only (records can be long)
 
 
 @dataclass
@@ -164,7 +170,31 @@ def decision_of(result: CallToolResult, read: bool) -> Outcome:
     notes = [t for t in texts if t.startswith("Claros (")]
     if notes:
         return Outcome("nudge", notes[0])
-    return Outcome("read" if read else "allow", re.sub(r"\s+", " ", first or "ok")[:70])
+    return Outcome("read" if read else "allow", shorten(first or "ok", READ_SUMMARY))
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut after its last whole word that fits, with an ellipsis."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat[:width].rsplit(" ", 1)[0] if " " in flat[:width] else ""
+    # One word longer than the width (an id, a URL) is kept whole rather than broken.
+    return f"{cut or flat.split(' ', 1)[0]} …"
+
+
+def table_row(app: str, tool: str, decision: str, what: str, width: int = WIDTH) -> list[str]:
+    """One decision as table lines: ``what`` wraps at word boundaries, never mid-word."""
+    a, b, c = COLUMNS
+    head = f"{app:<{a}} {tool:<{b}} {decision:<{c}} "
+    lines = textwrap.wrap(
+        " ".join(what.split()),
+        width=max(width - len(head), 20),
+        break_long_words=False,  # ids, URLs and amounts stay whole
+        break_on_hyphens=False,
+    ) or [""]
+    indent = " " * len(head)
+    return [head + lines[0]] + [indent + line for line in lines[1:]]
 
 
 def guard_params(app: str, env: dict[str, str], ask_wait: float) -> StdioServerParameters:
@@ -253,7 +283,8 @@ async def run(args: argparse.Namespace) -> int:
         await wait_for_registration(http, args.key)
         if args.admin_key:
             await push_examples(http, args.admin_key)
-        print(f"\n{'app':<11} {'tool':<21} {'decision':<9} what happened")
+        print()
+        print(table_row("app", "tool", "decision", "what happened")[0])
         for step in STEPS:
             outcome = Outcome("", "")
             callback = approver(http, args.approver_key, step.answer, outcome)
@@ -270,10 +301,8 @@ async def run(args: argparse.Namespace) -> int:
                 ok = result.is_error == (step.answer == "deny")
             failures += not ok
             mark = "" if ok else f"   <-- expected {step.expect}"
-            print(
-                f"{step.app:<11} {step.tool:<21} {decision:<9} {step.why}. "
-                f"{found.detail[:160]}{mark}"
-            )
+            what = f"{step.why}. {found.detail}{mark}"
+            print("\n".join(table_row(step.app, step.tool, decision, what)), flush=True)
     print(f"\n{len(STEPS) - failures} of {len(STEPS)} decisions as expected.")
     return 1 if failures else 0
 

@@ -42,11 +42,18 @@ def test_demo_prints_keys_and_commands_that_work(tmp_path: Path) -> None:
         assert set(keys) == {"admin", "agent", "service", "audit"}, out
         # The "Try:" block, run as printed.
         block = out.split("Try:\n", 1)[1].split("\nCtrl-C", 1)[0]
+        # The first line puts this venv's claros on PATH: its absolute bin, found at run time.
+        bin_dir = Path(sys.executable).absolute().parent
+        assert block.startswith(f'  export PATH={bin_dir}:"$PATH"'), block
+        assert "\n  claros verify " in block
         script = "set -e\n" + block.replace("curl -s", "curl -sf")
+        # A PATH without the venv, as a new shell has: only the printed line brings claros.
+        bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+                              timeout=60, env=bare)  # fmt: skip
         assert done.returncode == 0, done.stderr + done.stdout
         assert '"result":"allow"' in done.stdout and '"ok":true' in done.stdout
+        assert "OK:" in done.stdout, done.stdout  # claros verify, run from the printed PATH
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
             entries = http.get("/v1/ledger/entries", headers={"Authorization":
                                f"Bearer {keys['agent']}"}).text  # fmt: skip

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["VERSION"]
+__all__ = ["DISTRIBUTION", "RELEASE", "VERSION"]
+
+# What pip and pipx install (`claros` on PyPI is another project's name).
+DISTRIBUTION = "getclaros"
+# This source tree's version, the one pyproject.toml and npm/getclaros/package.json carry
+# (tests/test_cli_help.py keeps the three equal): used when no installed metadata is found.
+RELEASE = "0.1.0"
 
 VERSION: str  # looked up when first read (below)
 
@@ -15,8 +21,8 @@ def __getattr__(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        found = version("claros")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        found = "0.0.0"
+        found = version(DISTRIBUTION)
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        found = RELEASE
     globals()["VERSION"] = found
     return found

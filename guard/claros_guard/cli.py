@@ -1,4 +1,4 @@
-"""The ``claros`` command.
+"""The `claros` command.
 
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
     claros rules push FILE [--made-by M]             send rules (YAML or JSON)
@@ -69,7 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
         from claros.store.base import StoreError
         from claros.wiring import build_services
     except ImportError as exc:  # pragma: no cover - depends on the install
-        print(f"claros serve needs the server extra (pip install 'claros[server]'): {exc}",
+        print(f"claros serve needs the server extra (pip install 'getclaros[server]'): {exc}",
               file=sys.stderr)  # fmt: skip
         return 2
     port = _serve_port(args)
@@ -133,12 +133,28 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", help="an admin key (default $CLAROS_KEY)")
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version, looked up only when asked for (see VERSION)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from claros_guard import VERSION
+
+        print(f"claros {VERSION}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claros", description="Claros: guard agents' writes.")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser("serve", help="run the local Claros server (SQLite, key file)")
     serve.add_argument("--data", help="the data directory (default $CLAROS_DATA or .claros)")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)"
+    )
     serve.add_argument(
         "--port", type=_port_arg, help=f"{PORTS}; 0 picks a free one (default $CLAROS_PORT or 8787)"
     )

@@ -300,12 +300,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+# `claros login --help`: for the person running it, so plain text and no module names.
+DESCRIPTION = """\
+Sign this machine in by approving a code in the web app.
+
+    claros login [--url URL]
+
+Asks Claros for a device code (POST /v1/device/code), shows the short code and the
+/app/device page to open, and polls (POST /v1/device/token) until a signed-in person
+approves it. Claros then mints an agent key for that person; it is saved, mode 0600, in
+$XDG_CONFIG_HOME/claros/credentials.json (~/.config/claros/credentials.json), and
+claros guard, claros hook and claros verify use it whenever CLAROS_KEY is not set.
+"""
+
+
 def add_parser(sub: Any) -> None:
     """Register ``claros login`` on the CLI's subparsers."""
     parser = sub.add_parser(
         "login",
         help="sign this machine in: approve a code in the web app, get an agent key",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

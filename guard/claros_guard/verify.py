@@ -737,12 +737,39 @@ def verify_online(
 
 
 # --- the command ------------------------------------------------------------------------
+# `claros verify --help`: for the person running it, so plain text and no module names.
+DESCRIPTION = """\
+Re-check a workspace's ledger on your own machine.
+
+    claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
+                  [--progress]
+    claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
+
+Online, it downloads the ledger (GET /v1/ledger/entries, page by page), the signed
+checkpoints and the public keys, and checks everything here with the very code the server
+uses. With an audit or admin key every record is compared with its entry; with an agent
+or service key, the chain and signatures only. Offline, --export checks an evidence
+export (GET /api/evidence/export): every record, every link, every signature and the
+export's own signature, with no key and no access to Claros.
+
+--save FILE keeps the checkpoints that were just verified (and the public keys). Put that
+file where Claros cannot change it. Later, --checkpoints FILE proves the log was not
+rewritten since: each saved checkpoint must still be in the log and match it, and the
+saved keys are pinned: every checkpoint (and an export's own signature) must be signed by
+one of them, or by a key that a checkpoint signed with one of them introduced (a key
+rotation). --keys FILE (GET /v1/ledger/pubkey) pins keys explicitly.
+
+Exit 0 when everything holds; 1 on any failure (each printed as "FAIL: seq N (kind): what
+differs"); 2 on usage or I/O errors.
+"""
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """``claros verify``, for the ``claros`` command's subparsers."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "verify",
         help="re-check the ledger (or an evidence export) on this machine",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--url", help="the Claros server (default $CLAROS_URL)")

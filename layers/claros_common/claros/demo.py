@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -94,7 +95,7 @@ Keys (kept in {settings.data_dir}/demo-keys.json):
   service (tied to nobody)     {keys["service"]}
   audit   (made by {ADMIN})  {keys["audit"]}
 
-Try:
+Try:{_path_hint()}
   export CLAROS_URL={url} CLAROS_KEY={keys["agent"]}
   curl -s -H "Authorization: Bearer $CLAROS_KEY" $CLAROS_URL/v1/check \\
        -d '{{"app":"payments","tool":"payment_create","arguments":{{"amount":"$120.00"}},
@@ -102,6 +103,7 @@ Try:
   curl -s -H "Authorization: Bearer $CLAROS_KEY" "$CLAROS_URL/v1/ledger/entries?since=0"
   curl -s -X POST -H "Authorization: Bearer {keys["admin"]}" $CLAROS_URL/v1/ledger/checkpoints
   curl -s -H "Authorization: Bearer {keys["admin"]}" $CLAROS_URL/api/evidence/verify
+  {_verify_command()}
 
 Ctrl-C stops it.
 """,
@@ -124,6 +126,26 @@ Ctrl-C stops it.
         server.httpd.server_close()
         services.close()
     return 0
+
+
+def _path_hint() -> str:
+    """The line that puts this install's `claros` on PATH, as printed (or nothing).
+
+    Computed from the Python running the demo (make run's .venv), so the path is this
+    checkout's wherever it was cloned; quoted for the shell when it needs to be.
+    """
+    bin_dir = Path(sys.executable).absolute().parent
+    if not (bin_dir / "claros").exists():
+        return ""
+    return (
+        f'\n  export PATH={shlex.quote(str(bin_dir))}:"$PATH"   # puts claros on PATH in this shell'
+    )
+
+
+def _verify_command() -> str:
+    if _path_hint():
+        return "claros verify   # the same check, on this machine (after the PATH line above)"
+    return f"{shlex.quote(sys.executable)} -m claros_guard.cli verify   # the same, here"
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -12,8 +12,9 @@ const { spawnSync } = require("node:child_process");
 const args = process.argv.slice(2);
 const HELP =
   "getclaros: the Claros client is not installed.\n" +
-  "Install it with Python 3.11+ (from a checkout of Claros: pip install .), or set\n" +
-  "CLAROS_PYTHON to a Python that has it, then run npx getclaros again.\n";
+  "Install it (Python 3.11+) with:  pipx install getclaros\n" +
+  "                             or:  pip install getclaros\n" +
+  "or set CLAROS_PYTHON to a Python that has it, then run npx getclaros again.\n";
 
 function run(command, commandArgs) {
   const done = spawnSync(command, commandArgs, { stdio: "inherit" });
