@@ -51,8 +51,10 @@ pytestmark = [
     # moto's CloudFormation makes no API Gateway v2 resources (API, stage) and warns so; the
     # routes themselves are checked against the code below, without moto.
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
-    # Nor the LedgerTampered alarm; the template test checks it as written.
+    # Nor the alarms, nor the stream failure queue's policy; the template test checks them
+    # as written.
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
     # lambda_entry.py's Metrics publish nothing on an API request, and Powertools warns
     # about it on every request. Drop this filter once the handler publishes a metric there.
 ]

@@ -51,6 +51,7 @@ ROUTES = {
 SIGNERS = {"CheckpointFunction", "ExportFunction"}
 # The one function whose role (named by LedgerPruneRoleName) may delete ledger entries.
 PRUNER = "PruneFunction"
+PRUNE_ROLE_NAME = "${AWS::StackName}-${AWS::Region}-prune"
 
 
 def _offline_env(tmp_path: Path) -> dict[str, str]:
@@ -335,8 +336,9 @@ def test_only_the_prune_role_may_delete_entries(template: dict[str, Any]) -> Non
     function = template["Resources"][PRUNER]["Properties"]
     role = template["Resources"][function["Role"]["Fn::GetAtt"][0]]
     assert role["Type"] == "AWS::IAM::Role"
-    # The role has the very name the ledger table's resource policy lets delete.
-    assert role["Properties"]["RoleName"] == {"Ref": "LedgerPruneRoleName"}
+    # The role has the very name the ledger table's resource policy lets delete: derived
+    # from the stack and its region (IAM names are per account), so two stacks never collide.
+    assert role["Properties"]["RoleName"] == {"Fn::Sub": PRUNE_ROLE_NAME}
     trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert [t["Principal"] for t in trust] == [{"Service": "lambda.amazonaws.com"}]
     # The others: their own SAM roles, or the signer role (which never writes the ledger).
@@ -367,7 +369,7 @@ def test_the_ledger_table_policy_denies_rewrites(template: dict[str, Any]) -> No
     assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
     assert LEDGER_WRITES <= set(statement["Action"])
     condition = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    assert "LedgerPruneRoleName" in condition["Fn::Sub"]
+    assert condition["Fn::Sub"].endswith(f":role/{PRUNE_ROLE_NAME}")
 
 
 def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
