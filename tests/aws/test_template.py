@@ -357,7 +357,13 @@ def test_the_export_bucket_expires_its_copies(template: dict[str, Any]) -> None:
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     export = template["Resources"]["ExportFunction"]["Properties"]
-    assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {"Ref": "ExportBucket"}
+    assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {
+        "Fn::If": [
+            "DeleteExportBucket",
+            {"Fn::GetAtt": ["ExportBucketEmptier", "Bucket"]},
+            {"Ref": "ExportBucket"},
+        ]
+    }
     [write] = [s for s in _statements(template["Resources"]["ExportFunction"], template)
                if s.get("Sid") == "WriteExports"]  # fmt: skip
     assert write["Resource"] == {"Fn::Sub": "${ExportBucket.Arn}/exports/*"}
@@ -638,13 +644,16 @@ def test_the_export_bucket_on_delete_is_a_parameter(template: dict[str, Any]) ->
     bucket = template["Resources"]["ExportBucket"]
     # CloudFormation itself never deletes the bucket (it would fail on a non-empty one) ...
     assert bucket["DeletionPolicy"] == "Retain"
-    # ... with Delete, the emptier empties and deletes it, after the export function is gone.
+    # ... with Delete, the emptier empties and deletes it, after the export function is gone:
+    # the function takes the bucket's name from the emptier, so it is deleted first.
     assert template["Conditions"]["DeleteExportBucket"] == {
         "Fn::Equals": [{"Ref": "ExportBucketOnDelete"}, "Delete"]
     }
     emptier = template["Resources"]["ExportBucketEmptier"]
     assert emptier["Condition"] == "DeleteExportBucket"
-    assert "ExportFunction" in emptier["DependsOn"]
+    bucket_env = template["Resources"]["ExportFunction"]["Properties"]["Environment"]
+    _, via_emptier, _ = bucket_env["Variables"]["CLAROS_EXPORT_BUCKET"]["Fn::If"]
+    assert via_emptier == {"Fn::GetAtt": ["ExportBucketEmptier", "Bucket"]}
     assert emptier["Properties"]["Bucket"] == {"Ref": "ExportBucket"}
     for name in ("ExportBucketEmptierFunction", "ExportBucketEmptierRole"):
         assert template["Resources"][name]["Condition"] == "DeleteExportBucket"
@@ -659,9 +668,13 @@ def test_the_emptier_empties_and_deletes_the_bucket_only_on_delete(
 
     code = template["Resources"]["ExportBucketEmptierFunction"]["Properties"]["Code"]["ZipFile"]
     sent: list[str] = []
-    cfnresponse = SimpleNamespace(
-        SUCCESS="SUCCESS", FAILED="FAILED", send=lambda e, c, status, data: sent.append(status)
-    )
+    answered: list[Any] = []
+
+    def send(event: Any, context: Any, status: str, data: Any) -> None:
+        sent.append(status)
+        answered.append(data)
+
+    cfnresponse = SimpleNamespace(SUCCESS="SUCCESS", FAILED="FAILED", send=send)
     monkeypatch.setitem(sys.modules, "cfnresponse", cfnresponse)
     namespace: dict[str, Any] = {}
     exec(compile(code, "emptier", "exec"), namespace)  # noqa: S102 - the template's own code
@@ -676,6 +689,8 @@ def test_the_emptier_empties_and_deletes_the_bucket_only_on_delete(
     assert "exports" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     namespace["handler"]({"RequestType": "Delete", **props}, None)  # already gone: fine
     assert sent == ["SUCCESS", "SUCCESS", "SUCCESS"]
+    # The bucket's name, which the export function's environment takes from the emptier.
+    assert answered == [{"Bucket": "exports"}] * 3
 
 
 def test_the_emptier_reports_a_failure_to_cloudformation(
