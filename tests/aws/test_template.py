@@ -680,17 +680,32 @@ def test_the_emptier_empties_and_deletes_the_bucket_only_on_delete(
     exec(compile(code, "emptier", "exec"), namespace)  # noqa: S102 - the template's own code
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="exports")
+    # The stack's status as CloudFormation reports it to the emptier (moto's CloudFormation
+    # deletes a stack at once, so it never reports DELETE_IN_PROGRESS).
+    status = {"StackStatus": "UPDATE_IN_PROGRESS"}
+    client = boto3.client
+
+    def clients(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "cloudformation":
+            return SimpleNamespace(describe_stacks=lambda StackName: {"Stacks": [status]})
+        return client(name, *args, **kwargs)
+
+    monkeypatch.setattr(boto3, "client", clients)
     for i in range(3):
         s3.put_object(Bucket="exports", Key=f"exports/{i}.json", Body=b"{}")
-    props = {"ResourceProperties": {"Bucket": "exports"}}
+    props = {"ResourceProperties": {"Bucket": "exports"}, "StackId": "arn:stack/claros/1"}
     namespace["handler"]({"RequestType": "Update", **props}, None)
     assert s3.list_objects_v2(Bucket="exports")["KeyCount"] == 3
+    # ExportBucketOnDelete back to Retain removes the emptier from a stack that stays.
+    namespace["handler"]({"RequestType": "Delete", **props}, None)
+    assert s3.list_objects_v2(Bucket="exports")["KeyCount"] == 3
+    status["StackStatus"] = "DELETE_IN_PROGRESS"
     namespace["handler"]({"RequestType": "Delete", **props}, None)
     assert "exports" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     namespace["handler"]({"RequestType": "Delete", **props}, None)  # already gone: fine
-    assert sent == ["SUCCESS", "SUCCESS", "SUCCESS"]
+    assert sent == ["SUCCESS"] * 4
     # The bucket's name, which the export function's environment takes from the emptier.
-    assert answered == [{"Bucket": "exports"}] * 3
+    assert answered == [{"Bucket": "exports"}] * 4
 
 
 def test_the_emptier_reports_a_failure_to_cloudformation(
@@ -712,8 +727,10 @@ def test_the_emptier_reports_a_failure_to_cloudformation(
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("AccessDenied")
 
+    deleting = {"Stacks": [{"StackStatus": "DELETE_IN_PROGRESS"}]}
+    stacks = SimpleNamespace(describe_stacks=lambda StackName: deleting)
+    monkeypatch.setattr(boto3, "client", lambda name: stacks)
     monkeypatch.setattr(boto3, "resource", refuse)
-    namespace["handler"](
-        {"RequestType": "Delete", "ResourceProperties": {"Bucket": "exports"}}, None
-    )
+    event = {"RequestType": "Delete", "ResourceProperties": {"Bucket": "exports"}, "StackId": "x"}
+    namespace["handler"](event, None)
     assert sent == ["FAILED"]  # the stack's delete stops and says so; nothing is skipped
