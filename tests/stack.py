@@ -84,6 +84,7 @@ class Stack:
     cfn: Json  # as translated and deployed
     parameters: dict[str, str]  # every parameter's value in the stack
     physical: dict[str, str]  # logical id -> physical id
+    name: str = STACK_NAME
 
     def function_id(self, name: str) -> str:
         """The logical id of the function whose code is functions/<name>/."""
@@ -129,7 +130,7 @@ class Stack:
             and isinstance(value["Fn::Sub"], str)
         ):
             pseudo = {"AWS::Partition": "aws", "AWS::AccountId": "123456789012",
-                      "AWS::Region": "us-east-1"}  # fmt: skip
+                      "AWS::Region": "us-east-1", "AWS::StackName": self.name}  # fmt: skip
             return re.sub(
                 r"\$\{([^}.]+)\}",
                 lambda m: pseudo.get(m.group(1)) or self._resolve(key, {"Ref": m.group(1)}),
@@ -154,27 +155,27 @@ def code_name(code_uri: Any) -> str:
     return str(code_uri).strip("/").split("/")[-1]
 
 
-def deploy(sam: Json) -> Stack:
+def deploy(sam: Json, stack_name: str = STACK_NAME) -> Stack:
     import boto3
 
     cfn, uploads = translate(sam)
     s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=ARTIFACTS)
+    s3.create_bucket(Bucket=ARTIFACTS)  # again for a second stack: moto's us-east-1 allows it
     for key, folder in uploads.items():
         s3.put_object(Bucket=ARTIFACTS, Key=key, Body=_zip(folder))
     cloudformation = boto3.client("cloudformation")
     cloudformation.create_stack(
-        StackName=STACK_NAME,
+        StackName=stack_name,
         TemplateBody=json.dumps(cfn),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in PARAMETERS.items()],
         Capabilities=["CAPABILITY_IAM"],
     )
-    [described] = cloudformation.describe_stacks(StackName=STACK_NAME)["Stacks"]
+    [described] = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     if described["StackStatus"] != "CREATE_COMPLETE":
-        events = cloudformation.describe_stack_events(StackName=STACK_NAME)["StackEvents"]
+        events = cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]
         reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
         pytest.fail(f"stack is {described['StackStatus']}: {reasons}")
-    resources = cloudformation.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
+    resources = cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
     physical = {
         r["LogicalResourceId"]: r["PhysicalResourceId"]
         for r in resources
@@ -183,7 +184,7 @@ def deploy(sam: Json) -> Stack:
     parameters = {
         name: str(spec.get("Default", "")) for name, spec in sam["Parameters"].items()
     } | {p["ParameterKey"]: p["ParameterValue"] for p in described.get("Parameters", [])}
-    return Stack(sam, cfn, parameters, physical)
+    return Stack(sam, cfn, parameters, physical, stack_name)
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ from tests.stack import (
     LambdaContext,
     Stack,
     code_name,
+    deploy,
     header,
     ledger_item,
     ledger_lines,
@@ -51,8 +52,10 @@ pytestmark = [
     # moto's CloudFormation makes no API Gateway v2 resources (API, stage) and warns so; the
     # routes themselves are checked against the code below, without moto.
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
-    # Nor the LedgerTampered alarm; the template test checks it as written.
+    # Nor the alarms, nor the stream failure queue's policy; the template test checks them
+    # as written.
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
     # lambda_entry.py's Metrics publish nothing on an API request, and Powertools warns
     # about it on every request. Drop this filter once the handler publishes a metric there.
 ]
@@ -542,3 +545,31 @@ def test_retention_and_prune_run_in_the_prune_function(functions: Functions, key
     assert status == 200 and body["oldest_record"]["seq"] == 1
     role = functions.stack.cfn["Resources"]["PruneFunction"]["Properties"]["Role"]
     assert role == {"Fn::GetAtt": ["LedgerPruneRole", "Arn"]}
+
+
+def test_two_stacks_deploy_side_by_side_in_one_region(
+    dynamodb_client: Any, kms_ed25519: Any, stream_batches: list[tuple[str, Json]]
+) -> None:
+    """No physical name is fixed: a second stack in the same account and region deploys
+    (IAM role names are account-wide, so they carry the stack's name and its region)."""
+    import boto3
+
+    first = deploy(load_template(), "claros-one")
+    second = deploy(load_template(), "claros-two")
+    assert first.physical["LedgerPruneRole"] == "claros-one-us-east-1-prune"
+    assert second.physical["LedgerSignerRole"] == "claros-two-us-east-1-signer"
+    shared = set(first.physical) & set(second.physical)
+    assert {"LedgerTable", "ExportBucket", "CheckFunction", "StreamFailureQueue"} <= shared
+    for logical_id in shared:
+        assert first.physical[logical_id] != second.physical[logical_id], logical_id
+    # Each function's log group is its own, with the retention the parameter gives.
+    logs = boto3.client("logs")
+    for stack in (first, second):
+        name = f"/aws/lambda/{stack.physical['CheckFunction']}"
+        [group] = logs.describe_log_groups(logGroupNamePrefix=name)["logGroups"]
+        assert group["retentionInDays"] == int(stack.parameters["LogRetentionDays"])
+    # The ledger table's policy names each stack's own prune role, and each signer's env
+    # names its own signer role.
+    assert second.env("checkpoint")["CLAROS_KMS_SIGNER_ROLE_ARN"].endswith(
+        ":role/claros-two-us-east-1-signer"
+    )

@@ -51,6 +51,7 @@ ROUTES = {
 SIGNERS = {"CheckpointFunction", "ExportFunction"}
 # The one function whose role (named by LedgerPruneRoleName) may delete ledger entries.
 PRUNER = "PruneFunction"
+PRUNE_ROLE_NAME = "${AWS::StackName}-${AWS::Region}-prune"
 
 
 def _offline_env(tmp_path: Path) -> dict[str, str]:
@@ -335,8 +336,9 @@ def test_only_the_prune_role_may_delete_entries(template: dict[str, Any]) -> Non
     function = template["Resources"][PRUNER]["Properties"]
     role = template["Resources"][function["Role"]["Fn::GetAtt"][0]]
     assert role["Type"] == "AWS::IAM::Role"
-    # The role has the very name the ledger table's resource policy lets delete.
-    assert role["Properties"]["RoleName"] == {"Ref": "LedgerPruneRoleName"}
+    # The role has the very name the ledger table's resource policy lets delete: derived
+    # from the stack and its region (IAM names are per account), so two stacks never collide.
+    assert role["Properties"]["RoleName"] == {"Fn::Sub": PRUNE_ROLE_NAME}
     trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert [t["Principal"] for t in trust] == [{"Service": "lambda.amazonaws.com"}]
     # The others: their own SAM roles, or the signer role (which never writes the ledger).
@@ -355,7 +357,13 @@ def test_the_export_bucket_expires_its_copies(template: dict[str, Any]) -> None:
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     export = template["Resources"]["ExportFunction"]["Properties"]
-    assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {"Ref": "ExportBucket"}
+    assert export["Environment"]["Variables"]["CLAROS_EXPORT_BUCKET"] == {
+        "Fn::If": [
+            "DeleteExportBucket",
+            {"Fn::GetAtt": ["ExportBucketEmptier", "Bucket"]},
+            {"Ref": "ExportBucket"},
+        ]
+    }
     [write] = [s for s in _statements(template["Resources"]["ExportFunction"], template)
                if s.get("Sid") == "WriteExports"]  # fmt: skip
     assert write["Resource"] == {"Fn::Sub": "${ExportBucket.Arn}/exports/*"}
@@ -367,7 +375,7 @@ def test_the_ledger_table_policy_denies_rewrites(template: dict[str, Any]) -> No
     assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
     assert LEDGER_WRITES <= set(statement["Action"])
     condition = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    assert "LedgerPruneRoleName" in condition["Fn::Sub"]
+    assert condition["Fn::Sub"].endswith(f":role/{PRUNE_ROLE_NAME}")
 
 
 def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
@@ -404,5 +412,325 @@ def test_ledger_tampered_raises_an_alarm(template: dict[str, Any]) -> None:
     assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 1
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"  # no tampering is no alarm
-    assert alarm["AlarmActions"] == [{"Ref": "LedgerTamperedTopic"}]
+    # The stack's own topic always, and AlarmTopicArn's when one is given.
+    assert alarm["AlarmActions"] == [
+        {"Ref": "LedgerTamperedTopic"},
+        {"Fn::If": ["HasAlarmTopic", {"Ref": "AlarmTopicArn"}, {"Ref": "AWS::NoValue"}]},
+    ]
     assert template["Resources"]["LedgerTamperedTopic"]["Type"] == "AWS::SNS::Topic"
+
+
+# --- operations: names, logs, alarms, failures, the export bucket on delete -------------
+# Properties that name a resource's physical id (IAM, Lambda, DynamoDB, S3, SNS, SQS, KMS,
+# Logs, Events, Scheduler, API Gateway ...): a literal there collides with a second stack.
+NAME_PROPERTIES = {
+    "Name", "FunctionName", "TableName", "BucketName", "RoleName", "AliasName", "TopicName",
+    "QueueName", "ScheduleName", "LogGroupName", "LayerName", "StateMachineName", "RuleName",
+    "PolicyName", "InstanceProfileName", "ManagedPolicyName", "AlarmName", "StageName",
+}  # fmt: skip
+# Names that are not physical ids: inline policy names live inside their role, the HTTP
+# API's stage is "$default" inside its API, an alarm's dimensions name metric dimensions.
+SCOPED = {
+    ("AWS::IAM::Role", "PolicyName"),
+    ("AWS::ApiGatewayV2::Stage", "StageName"),
+    ("AWS::CloudWatch::Alarm", "Name"),
+}
+
+
+def _literal_names(
+    value: Any, kind: str, parameters: frozenset[str] = frozenset(), path: str = ""
+) -> list[str]:
+    """Where ``value`` (a resource's properties) gives a name as a plain string or as a
+    template parameter."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}"
+            if key in NAME_PROPERTIES and isinstance(item, str) and (kind, key) not in SCOPED:
+                found.append(f"{here}={item!r}")
+            elif key in NAME_PROPERTIES and isinstance(item, dict) and "Ref" in item:
+                # A parameter's default is as fixed as a literal (the old LedgerPruneRoleName).
+                if item["Ref"] in parameters:
+                    found.append(f"{here}=Ref {item['Ref']}")
+            elif key in NAME_PROPERTIES and isinstance(item, dict) and "Fn::Sub" in item:
+                sub = item["Fn::Sub"]
+                text = sub if isinstance(sub, str) else sub[0]
+                if "${" not in text:  # a Sub with nothing substituted is a literal
+                    found.append(f"{here}={text!r}")
+            found += _literal_names(item, kind, parameters, here)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _literal_names(item, kind, parameters, f"{path}[{i}]")
+    return found
+
+
+def _translated() -> dict[str, Any]:
+    from tests.stack import translate
+
+    return translate(load_template())[0]  # type: ignore[no-any-return]
+
+
+def test_no_resource_has_a_fixed_physical_name(aws_env: None) -> None:
+    """Every name in the deployed template comes from the stack (or from CloudFormation),
+    so a second stack, or the same stack in another region, deploys into the account."""
+    cfn = _translated()
+    parameters = frozenset(cfn["Parameters"])
+    literal = [
+        f"{logical_id}{found}"
+        for logical_id, resource in cfn["Resources"].items()
+        for found in _literal_names(resource.get("Properties", {}), resource["Type"], parameters)
+    ]
+    assert literal == []
+    # IAM is global: the two named roles carry the stack's name and its region.
+    for role in ("LedgerSignerRole", "LedgerPruneRole"):
+        name = cfn["Resources"][role]["Properties"]["RoleName"]["Fn::Sub"]
+        assert name.startswith("${AWS::StackName}-${AWS::Region}-"), (role, name)
+
+
+def test_the_name_check_sees_a_fixed_name() -> None:
+    resource = {"Properties": {"RoleName": "claros-ledger-prune", "Policies": [
+        {"PolicyName": "inline"}]}}  # fmt: skip
+    assert _literal_names(resource["Properties"], "AWS::IAM::Role") == [
+        ".RoleName='claros-ledger-prune'"
+    ]
+    assert _literal_names({"TopicName": {"Fn::Sub": "alarms"}}, "AWS::SNS::Topic") == [
+        ".TopicName='alarms'"
+    ]
+    named = {"RoleName": {"Ref": "LedgerPruneRoleName"}}
+    assert _literal_names(named, "AWS::IAM::Role", frozenset({"LedgerPruneRoleName"})) == [
+        ".RoleName=Ref LedgerPruneRoleName"
+    ]
+
+
+def test_the_api_throttle_is_a_parameter(template: dict[str, Any]) -> None:
+    params = template["Parameters"]
+    assert (params["ApiThrottleRate"]["Default"], params["ApiThrottleBurst"]["Default"]) == (
+        100,
+        200,
+    )
+    settings = template["Resources"]["HttpApi"]["Properties"]["DefaultRouteSettings"]
+    assert settings == {
+        "ThrottlingBurstLimit": {"Ref": "ApiThrottleBurst"},
+        "ThrottlingRateLimit": {"Ref": "ApiThrottleRate"},
+    }
+
+
+def test_every_function_logs_to_a_group_with_the_retention_parameter(
+    template: dict[str, Any],
+) -> None:
+    assert template["Parameters"]["LogRetentionDays"]["Default"] == 400
+    groups = _resources(template, "AWS::Logs::LogGroup")
+    named = {g["Properties"].get("LogGroupName", {}).get("Fn::Sub"): g for g in groups.values()}
+    functions = _resources(template, "AWS::Serverless::Function") | _resources(
+        template, "AWS::Lambda::Function"
+    )
+    for name, function in functions.items():
+        # Lambda writes to /aws/lambda/<function name>; the group exists before it does.
+        group = named[f"/aws/lambda/${{{name}}}"]
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        assert group.get("Condition") == function.get("Condition"), name
+    for group in groups.values():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def test_the_api_writes_access_logs(template: dict[str, Any]) -> None:
+    settings = template["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]
+    assert settings["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    fields = json.loads(settings["Format"])
+    assert {"requestId", "ip", "routeKey", "status", "latencyMs"} <= set(fields)
+    group = template["Resources"]["ApiAccessLogGroup"]["Properties"]
+    assert "LogGroupName" not in group  # CloudFormation names it
+    assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def _alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v["Properties"] for k, v in _resources(template, "AWS::CloudWatch::Alarm").items()}
+
+
+ALARM_TO_TOPIC = [
+    {"Fn::If": ["HasAlarmTopic", {"Ref": "AlarmTopicArn"}, {"Ref": "LedgerTamperedTopic"}]}
+]
+
+
+def test_every_alarm_notifies_the_alarm_topic(template: dict[str, Any]) -> None:
+    assert template["Parameters"]["AlarmTopicArn"]["Default"] == ""
+    assert template["Conditions"]["HasAlarmTopic"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
+    }
+    for name, alarm in _alarms(template).items():
+        if name != "LedgerTamperedAlarm":
+            assert alarm["AlarmActions"] == ALARM_TO_TOPIC, name
+    output = template["Outputs"]["AlarmTopic"]["Value"]
+    assert output == ALARM_TO_TOPIC[0]
+
+
+def _metrics_the_code_publishes() -> set[str]:
+    """Metric names the domain code passes to services.metric or metrics.add_metric."""
+    names: set[str] = set()
+    for path in (REPO / "layers/claros_common/claros").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"metric", "add_metric"}
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                names.add(str(node.args[0].value))
+    return names
+
+
+def test_alarms_watch_metrics_the_code_publishes(template: dict[str, Any]) -> None:
+    alarms = _alarms(template)
+    published = _metrics_the_code_publishes()
+    service = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    claros = {a["MetricName"]: a for a in alarms.values() if a["Namespace"] == "Claros"}
+    assert {"CheckpointSignFailed", "CheckpointLagSeconds", "LedgerTampered"} <= set(claros)
+    for metric, alarm in claros.items():
+        assert metric in published, metric
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]
+    failed = claros["CheckpointSignFailed"]
+    assert (failed["Statistic"], failed["Threshold"]) == ("Sum", 1)
+    lag = claros["CheckpointLagSeconds"]
+    assert lag["Statistic"] == "Maximum"
+    assert lag["Threshold"] == {"Ref": "CheckpointLagAlarmSeconds"}
+    assert lag["ComparisonOperator"] == "GreaterThanThreshold"
+    # The schedule publishes the lag every minute; silence means it stopped signing.
+    assert lag["TreatMissingData"] == "breaching"
+
+
+def test_every_function_has_error_and_throttle_alarms(template: dict[str, Any]) -> None:
+    alarms = _alarms(template)
+    watched = {
+        (a["MetricName"], a["Dimensions"][0]["Value"]["Ref"])
+        for a in alarms.values()
+        if a["Namespace"] == "AWS/Lambda"
+    }
+    for name in _resources(template, "AWS::Serverless::Function"):
+        assert {("Errors", name), ("Throttles", name)} <= watched, name
+    [api] = [a for a in alarms.values() if a["Namespace"] == "AWS/ApiGateway"]
+    assert api["MetricName"] == "5xx"
+    assert api["Dimensions"] == [{"Name": "ApiId", "Value": {"Ref": "HttpApi"}}]
+
+
+def test_failed_stream_batches_go_to_a_queue(template: dict[str, Any]) -> None:
+    events = template["Resources"]["CheckpointFunction"]["Properties"]["Events"]
+    streams = {k: e for k, e in events.items() if e["Type"] == "DynamoDB"}
+    assert set(streams) == {"LedgerStream", "RecordsStream"}
+    for stream in streams.values():
+        assert stream["Properties"]["DestinationConfig"] == {
+            "OnFailure": {
+                "Type": "SQS",
+                "Destination": {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]},
+            }
+        }
+    queue = template["Resources"]["StreamFailureQueue"]["Properties"]
+    assert "QueueName" not in queue and queue["SqsManagedSseEnabled"] is True
+    # The signer role sends there by the queue's policy: the role's own policy is unchanged.
+    [grant] = template["Resources"]["StreamFailureQueuePolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    assert grant["Principal"] == {"AWS": {"Fn::GetAtt": ["LedgerSignerRole", "Arn"]}}
+    assert grant["Action"] == "sqs:SendMessage"
+    [alarm] = [a for a in _alarms(template).values() if a["Namespace"] == "AWS/SQS"]
+    assert alarm["Dimensions"] == [
+        {"Name": "QueueName", "Value": {"Fn::GetAtt": ["StreamFailureQueue", "QueueName"]}}
+    ]
+
+
+def test_the_export_bucket_on_delete_is_a_parameter(template: dict[str, Any]) -> None:
+    param = template["Parameters"]["ExportBucketOnDelete"]
+    assert (param["Default"], param["AllowedValues"]) == ("Retain", ["Retain", "Delete"])
+    bucket = template["Resources"]["ExportBucket"]
+    # CloudFormation itself never deletes the bucket (it would fail on a non-empty one) ...
+    assert bucket["DeletionPolicy"] == "Retain"
+    # ... with Delete, the emptier empties and deletes it, after the export function is gone:
+    # the function takes the bucket's name from the emptier, so it is deleted first.
+    assert template["Conditions"]["DeleteExportBucket"] == {
+        "Fn::Equals": [{"Ref": "ExportBucketOnDelete"}, "Delete"]
+    }
+    emptier = template["Resources"]["ExportBucketEmptier"]
+    assert emptier["Condition"] == "DeleteExportBucket"
+    bucket_env = template["Resources"]["ExportFunction"]["Properties"]["Environment"]
+    _, via_emptier, _ = bucket_env["Variables"]["CLAROS_EXPORT_BUCKET"]["Fn::If"]
+    assert via_emptier == {"Fn::GetAtt": ["ExportBucketEmptier", "Bucket"]}
+    assert emptier["Properties"]["Bucket"] == {"Ref": "ExportBucket"}
+    for name in ("ExportBucketEmptierFunction", "ExportBucketEmptierRole"):
+        assert template["Resources"][name]["Condition"] == "DeleteExportBucket"
+    code = template["Resources"]["ExportBucketEmptierFunction"]["Properties"]["Code"]["ZipFile"]
+    compile(code, "emptier", "exec")  # the inline code is Python
+
+
+def test_the_emptier_empties_and_deletes_the_bucket_only_on_delete(
+    moto_aws: None, monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    import boto3
+
+    code = template["Resources"]["ExportBucketEmptierFunction"]["Properties"]["Code"]["ZipFile"]
+    sent: list[str] = []
+    answered: list[Any] = []
+
+    def send(event: Any, context: Any, status: str, data: Any) -> None:
+        sent.append(status)
+        answered.append(data)
+
+    cfnresponse = SimpleNamespace(SUCCESS="SUCCESS", FAILED="FAILED", send=send)
+    monkeypatch.setitem(sys.modules, "cfnresponse", cfnresponse)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "emptier", "exec"), namespace)  # noqa: S102 - the template's own code
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="exports")
+    # The stack's status as CloudFormation reports it to the emptier (moto's CloudFormation
+    # deletes a stack at once, so it never reports DELETE_IN_PROGRESS).
+    status = {"StackStatus": "UPDATE_IN_PROGRESS"}
+    client = boto3.client
+
+    def clients(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "cloudformation":
+            return SimpleNamespace(describe_stacks=lambda StackName: {"Stacks": [status]})
+        return client(name, *args, **kwargs)
+
+    monkeypatch.setattr(boto3, "client", clients)
+    for i in range(3):
+        s3.put_object(Bucket="exports", Key=f"exports/{i}.json", Body=b"{}")
+    props = {"ResourceProperties": {"Bucket": "exports"}, "StackId": "arn:stack/claros/1"}
+    namespace["handler"]({"RequestType": "Update", **props}, None)
+    assert s3.list_objects_v2(Bucket="exports")["KeyCount"] == 3
+    # ExportBucketOnDelete back to Retain removes the emptier from a stack that stays.
+    namespace["handler"]({"RequestType": "Delete", **props}, None)
+    assert s3.list_objects_v2(Bucket="exports")["KeyCount"] == 3
+    status["StackStatus"] = "DELETE_IN_PROGRESS"
+    namespace["handler"]({"RequestType": "Delete", **props}, None)
+    assert "exports" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    namespace["handler"]({"RequestType": "Delete", **props}, None)  # already gone: fine
+    assert sent == ["SUCCESS"] * 4
+    # The bucket's name, which the export function's environment takes from the emptier.
+    assert answered == [{"Bucket": "exports"}] * 4
+
+
+def test_the_emptier_reports_a_failure_to_cloudformation(
+    moto_aws: None, monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    import boto3
+
+    code = template["Resources"]["ExportBucketEmptierFunction"]["Properties"]["Code"]["ZipFile"]
+    sent: list[str] = []
+    cfnresponse = SimpleNamespace(
+        SUCCESS="SUCCESS", FAILED="FAILED", send=lambda e, c, status, data: sent.append(status)
+    )
+    monkeypatch.setitem(sys.modules, "cfnresponse", cfnresponse)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "emptier", "exec"), namespace)  # noqa: S102 - the template's own code
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="exports")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("AccessDenied")
+
+    deleting = {"Stacks": [{"StackStatus": "DELETE_IN_PROGRESS"}]}
+    stacks = SimpleNamespace(describe_stacks=lambda StackName: deleting)
+    monkeypatch.setattr(boto3, "client", lambda name: stacks)
+    monkeypatch.setattr(boto3, "resource", refuse)
+    event = {"RequestType": "Delete", "ResourceProperties": {"Bucket": "exports"}, "StackId": "x"}
+    namespace["handler"](event, None)
+    assert sent == ["FAILED"]  # the stack's delete stops and says so; nothing is skipped

@@ -53,8 +53,10 @@ from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
-    # Nor the LedgerTampered alarm; the template test checks it as written.
+    # Nor the alarms, nor the stream failure queue's policy; the template test checks them
+    # as written.
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
 ]
 
 # The functions that serve requests and must not be able to rewrite anything.

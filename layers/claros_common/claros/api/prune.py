@@ -1,5 +1,5 @@
 """Routes of the prune function: retention and pruning. In AWS it runs under the one role
-(template parameter LedgerPruneRoleName) that the ledger table lets delete entries."""
+(<stack>-<region>-prune, named in template.yaml) that the ledger table lets delete entries."""
 
 from __future__ import annotations
 
