@@ -49,7 +49,7 @@ ROUTES = {
 # prune functions sign (the export, the report, a checkpoint at the head or the prune point).
 # The functions that run as the signer role (the one role the KMS key policy lets sign).
 SIGNERS = {"CheckpointFunction", "ExportFunction"}
-# The one function whose role (named by LedgerPruneRoleName) may delete ledger entries.
+# The one function whose role (named from the stack and region) may delete ledger entries.
 PRUNER = "PruneFunction"
 PRUNE_ROLE_NAME = "${AWS::StackName}-${AWS::Region}-prune"
 
