@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -428,6 +428,8 @@ def _prune_problem(
 
 
 _NO_RECORD = object()
+# The kinds feed_written_run leaves to feed_raw (their records are read or kept).
+_READ_OR_KEPT = frozenset(k.encode() for k in NEVER_PRUNED | READ_KINDS)
 
 
 class ChainVerifier:
@@ -468,6 +470,7 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
+        self._cp_hashes: dict[int, bytes] | None = None  # for feed_written_run
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -642,6 +645,87 @@ class ChainVerifier:
                 self.report.records_compared += 1
                 return
             self.feed(entry, record)
+
+    def feed_written_run(
+        self,
+        lines: Iterator[bytes],
+        digest: Any,
+        leave: Container[int] = (),
+        limit: int = 1 << 62,
+    ) -> tuple[int, bytes | None]:
+        """Entry lines exactly as the export writes them, fed while each one holds.
+
+        The fast path of ``feed_raw`` for a run of ordinary entries (no prune, key or rule
+        version, whose records are read): a line is taken here only if ``feed_raw`` would
+        find nothing wrong with it (its workspace, its record's bytes hash to its
+        ``payload_sha256``, its hash recomputes, it links to the entry before it, seq
+        contiguous, and it matches any checkpoint at its seq), and leaves the state as
+        ``feed_raw`` would. The hash is recomputed over the fields' bytes as written: the
+        writer's layout holds them without escapes and numbers without leading zeros, so
+        those bytes are the very text ``entry_hash`` hashes. Each line taken is added to
+        ``digest``. The first line that is anything else (or whose seq is in ``leave``, or
+        the one after ``limit`` lines) is handed back for the general path: (lines taken,
+        that line or None at the end)."""
+        from claros.evidence.lines import _WRITTEN  # lines imports this module
+
+        prev = self._prev
+        if prev is None or not self.compare_records:
+            return 0, next(lines, None)
+        match, sha256, update = _WRITTEN.match, hashlib.sha256, digest.update
+        workspace = self.report.workspace.encode()
+        special = _READ_OR_KEPT
+        if self._cp_hashes is None:  # built once: a failing line starts a new run
+            self._cp_hashes = {seq: cp.hash.encode() for seq, cp in self._checkpoints.items()}
+        pending = self._cp_hashes
+        prev_seq, prev_hash = prev.seq, prev.hash.encode()
+        rep = self.report
+        taken = verified = 0
+        last_cp = rep.last_checkpoint_seq
+        last: tuple[bytes, ...] | None = None
+        handed: bytes | None = None
+        for line in lines:
+            m = match(line)
+            if m is None or line[-2:] != b"}\n" or taken == limit:
+                handed = line
+                break
+            g = m.groups()
+            ws, seq_b, kind, ref, _, payload, link, hash_ = g
+            seq = int(seq_b)
+            raw = line[m.end() : -2]
+            if (
+                seq != prev_seq + 1
+                or link != prev_hash
+                or ws != workspace
+                or kind in special
+                or not (kind.isascii() and ref.isascii())
+                or seq in leave
+                or raw == b"null"
+                or sha256(raw).hexdigest().encode() != payload
+                or sha256(b"\n".join(g[:7])).hexdigest().encode() != hash_
+            ):
+                handed = line
+                break
+            cp_hash = pending.get(seq)
+            if cp_hash is not None:
+                if cp_hash != hash_:
+                    handed = line
+                    break
+                verified += 1
+                last_cp = seq
+            update(line)
+            prev_seq, prev_hash, last = seq, hash_, g
+            taken += 1
+        if last is not None:
+            ws, seq_b, kind, ref, ts, payload, link, hash_ = last
+            self._prev = Entry(ws.decode(), prev_seq, kind.decode(), ref.decode(), int(ts),
+                               payload.decode(), link.decode(), hash_.decode())  # fmt: skip
+            rep.entries += taken
+            rep.records_compared += taken
+            rep.checkpoints_verified += verified
+            rep.last_checkpoint_seq = last_cp
+            if rep.last_seq is None or prev_seq > rep.last_seq:
+                rep.last_seq, rep.last_hash = prev_seq, self._prev.hash
+        return taken, handed
 
     def _check_start(self, entry: Entry) -> None:
         self._first = entry
