@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -214,18 +213,29 @@ def _claros() -> str:
     return str(here) if here.exists() else "claros"
 
 
+# Run from a small launcher: Linux keeps a process's peak RSS across exec, so a child
+# spawned straight from this (bigger) process would report this one's peak as its own.
+_LAUNCH = """
+import os, sys, time
+argv = sys.argv[1:]
+start = time.perf_counter()
+out = os.open(os.devnull, os.O_WRONLY)
+pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, out, 1)])
+_, status, use = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+print(os.waitstatus_to_exitcode(status), wall, use.ru_utime + use.ru_stime, use.ru_maxrss)
+"""
+
+
 def _spawn(argv: list[str]) -> tuple[float, float, float]:
     """Wall s, CPU s and peak RSS MB of one child process (its own, from wait4)."""
-    start = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=[
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-    ])  # fmt: skip
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {code}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", _LAUNCH, *argv], capture_output=True, check=True, text=True
+    )
+    code, wall, cpu, peak_kb = done.stdout.split()
+    if code != "0":
+        raise SystemExit(f"{' '.join(argv)} exited {code}: {done.stderr[-500:]}")
+    return float(wall), float(cpu), int(peak_kb) / 1024
 
 
 def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -428,8 +429,23 @@ def _prune_problem(
 
 
 _NO_RECORD = object()
-# The kinds feed_written_run leaves to feed_raw (their records are read or kept).
-_READ_OR_KEPT = frozenset(k.encode() for k in NEVER_PRUNED | READ_KINDS)
+_TEXT_RE = rb"([\x20\x21\x23-\x5b\x5d-\x7e]*)"  # printable ASCII but " and \\: bytes = text
+_NUM_RE = rb"(0|[1-9][0-9]{0,18})"
+_HEX_RE = rb'"([0-9a-f]{64})"'
+
+
+def _written_pattern(workspace: str) -> re.Pattern[bytes]:
+    """An entry line of ``workspace`` as the export writes it, of a kind whose record is
+    neither read nor kept (feed_written_run), its record an object and the line ended."""
+    special = b"|".join(re.escape(k.encode()) for k in sorted(NEVER_PRUNED | READ_KINDS))
+    quoted = json.encoder.encode_basestring(workspace).encode()  # type: ignore[attr-defined]
+    return re.compile(
+        rb'\{"workspace":' + re.escape(quoted) + rb',"seq":' + _NUM_RE
+        + rb',"kind":"(?!(?:' + special + rb')")' + _TEXT_RE + rb'","ref_id":"' + _TEXT_RE
+        + rb'","ts":' + _NUM_RE + rb',"payload_sha256":' + _HEX_RE + rb',"prev_hash":' + _HEX_RE
+        + rb',"hash":' + _HEX_RE + rb',"event":(\{.*)\}\n\Z',
+        re.DOTALL,
+    )  # fmt: skip
 
 
 class ChainVerifier:
@@ -470,7 +486,8 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        self._cp_hashes: dict[int, bytes] | None = None  # for feed_written_run
+        # feed_written_run's pattern and the checkpoints' hashes by seq.
+        self._fast: tuple[Callable[[bytes], re.Match[bytes] | None], dict[int, bytes]] | None = None
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -656,27 +673,27 @@ class ChainVerifier:
         """Entry lines exactly as the export writes them, fed while each one holds.
 
         The fast path of ``feed_raw`` for a run of ordinary entries (no prune, key or rule
-        version, whose records are read): a line is taken here only if ``feed_raw`` would
-        find nothing wrong with it (its workspace, its record's bytes hash to its
+        version: their records are read or kept): a line is taken here only if ``feed_raw``
+        would find nothing wrong with it (this workspace, its record's bytes hash to its
         ``payload_sha256``, its hash recomputes, it links to the entry before it, seq
-        contiguous, and it matches any checkpoint at its seq), and leaves the state as
-        ``feed_raw`` would. The hash is recomputed over the fields' bytes as written: the
-        writer's layout holds them without escapes and numbers without leading zeros, so
-        those bytes are the very text ``entry_hash`` hashes. Each line taken is added to
-        ``digest``. The first line that is anything else (or whose seq is in ``leave``, or
-        the one after ``limit`` lines) is handed back for the general path: (lines taken,
-        that line or None at the end)."""
-        from claros.evidence.lines import _WRITTEN  # lines imports this module
-
+        contiguous, it matches any checkpoint at its seq), and the state is left as
+        ``feed_raw`` leaves it. The hash is recomputed over the fields' bytes as written:
+        the pattern takes kind and ref_id only as printable ASCII without quote or
+        backslash, and numbers without leading zeros, so those bytes are the very text
+        ``entry_hash`` hashes. Each line taken is added to ``digest``. The first line that
+        is anything else (or whose seq is in ``leave``, or the one after ``limit`` lines)
+        is handed back for the general path: (lines taken, that line or None at the end)."""
         prev = self._prev
         if prev is None or not self.compare_records:
             return 0, next(lines, None)
-        match, sha256, update = _WRITTEN.match, hashlib.sha256, digest.update
+        if self._fast is None:  # built once: each failing line starts a new run
+            self._fast = (
+                _written_pattern(self.report.workspace).match,
+                {seq: cp.hash.encode() for seq, cp in self._checkpoints.items()},
+            )
+        match, pending = self._fast
+        sha256, update, join = hashlib.sha256, digest.update, b"\n".join
         workspace = self.report.workspace.encode()
-        special = _READ_OR_KEPT
-        if self._cp_hashes is None:  # built once: a failing line starts a new run
-            self._cp_hashes = {seq: cp.hash.encode() for seq, cp in self._checkpoints.items()}
-        pending = self._cp_hashes
         prev_seq, prev_hash = prev.seq, prev.hash.encode()
         rep = self.report
         taken = verified = 0
@@ -685,23 +702,21 @@ class ChainVerifier:
         handed: bytes | None = None
         for line in lines:
             m = match(line)
-            if m is None or line[-2:] != b"}\n" or taken == limit:
+            if m is None or taken == limit:
                 handed = line
                 break
             g = m.groups()
-            ws, seq_b, kind, ref, _, payload, link, hash_ = g
+            seq_b, kind, ref, ts, payload, link, hash_, raw = g
             seq = int(seq_b)
-            raw = line[m.end() : -2]
             if (
                 seq != prev_seq + 1
                 or link != prev_hash
-                or ws != workspace
-                or kind in special
-                or not (kind.isascii() and ref.isascii())
                 or seq in leave
-                or raw == b"null"
                 or sha256(raw).hexdigest().encode() != payload
-                or sha256(b"\n".join(g[:7])).hexdigest().encode() != hash_
+                or sha256(join((workspace, seq_b, kind, ref, ts, payload, link)))
+                .hexdigest()
+                .encode()
+                != hash_
             ):
                 handed = line
                 break
@@ -716,9 +731,9 @@ class ChainVerifier:
             prev_seq, prev_hash, last = seq, hash_, g
             taken += 1
         if last is not None:
-            ws, seq_b, kind, ref, ts, payload, link, hash_ = last
-            self._prev = Entry(ws.decode(), prev_seq, kind.decode(), ref.decode(), int(ts),
-                               payload.decode(), link.decode(), hash_.decode())  # fmt: skip
+            _, kind, ref, ts, payload, link, hash_, _ = last
+            self._prev = Entry(self.report.workspace, prev_seq, kind.decode(), ref.decode(),
+                               int(ts), payload.decode(), link.decode(), hash_.decode())  # fmt: skip
             rep.entries += taken
             rep.records_compared += taken
             rep.checkpoints_verified += verified
