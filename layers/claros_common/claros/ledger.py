@@ -486,8 +486,7 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        # feed_written_run's pattern and the checkpoints' hashes by seq.
-        self._fast: tuple[Callable[[bytes], re.Match[bytes] | None], dict[int, bytes]] | None = None
+        self._fast: Callable[[bytes], re.Match[bytes] | None] | None = None  # its pattern
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -515,6 +514,15 @@ class ChainVerifier:
             return
         self._keys[key.key_id] = key
 
+    def add_checkpoint(self, cp: Checkpoint, *, checked: PublicKey | None = None) -> None:
+        """A checkpoint after the constructor's, as they stream past. ``checked``: its
+        signature was verified already with that key, one of this verifier's; only what
+        verification needs of it is kept."""
+        if checked is None:
+            self._add_checkpoint(cp)
+        else:
+            self._keep_checkpoint(cp, checked)
+
     def _add_checkpoint(self, cp: Checkpoint) -> None:
         if cp.workspace != self.report.workspace:
             self._fail(cp.seq, "checkpoint", f"checkpoint is for workspace {cp.workspace!r}")
@@ -534,7 +542,15 @@ class ChainVerifier:
                 f"two signed checkpoints disagree (hash {other.hash} vs {cp.hash})",
             )
             return
-        self._checkpoints[cp.seq] = cp
+        # What is kept of a verified checkpoint: its seq, hash, ts and key, not the
+        # signature (checked), and one copy of the workspace and key id for all of them
+        # (an export of 1M entries brings 10,000 checkpoints).
+        self._keep_checkpoint(cp, key)
+
+    def _keep_checkpoint(self, cp: Checkpoint, key: PublicKey) -> None:
+        self._checkpoints[cp.seq] = Checkpoint(
+            self.report.workspace, cp.seq, cp.hash, cp.ts, key.key_id, ""
+        )
 
     def feed_kept(self, seq: int, kind: str, ref_id: str, record: Any) -> None:
         """A record kept below a prune's cut (its entry is gone), before any entry.
@@ -687,11 +703,8 @@ class ChainVerifier:
         if prev is None or not self.compare_records:
             return 0, next(lines, None)
         if self._fast is None:  # built once: each failing line starts a new run
-            self._fast = (
-                _written_pattern(self.report.workspace).match,
-                {seq: cp.hash.encode() for seq, cp in self._checkpoints.items()},
-            )
-        match, pending = self._fast
+            self._fast = _written_pattern(self.report.workspace).match
+        match, checkpoints = self._fast, self._checkpoints
         sha256, update, join = hashlib.sha256, digest.update, b"\n".join
         workspace = self.report.workspace.encode()
         prev_seq, prev_hash = prev.seq, prev.hash.encode()
@@ -720,9 +733,9 @@ class ChainVerifier:
             ):
                 handed = line
                 break
-            cp_hash = pending.get(seq)
-            if cp_hash is not None:
-                if cp_hash != hash_:
+            cp = checkpoints.get(seq)
+            if cp is not None:
+                if cp.hash.encode() != hash_:
                     handed = line
                     break
                 verified += 1
