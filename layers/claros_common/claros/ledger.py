@@ -438,7 +438,7 @@ def _written_pattern(workspace: str) -> re.Pattern[bytes]:
     """An entry line of ``workspace`` as the export writes it, of a kind whose record is
     neither read nor kept (feed_written_run), its record an object and the line ended."""
     special = b"|".join(re.escape(k.encode()) for k in sorted(NEVER_PRUNED | READ_KINDS))
-    quoted = json.encoder.encode_basestring(workspace).encode()  # type: ignore[attr-defined]
+    quoted = json.encoder.encode_basestring(workspace).encode()
     return re.compile(
         rb'\{"workspace":' + re.escape(quoted) + rb',"seq":' + _NUM_RE
         + rb',"kind":"(?!(?:' + special + rb')")' + _TEXT_RE + rb'","ref_id":"' + _TEXT_RE
@@ -745,8 +745,10 @@ class ChainVerifier:
             taken += 1
         if last is not None:
             _, kind, ref, ts, payload, link, hash_, _ = last
-            self._prev = Entry(self.report.workspace, prev_seq, kind.decode(), ref.decode(),
-                               int(ts), payload.decode(), link.decode(), hash_.decode())  # fmt: skip
+            text = [f.decode() for f in (kind, ref, payload, link, hash_)]
+            self._prev = Entry(
+                self.report.workspace, prev_seq, text[0], text[1], int(ts), *text[2:]
+            )
             rep.entries += taken
             rep.records_compared += taken
             rep.checkpoints_verified += verified
