@@ -295,7 +295,9 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
 def main(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
     out = [measure(n) for n in sizes]
     if len(out) > 1:
-        peaks = [r["rows"][-1]["peak_mb"] for r in out]
+        peaks = [
+            row["peak_mb"] for r in out for row in r["rows"] if row["name"].startswith("claros")
+        ]
         print(f"\nverify peak RSS: {' -> '.join(f'{p:.1f} MB' for p in peaks)}"
               f" ({peaks[-1] / peaks[0]:.2f}x)")  # fmt: skip
     return out
