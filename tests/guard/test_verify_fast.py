@@ -177,3 +177,41 @@ def test_the_fast_run_takes_the_entries_of_a_valid_export(
     monkeypatch.setattr(ChainVerifier, "feed_written_run", counted)
     assert verify(["--export", str(path)]) == 0, capsys.readouterr().out
     assert taken == [349]  # all but the first entry (the chain's start), in one run
+
+
+def _resigned(lines: list[bytes]) -> bytes:
+    """The lines with a new export signature (the last line replaced)."""
+    body = b"".join(lines[:-1])
+    sha = hashlib.sha256(body).digest()
+    sig = json.loads(lines[-1])
+    sig.update(sha256=sha.hex(), signature=base64.b64encode(KEY.sign(sha).signature).decode())
+    return body + typed_line("signature", {k: v for k, v in sig.items() if k != "type"})
+
+
+def test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Checkpoints are checked as their lines go by; one whose key comes later is checked
+    # when the entries start, as every checkpoint was before.
+    lines = _export(350).splitlines(keepends=True)
+    lines.insert(4, lines.pop(1))  # the key line after the first three checkpoints
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_resigned(lines))
+    assert verify(["--export", str(path)]) == 0, capsys.readouterr().out
+    assert "3 verified" in capsys.readouterr().out
+
+
+def test_a_checkpoint_listed_twice_counts_its_last_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = _export(350).splitlines(keepends=True)
+    bogus = json.loads(lines[2])
+    bogus["hash"] = "0" * 64  # its signature no longer holds
+    lines.insert(2, typed_line("checkpoint", {k: v for k, v in bogus.items() if k != "type"}))
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_resigned(lines))
+    assert verify(["--export", str(path)]) == 0, capsys.readouterr().out
+    lines[2], lines[3] = lines[3], lines[2]  # the bogus one last: it is the one that counts
+    path.write_bytes(_resigned(lines))
+    assert verify(["--export", str(path)]) == 1
+    assert "bad signature" in capsys.readouterr().out
