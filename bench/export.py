@@ -130,9 +130,9 @@ def export_file(data: str, out: str) -> int:
 
 
 def verify_file(path: str) -> int:
-    from claros_guard.verify import Progress, verify_export
+    from claros_guard.verify import Pins, Progress, verify_export
 
-    result = verify_export(path, None, Progress(False))
+    result = verify_export(path, None, Pins(None, ""), Progress(False))
     assert result.ok, result.report.failures[:3]
     assert result.report.records_compared == result.report.entries
     return result.report.entries

@@ -208,6 +208,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parser_for(words: list[str]) -> argparse.ArgumentParser:
+    """The whole parser; for ``claros verify``, one with that command only: verifying a
+    big export is timed from the first byte, and importing every other command's modules
+    (the MCP SDK, httpx) costs more than verifying 50,000 entries."""
+    if words[:1] != ["verify"]:
+        return build_parser()
+    from claros_guard import verify
+
+    parser = argparse.ArgumentParser(prog="claros", description="Claros: guard agents' writes.")
+    verify.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return parser
+
+
 def _name(args: argparse.Namespace) -> str:
     words = [args.command]
     for sub in ("rules_command", "mappings_command", "tools_command", "hooks_command", "kind"):
@@ -224,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from claros_guard.hook_gate import run_hook
 
         return run_hook(words[1])
-    args = build_parser().parse_args(argv)
+    args = _parser_for(words).parse_args(words)
     try:
         return int(args.run(args))
     except UsageError as exc:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import gc
 import hashlib
 import json
 import sys
@@ -347,15 +348,25 @@ class Result:
 class _ExportReader:
     """Reads an export in one pass: header, keys and checkpoints, entries, signature."""
 
-    def __init__(self, name: str, saved: Saved | None, pins: Pins, progress: Progress) -> None:
+    def __init__(
+        self, name: str, saved: Saved | None, pins: Pins, progress: Progress, keep: bool = True
+    ) -> None:
         self.name = name
+        # Whether the export's checkpoints are kept whole for the result (to --save them)
+        # or for comparing saved ones; otherwise they go once the verifier has them.
+        self.keep = keep or saved is not None
         self.saved = saved
         self.pins = pins
         self.progress = progress
         self.digest = hashlib.sha256()
         self.header: dict[str, Any] = {}
         self.keys: list[PublicKey] = []
-        self.checkpoints: dict[int, Checkpoint] = {}
+        self.checkpoints: dict[int, Checkpoint] = {}  # whole, when kept
+        # By seq: each checkpoint and the key that verified its signature (then the
+        # checkpoint is slim: the verifier keeps no signature), or None: checked at _start.
+        self.pending: dict[int, tuple[Checkpoint, PublicKey | None]] = {}
+        self._genuine_keys: dict[str, PublicKey] = {}
+        self._keys_seen = -1
         # Rule and mapping versions kept below a prune's cut: (seq, kind, ref_id, record).
         self.kept: list[tuple[int, str, str, Any]] = []
         self.extra: list[Failure] = []
@@ -370,17 +381,41 @@ class _ExportReader:
 
     def read(self, lines: Iterator[bytes]) -> None:
         self._header(next(lines, b""))
-        for line in lines:
+        line: bytes | None = next(lines, None)
+        while line is not None:
             self.line_no += 1
             if self.signature is not None:
                 self._fail("more lines after the export's signature line")
                 self.digest.update(line)
-                continue
-            if is_entry_line(line):
+            elif is_entry_line(line):
                 self._entry(line)
+                self.digest.update(line)
+                line = self._run(lines)
+                continue
             else:
                 self._typed(line)
-            self.digest.update(line)
+                self.digest.update(line)
+            line = next(lines, None)
+
+    def _run(self, lines: Iterator[bytes]) -> bytes | None:
+        """After an entry, the entries that follow in the writer's layout, the fast way
+        (``ChainVerifier.feed_written_run``, the same checks); the next line it left."""
+        assert self.verifier is not None
+        leave = self.saved_check.want if self.saved_check is not None else ()
+        limit = 20_000 if self.progress.enabled else 1 << 62
+        # The run makes no reference cycles, only short-lived tuples and bytes, which
+        # would set off a cyclic collection every few hundred lines (~10% of the time).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            taken, line = self.verifier.feed_written_run(lines, self.digest, leave, limit)
+        finally:
+            if collecting:
+                gc.enable()
+        self.line_no += taken
+        if taken and self.progress.enabled:
+            self.progress.update(self.verifier.report.entries)
+        return line
 
     def _header(self, line: bytes) -> None:
         self.line_no = 1
@@ -415,8 +450,7 @@ class _ExportReader:
             if kind == "public_key":
                 self.keys.append(PublicKey.from_json(fields))
             elif kind == "checkpoint":
-                cp = Checkpoint.from_json(fields)
-                self.checkpoints[cp.seq] = cp
+                self._checkpoint(Checkpoint.from_json(fields))
             elif kind == "kept":
                 self.kept.append(_kept_fields(fields))
             else:
@@ -424,15 +458,42 @@ class _ExportReader:
         except (LineError, KeyError, TypeError, ValueError) as exc:
             self._fail(f"malformed line: {exc}")
 
+    def _checkpoint(self, cp: Checkpoint) -> None:
+        """A checkpoint line: its signature checked now, with the keys listed so far (and
+        the pinned ones), so that only what verification needs is kept of it (a 1M-entry
+        export brings 10,000). One that does not verify now is kept whole, and checked
+        when the entries start, as all were before, in the order of the lines (a seq
+        listed twice counts once, its last line, at its first place)."""
+        if self.keep:
+            self.checkpoints[cp.seq] = cp
+        key = self._key_for(cp)
+        if key is not None and verify_signature(key, cp.message(), cp.signature):
+            slim = Checkpoint(key.workspace, cp.seq, cp.hash, cp.ts, key.key_id, "")
+            self.pending[cp.seq] = (slim, key)
+        else:
+            self.pending[cp.seq] = (cp, None)
+
+    def _key_for(self, cp: Checkpoint) -> PublicKey | None:
+        """The key the verifier would check ``cp`` with, among those listed so far."""
+        if len(self.keys) != self._keys_seen:  # the keys the verifier takes: genuine, ours
+            workspace = self.header["workspace"]
+            listed = [*self.keys, *(self.pins.keys or [])]
+            self._genuine_keys = {
+                k.key_id: k for k in listed if k.workspace == workspace and _genuine(k)
+            }
+            self._keys_seen = len(self.keys)
+        if cp.workspace != self.header["workspace"]:
+            return None
+        return self._genuine_keys.get(cp.key_id)
+
     def _start(self) -> ChainVerifier:
         workspace = str(self.header["workspace"])
         verifier = ChainVerifier(
-            workspace,
-            self.checkpoints.values(),
-            self.keys,
-            compare_records=True,
-            pinned=self.pins.keys,
+            workspace, (), self.keys, compare_records=True, pinned=self.pins.keys
         )
+        for cp, key in self.pending.values():
+            verifier.add_checkpoint(cp, checked=key)
+        self.pending = {}
         if self.saved is not None:
             self.saved_check = SavedCheck(self.saved, self.keys, "the export")
         for seq, kind, ref_id, record in self.kept:
@@ -559,13 +620,16 @@ def _trusted_keys(
     return sorted(out.values(), key=lambda k: (k.created_at, k.key_id))
 
 
-def verify_export(path: str, saved: Saved | None, pins: Pins, progress: Progress) -> Result:
+def verify_export(
+    path: str, saved: Saved | None, pins: Pins, progress: Progress, *, keep: bool = True
+) -> Result:
+    """``keep=False``: the result holds no checkpoints (nothing is saved from it)."""
     name = Path(path).name if path != "-" else "(stdin)"
     try:
         handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    reader = _ExportReader(name, saved, pins, progress)
+    reader = _ExportReader(name, saved, pins, progress, keep)
     try:
         reader.read(iter(handle))
     except OSError as exc:
@@ -806,7 +870,7 @@ def _verify(args: argparse.Namespace, progress: Progress) -> Result:
     if args.export:
         if args.url or args.key:
             raise VerifyError("--export verifies a file offline: leave out --url and --key")
-        return verify_export(args.export, saved, pins, progress)
+        return verify_export(args.export, saved, pins, progress, keep=bool(args.save))
     from claros_guard.client import ApiError, Client, ClientError
 
     try:

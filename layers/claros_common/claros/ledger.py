@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -428,6 +429,23 @@ def _prune_problem(
 
 
 _NO_RECORD = object()
+_TEXT_RE = rb"([\x20\x21\x23-\x5b\x5d-\x7e]*)"  # printable ASCII but " and \\: bytes = text
+_NUM_RE = rb"(0|[1-9][0-9]{0,18})"
+_HEX_RE = rb'"([0-9a-f]{64})"'
+
+
+def _written_pattern(workspace: str) -> re.Pattern[bytes]:
+    """An entry line of ``workspace`` as the export writes it, of a kind whose record is
+    neither read nor kept (feed_written_run), its record an object and the line ended."""
+    special = b"|".join(re.escape(k.encode()) for k in sorted(NEVER_PRUNED | READ_KINDS))
+    quoted = json.encoder.encode_basestring(workspace).encode()
+    return re.compile(
+        rb'\{"workspace":' + re.escape(quoted) + rb',"seq":' + _NUM_RE
+        + rb',"kind":"(?!(?:' + special + rb')")' + _TEXT_RE + rb'","ref_id":"' + _TEXT_RE
+        + rb'","ts":' + _NUM_RE + rb',"payload_sha256":' + _HEX_RE + rb',"prev_hash":' + _HEX_RE
+        + rb',"hash":' + _HEX_RE + rb',"event":(\{.*)\}\n\Z',
+        re.DOTALL,
+    )  # fmt: skip
 
 
 class ChainVerifier:
@@ -468,6 +486,7 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
+        self._fast: Callable[[bytes], re.Match[bytes] | None] | None = None  # its pattern
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -495,6 +514,15 @@ class ChainVerifier:
             return
         self._keys[key.key_id] = key
 
+    def add_checkpoint(self, cp: Checkpoint, *, checked: PublicKey | None = None) -> None:
+        """A checkpoint after the constructor's, as they stream past. ``checked``: its
+        signature was verified already with that key, one of this verifier's; only what
+        verification needs of it is kept."""
+        if checked is None:
+            self._add_checkpoint(cp)
+        else:
+            self._keep_checkpoint(cp, checked)
+
     def _add_checkpoint(self, cp: Checkpoint) -> None:
         if cp.workspace != self.report.workspace:
             self._fail(cp.seq, "checkpoint", f"checkpoint is for workspace {cp.workspace!r}")
@@ -514,7 +542,15 @@ class ChainVerifier:
                 f"two signed checkpoints disagree (hash {other.hash} vs {cp.hash})",
             )
             return
-        self._checkpoints[cp.seq] = cp
+        # What is kept of a verified checkpoint: its seq, hash, ts and key, not the
+        # signature (checked), and one copy of the workspace and key id for all of them
+        # (an export of 1M entries brings 10,000 checkpoints).
+        self._keep_checkpoint(cp, key)
+
+    def _keep_checkpoint(self, cp: Checkpoint, key: PublicKey) -> None:
+        self._checkpoints[cp.seq] = Checkpoint(
+            self.report.workspace, cp.seq, cp.hash, cp.ts, key.key_id, ""
+        )
 
     def feed_kept(self, seq: int, kind: str, ref_id: str, record: Any) -> None:
         """A record kept below a prune's cut (its entry is gone), before any entry.
@@ -642,6 +678,84 @@ class ChainVerifier:
                 self.report.records_compared += 1
                 return
             self.feed(entry, record)
+
+    def feed_written_run(
+        self,
+        lines: Iterator[bytes],
+        digest: Any,
+        leave: Container[int] = (),
+        limit: int = 1 << 62,
+    ) -> tuple[int, bytes | None]:
+        """Entry lines exactly as the export writes them, fed while each one holds.
+
+        The fast path of ``feed_raw`` for a run of ordinary entries (no prune, key or rule
+        version: their records are read or kept): a line is taken here only if ``feed_raw``
+        would find nothing wrong with it (this workspace, its record's bytes hash to its
+        ``payload_sha256``, its hash recomputes, it links to the entry before it, seq
+        contiguous, it matches any checkpoint at its seq), and the state is left as
+        ``feed_raw`` leaves it. The hash is recomputed over the fields' bytes as written:
+        the pattern takes kind and ref_id only as printable ASCII without quote or
+        backslash, and numbers without leading zeros, so those bytes are the very text
+        ``entry_hash`` hashes. Each line taken is added to ``digest``. The first line that
+        is anything else (or whose seq is in ``leave``, or the one after ``limit`` lines)
+        is handed back for the general path: (lines taken, that line or None at the end)."""
+        prev = self._prev
+        if prev is None or not self.compare_records:
+            return 0, next(lines, None)
+        if self._fast is None:  # built once: each failing line starts a new run
+            self._fast = _written_pattern(self.report.workspace).match
+        match, checkpoints = self._fast, self._checkpoints
+        sha256, update, join = hashlib.sha256, digest.update, b"\n".join
+        workspace = self.report.workspace.encode()
+        prev_seq, prev_hash = prev.seq, prev.hash.encode()
+        rep = self.report
+        taken = verified = 0
+        last_cp = rep.last_checkpoint_seq
+        last: tuple[bytes, ...] | None = None
+        handed: bytes | None = None
+        for line in lines:
+            m = match(line)
+            if m is None or taken == limit:
+                handed = line
+                break
+            g = m.groups()
+            seq_b, kind, ref, ts, payload, link, hash_, raw = g
+            seq = int(seq_b)
+            if (
+                seq != prev_seq + 1
+                or link != prev_hash
+                or seq in leave
+                or sha256(raw).hexdigest().encode() != payload
+                or sha256(join((workspace, seq_b, kind, ref, ts, payload, link)))
+                .hexdigest()
+                .encode()
+                != hash_
+            ):
+                handed = line
+                break
+            cp = checkpoints.get(seq)
+            if cp is not None:
+                if cp.hash.encode() != hash_:
+                    handed = line
+                    break
+                verified += 1
+                last_cp = seq
+            update(line)
+            prev_seq, prev_hash, last = seq, hash_, g
+            taken += 1
+        if last is not None:
+            _, kind, ref, ts, payload, link, hash_, _ = last
+            text = [f.decode() for f in (kind, ref, payload, link, hash_)]
+            self._prev = Entry(
+                self.report.workspace, prev_seq, text[0], text[1], int(ts), *text[2:]
+            )
+            rep.entries += taken
+            rep.records_compared += taken
+            rep.checkpoints_verified += verified
+            rep.last_checkpoint_seq = last_cp
+            if rep.last_seq is None or prev_seq > rep.last_seq:
+                rep.last_seq, rep.last_hash = prev_seq, self._prev.hash
+        return taken, handed
 
     def _check_start(self, entry: Entry) -> None:
         self._first = entry
