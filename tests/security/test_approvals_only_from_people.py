@@ -30,12 +30,7 @@ from tests.api.conftest import (  # noqa: F401 - fixtures used here
     Keys,
     bearer,
     check_body,
-    http,
-    keys,
     put_rule,
-    server,
-    services,
-    settings,
 )
 from tests.guard.http_fakes import JSON, Answer, HttpFake, Request, relay
 

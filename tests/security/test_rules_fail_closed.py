@@ -27,12 +27,7 @@ from tests.api.conftest import (  # noqa: F401 - fixtures
     Keys,
     bearer,
     check_body,
-    http,
-    keys,
     put_rule,
-    server,
-    services,
-    settings,
 )
 from tests.guard.conftest import Workspace, anyio_backend, claros, workspace  # noqa: F401
 from tests.guard.test_examples import text, tools_called, wait_registered
