@@ -33,6 +33,10 @@ class Safe(str):
 
     __slots__ = ()
 
+    def __html__(self) -> str:
+        # Jinja2's autoescape leaves objects with __html__ as they are (claros.web.templating).
+        return self
+
 
 NOTHING = Safe("")
 

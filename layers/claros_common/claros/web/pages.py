@@ -74,62 +74,39 @@ def csrf_field(chrome: Chrome) -> Safe:
     return render('<input type="hidden" name="csrf" value="{v}">', v=chrome.csrf)
 
 
-def _nav(chrome: Chrome) -> Safe:
-    principal = chrome.principal
+# The main tabs, in order: (key, href, label, who sees it).
+_TABS = (
+    ("home", "/app", "Home", "all"),
+    ("activity", "/app/activity", "Activity", "all"),
+    ("asks", "/app/asks", "Asks", "all"),
+    ("rules", "/app/rules", "Rules", "admin"),
+    ("keys", "/app/keys", "Keys & people", "admin"),
+    ("evidence", "/app/evidence", "Evidence", "admin"),
+)
+
+
+def nav_tabs(chrome: Chrome | None) -> list[tuple[str, str, str]]:
+    """The tabs the signed-in person may open (none when signed out)."""
+    principal = chrome.principal if chrome is not None else None
     if principal is None:
-        return Safe("")
-    tabs = [("home", "/app", "Home")]
-    if principal.is_admin:
-        tabs += [("rules", "/app/rules", "Rules"), ("evidence", "/app/evidence", "Evidence")]
-    links = join(
-        render(
-            '<li><a href="{href}" {current}>{label}</a></li>',
-            href=href,
-            label=label,
-            current=attrs(aria_current="page" if key == chrome.active else None),
-        )
-        for key, href, label in tabs
-    )
-    return render(
-        '<nav class="tabs" aria-label="Main"><ul>{links}</ul></nav>'
-        '<div class="who"><span class="who-name">{person}</span>'
-        '<span class="who-ws">{workspace} · {kind}</span>'
-        '<form method="post" action="/app/signout">{csrf}'
-        '<button class="btn btn-quiet" type="submit">Sign out</button></form></div>',
-        links=links,
-        person=principal.person or "",
-        workspace=principal.workspace,
-        kind="admin" if principal.is_admin else "member",
-        csrf=csrf_field(chrome),
-    )
+        return []
+    return [
+        (key, href, label) for key, href, label, who in _TABS if who == "all" or principal.is_admin
+    ]
+
+
+def static_version() -> str:
+    """Changes whenever claros.css or claros.js does, so browsers never keep a stale copy."""
+    return _version()
 
 
 def layout(
     title: str, body: Safe, chrome: Chrome, *, lede: str | Safe = "", flash: Safe = NOTHING
 ) -> str:
-    head = render('<p class="lede">{lede}</p>', lede=lede) if lede else Safe("")
-    return render(
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="color-scheme" content="light dark">'
-        "<title>{title} · Claros</title>"
-        '<link rel="stylesheet" href="/app/static/claros.css?v={v}">'
-        '<script src="/app/static/claros.js?v={v}" defer></script></head>'
-        '<body><a class="skip" href="#main">Skip to content</a>'
-        '<header class="topbar"><div class="topbar-inner">'
-        '<a class="brand" href="/app"><span class="brand-mark" aria-hidden="true"></span>'
-        "Claros</a>{nav}</div></header>"
-        '<main id="main" tabindex="-1"><div class="page-head"><h1>{title}</h1>{head}</div>'
-        "{flash}{body}</main>"
-        '<footer class="foot"><p>Claros checks agents\' writes before they run and keeps a '
-        "tamper-evident record of every decision.</p></footer></body></html>\n",
-        title=title,
-        v=_version(),
-        nav=_nav(chrome),
-        head=head,
-        flash=flash,
-        body=body,
-    )
+    """A page from markup written in Python (pages not yet moved to their own template)."""
+    from claros.web.templating import render_page
+
+    return render_page("base.html", chrome, title=title, body=body, lede=lede, flash=flash)
 
 
 def notice(message: str | Safe, tone: str = "ok") -> Safe:
@@ -784,8 +761,7 @@ _TITLES = {
 
 
 def error_page(chrome: Chrome, status: int, message: str) -> str:
-    body = render(
-        '<div class="card narrow">{alert}<p><a class="btn" href="/app">Back to Home</a></p></div>',
-        alert=notice(message, "danger"),
-    )
-    return layout(_TITLES.get(status, "Something went wrong"), body, chrome)
+    from claros.web.templating import render_page
+
+    title = _TITLES.get(status, "Something went wrong")
+    return render_page("error.html", chrome, title=title, message=message)

@@ -2,6 +2,18 @@
 "use strict";
 
 document.addEventListener("DOMContentLoaded", () => {
+  // Times: the server writes UTC; show them in the viewer's own time and zone.
+  const local = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric",
+    hour: "2-digit", minute: "2-digit", timeZoneName: "short",
+  });
+  for (const time of document.querySelectorAll("time[datetime]")) {
+    const when = new Date(time.getAttribute("datetime"));
+    if (Number.isNaN(when.getTime()) || time.dataset.local === "no") continue;
+    time.title = time.textContent;
+    time.textContent = local.format(when);
+  }
+
   // Copy buttons: <button data-copy="id-of-input">.
   for (const button of document.querySelectorAll("button[data-copy]")) {
     button.addEventListener("click", async () => {
