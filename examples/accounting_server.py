@@ -24,6 +24,7 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from typing_extensions import TypedDict
 
 READ = ToolAnnotations(readOnlyHint=True)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False)
@@ -34,7 +35,45 @@ mcp = MCPServer(
     instructions="Purchase invoices, suppliers and items; submit invoices, issue credit notes.",
 )
 
-INVOICES: dict[str, dict[str, Any]] = {
+Number = int | float
+
+
+# The read tools' records, as types: the server declares them as output schemas, which the
+# guard registers and Claros's mapper reads (docs/rules.md, "Proposed mappings").
+class InvoiceItem(TypedDict):
+    item_code: str
+    qty: Number
+
+
+class Invoice(TypedDict):
+    name: str
+    supplier: str
+    grand_total: Number
+    discount: Number
+    currency: str
+    status: str
+    items: list[InvoiceItem]
+
+
+class InvoiceSummary(TypedDict):
+    name: str
+    supplier: str
+    status: str
+
+
+class Item(TypedDict):
+    item_code: str
+    item_name: str
+    item_group: str
+
+
+class Supplier(TypedDict):
+    name: str
+    country: str
+    iban: str | None
+
+
+INVOICES: dict[str, Invoice] = {
     "ACC-PINV-0042": {
         "name": "ACC-PINV-0042",
         "supplier": "Acme Paper",
@@ -81,7 +120,7 @@ INVOICES: dict[str, dict[str, Any]] = {
         "items": [],
     },
 }
-ITEMS: dict[str, dict[str, Any]] = {
+ITEMS: dict[str, Item] = {
     "PAPER-A4": {"item_code": "PAPER-A4", "item_name": "Paper A4", "item_group": "Raw"},
     "CONSULT-H": {
         "item_code": "CONSULT-H",
@@ -89,7 +128,7 @@ ITEMS: dict[str, dict[str, Any]] = {
         "item_group": "Services",
     },
 }
-SUPPLIERS: dict[str, dict[str, Any]] = {
+SUPPLIERS: dict[str, Supplier] = {
     "Acme Paper": {"name": "Acme Paper", "country": "DE", "iban": "DE02100100109307118603"},
     "Old Friend Ltd": {"name": "Old Friend Ltd", "country": "GB", "iban": "GB33BUKB20201555555555"},
     "New Vendor GmbH": {"name": "New Vendor GmbH", "country": "AT", "iban": None},
@@ -104,7 +143,7 @@ def _log_call(tool: str, arguments: dict[str, Any]) -> None:
             fh.write(json.dumps({"app": "accounting", "tool": tool, "arguments": arguments}) + "\n")
 
 
-def _invoice(name: str) -> dict[str, Any]:
+def _invoice(name: str) -> Invoice:
     invoice = INVOICES.get(name)
     if invoice is None:
         raise ToolError(f"no invoice {name}")
@@ -112,21 +151,24 @@ def _invoice(name: str) -> dict[str, Any]:
 
 
 @mcp.tool(annotations=READ)
-def invoice_read(name: str) -> dict[str, Any]:
+def invoice_read(name: str) -> Invoice:
     """One purchase invoice: supplier, totals, status and items."""
     _log_call("invoice_read", {"name": name})
     return _invoice(name)
 
 
 @mcp.tool(annotations=READ)
-def invoice_list(supplier: str | None = None) -> list[dict[str, Any]]:
+def invoice_list(supplier: str | None = None) -> list[InvoiceSummary]:
     """Every purchase invoice (name, supplier, status). The filter is not applied."""
     _log_call("invoice_list", {"supplier": supplier})
-    return [{k: inv[k] for k in ("name", "supplier", "status")} for inv in INVOICES.values()]
+    return [
+        {"name": inv["name"], "supplier": inv["supplier"], "status": inv["status"]}
+        for inv in INVOICES.values()
+    ]
 
 
 @mcp.tool(annotations=READ)
-def item_read(code: str) -> dict[str, Any]:
+def item_read(code: str) -> Item:
     """One item: its name and item group."""
     _log_call("item_read", {"code": code})
     item = ITEMS.get(code)
@@ -136,7 +178,7 @@ def item_read(code: str) -> dict[str, Any]:
 
 
 @mcp.tool(annotations=READ)
-def supplier_read(name: str) -> dict[str, Any]:
+def supplier_read(name: str) -> Supplier:
     """One supplier: country and bank account."""
     _log_call("supplier_read", {"name": name})
     supplier = SUPPLIERS.get(name)
@@ -164,7 +206,7 @@ def supplier_bank_update(name: str, iban: str) -> dict[str, Any]:
     if supplier is None:
         raise ToolError(f"no supplier {name}")
     supplier["iban"] = iban
-    return supplier
+    return dict(supplier)
 
 
 @mcp.tool(annotations=WRITE)

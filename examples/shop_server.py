@@ -21,11 +21,12 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NotRequired
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from typing_extensions import TypedDict
 
 READ = ToolAnnotations(readOnlyHint=True)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False)
@@ -36,10 +37,46 @@ mcp = MCPServer(
     instructions="A small shop: read orders and customers, create refunds, cancel orders.",
 )
 
+Number = int | float
+
+
+# The read tools' records, as types: the server declares them as output schemas, which the
+# guard registers and Claros's mapper reads (docs/rules.md, "Proposed mappings").
+class OrderLine(TypedDict):
+    sku: str
+    qty: Number
+    price: Number
+
+
+class Order(TypedDict):
+    id: str
+    customer: str
+    total: Number
+    currency: str
+    status: str
+    lines: list[OrderLine]
+
+
+class Customer(TypedDict):
+    id: str
+    name: str
+    tier: str
+    since: str
+
+
+class Refund(TypedDict):
+    id: str
+    order: str
+    customer: str
+    amount: Number
+    created_at: str
+    reason: NotRequired[str]
+
+
 _TODAY = dt.date.today()
 _QUARTER_START = _TODAY.replace(month=3 * ((_TODAY.month - 1) // 3) + 1, day=1)
 
-ORDERS: dict[str, dict[str, Any]] = {
+ORDERS: dict[str, Order] = {
     "1187": {
         "id": "1187",
         "customer": "C-7",
@@ -73,13 +110,13 @@ ORDERS: dict[str, dict[str, Any]] = {
         "lines": [{"sku": "MUG-3", "qty": 2, "price": 40}],
     },
 }
-CUSTOMERS: dict[str, dict[str, Any]] = {
+CUSTOMERS: dict[str, Customer] = {
     "C-4": {"id": "C-4", "name": "Grace Hopper", "tier": "standard", "since": "2024-11-02"},
     "C-7": {"id": "C-7", "name": "Ada Lovelace", "tier": "gold", "since": "2021-03-02"},
     "C-8": {"id": "C-8", "name": "Katherine Johnson", "tier": "gold", "since": "2022-08-26"},
     "C-9": {"id": "C-9", "name": "Alan Turing", "tier": "standard", "since": "2025-06-30"},
 }
-REFUNDS: list[dict[str, Any]] = [
+REFUNDS: list[Refund] = [
     {
         "id": "R-1",
         "order": "1187",
@@ -118,7 +155,7 @@ def _log_call(tool: str, arguments: dict[str, Any]) -> None:
             fh.write(json.dumps({"app": "shop", "tool": tool, "arguments": arguments}) + "\n")
 
 
-def _order(order_id: str) -> dict[str, Any]:
+def _order(order_id: str) -> Order:
     order = ORDERS.get(order_id)
     if order is None:
         raise ToolError(f"no order {order_id}")
@@ -126,14 +163,14 @@ def _order(order_id: str) -> dict[str, Any]:
 
 
 @mcp.tool(annotations=READ)
-def order_read(id: str) -> dict[str, Any]:
+def order_read(id: str) -> Order:
     """One order: customer, total, currency, status and lines."""
     _log_call("order_read", {"id": id})
     return _order(id)
 
 
 @mcp.tool(annotations=READ)
-def customer_read(id: str) -> dict[str, Any]:
+def customer_read(id: str) -> Customer:
     """One customer: name, tier and customer since."""
     _log_call("customer_read", {"id": id})
     customer = CUSTOMERS.get(id)
@@ -143,7 +180,7 @@ def customer_read(id: str) -> dict[str, Any]:
 
 
 @mcp.tool(annotations=READ)
-def refund_list(customer: str | None = None) -> list[dict[str, Any]]:
+def refund_list(customer: str | None = None) -> list[Refund]:
     """Refunds, newest last; only the customer's when ``customer`` is given."""
     _log_call("refund_list", {"customer": customer})
     return [r for r in REFUNDS if customer is None or r["customer"] == customer]
@@ -156,7 +193,7 @@ def refund_create(order: str, amount: float, reason: str = "") -> dict[str, Any]
     found = _order(order)
     if amount <= 0:
         raise ToolError("a refund is a positive amount")
-    refund = {
+    refund: Refund = {
         "id": f"R-{len(REFUNDS) + 1}",
         "order": order,
         "customer": found["customer"],
@@ -165,7 +202,7 @@ def refund_create(order: str, amount: float, reason: str = "") -> dict[str, Any]
         "reason": reason,
     }
     REFUNDS.append(refund)
-    return refund
+    return dict(refund)
 
 
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
@@ -176,7 +213,7 @@ def order_cancel(id: str) -> dict[str, Any]:
     if order["status"] != "open":
         raise ToolError(f"order {id} is {order['status']}; only open orders can be cancelled")
     order["status"] = "cancelled"
-    return order
+    return dict(order)
 
 
 @mcp.resource("shop://policies/refunds", mime_type="text/markdown")

@@ -261,6 +261,9 @@ class GuardedApp:
             schema = _schema_outline(tool.get("inputSchema"))
             if schema is not None:
                 entry["input_schema"] = schema
+            output = output_outline(tool.get("outputSchema"))
+            if output is not None:
+                entry["output_schema"] = output
             tools.append(entry)
         return tools
 
@@ -303,9 +306,71 @@ def _schema_outline(schema: Any) -> dict[str, Any] | None:
     if isinstance(properties, dict):
         names = [name for name in properties if isinstance(name, str) and len(name) <= 200]
         outline["properties"] = {
-            name: {"type": kind} if isinstance(kind := (properties[name] or {}).get("type"), str)
+            name: {"type": kind} if isinstance(kind := _type_of(properties[name] or {}), str)
             else {}
             for name in names[:200]
             if isinstance(properties[name], dict | type(None))
         }  # fmt: skip
     return outline
+
+
+def _type_of(prop: dict[str, Any]) -> str | None:
+    """A property's JSON type; for ``anyOf`` (an optional argument: ``str | None``) the
+    first one that is not null."""
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return kind
+    for option in prop.get("anyOf") or []:
+        if isinstance(option, dict) and option.get("type") not in (None, "null"):
+            found = option.get("type")
+            return found if isinstance(found, str) else None
+    return None
+
+
+_OUTPUT_DEPTH = 3
+_OUTPUT_FIELDS = 200
+
+
+def output_outline(schema: Any) -> dict[str, Any] | None:
+    """What the mapper needs of a tool's declared output schema: the field names and JSON
+    types, nested objects and lists of objects to 3 levels, ``$ref`` resolved, at most 200
+    fields; never descriptions, titles or defaults. None when the server declared none or
+    an open object (``additionalProperties`` only): it names no field."""
+    if not isinstance(schema, dict):
+        return None
+    found = schema.get("$defs")
+    defs: dict[str, Any] = found if isinstance(found, dict) else {}
+    budget = [_OUTPUT_FIELDS]
+    outline = _outline_node(schema, defs, 0, budget)
+    return outline if outline.get("properties") or outline.get("items") else None
+
+
+def _outline_node(
+    node: dict[str, Any], defs: dict[str, Any], depth: int, budget: list[int]
+) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        node = target if isinstance(target, dict) else {}
+    if "type" not in node:
+        for option in node.get("anyOf") or []:
+            if isinstance(option, dict) and option.get("type") != "null":
+                return _outline_node(option, defs, depth, budget)
+    kind = node.get("type")
+    out: dict[str, Any] = {"type": kind} if isinstance(kind, str) else {}
+    if depth >= _OUTPUT_DEPTH:
+        return out
+    properties = node.get("properties")
+    if kind == "object" and isinstance(properties, dict):
+        fields: dict[str, Any] = {}
+        for name, prop in properties.items():
+            if budget[0] <= 0 or not isinstance(name, str) or len(name) > 200:
+                break
+            budget[0] -= 1
+            fields[name] = _outline_node(prop if isinstance(prop, dict) else {}, defs,
+                                         depth + 1, budget)  # fmt: skip
+        out["properties"] = fields
+    items = node.get("items")
+    if kind == "array" and isinstance(items, dict):
+        out["items"] = _outline_node(items, defs, depth + 1, budget)
+    return out

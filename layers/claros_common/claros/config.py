@@ -30,6 +30,7 @@ ENV = {
     "approval_ttl_s": "CLAROS_APPROVAL_TTL_S",
     "judge": "CLAROS_JUDGE",
     "judge_model": "CLAROS_JUDGE_MODEL",
+    "mapper_model": "CLAROS_MAPPER_MODEL",
 }
 
 
@@ -66,6 +67,9 @@ class Settings(BaseModel):
     # is a deterministic stand-in for local runs, `bedrock` a model (CLAROS_JUDGE_MODEL).
     judge: Literal["", "none", "keyword", "bedrock"] = ""
     judge_model: str = ""
+    # A Bedrock model that proposes mappings (claros.mapping.mapper); unset: the schema
+    # proposer alone, which needs no model.
+    mapper_model: str = ""
     max_depth: int = 32
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 
 from claros.anchor import Anchor
 from claros.config import ConfigError, Settings
+from claros.mapping.mapper import ModelMapper, model_mapper
 from claros.rules.judge import Judge
 from claros.rules.judges import judge_from_settings
 from claros.signing import FileSigner, KmsSigner, Signer
@@ -82,6 +83,8 @@ class Services:
     metric: Callable[[str, float], None] = field(default=lambda name, value: None)
     # What decides rules without ``when`` (claros.rules.judge); none by default.
     judge: Judge | None = None
+    # What proposes mappings with a model (claros.mapping.mapper); none by default.
+    mapper: ModelMapper | None = None
     # AWS: tampering seen on the tables' streams (claros.tamper); none locally.
     tamper: TamperLog | None = None
 
@@ -121,4 +124,7 @@ def build_services(settings: Settings | None = None, *, create: bool = True) -> 
         judge = judge_from_settings(settings.judge, settings.judge_model)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    return Services(settings, store, signer, open_anchor(settings), tamper=tamper, judge=judge)
+    mapper = model_mapper(settings.mapper_model) if settings.mapper_model else None
+    return Services(
+        settings, store, signer, open_anchor(settings), tamper=tamper, judge=judge, mapper=mapper
+    )

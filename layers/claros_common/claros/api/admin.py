@@ -11,6 +11,7 @@ from claros.asks import AnswerRequest, answer_ask, list_my_asks
 from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
+from claros.mapping.proposals import confirm_of
 from claros.mapping.service import get_mapping, list_mappings, put_mapping
 from claros.mapping.tools import confirm_tool
 from claros.outcomes import coverage
@@ -47,6 +48,9 @@ class MappingWrite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mapping: MappingSpec
+    # Saved from this proposal (POST /api/mappings/proposals): the version's confirm
+    # record then says made_by: proposed, and which proposer drafted it.
+    proposal: str | None = Field(None, max_length=64)
 
 
 class CloseRequest(BaseModel):
@@ -118,7 +122,10 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
                 f"mapping is for {body.mapping.app} {body.mapping.tool} but the path says "
                 f"{app_name} {tool}"
             )
-        state, changed = put_mapping(services, principal, body.mapping)
+        confirm = None
+        if body.proposal is not None:
+            confirm = confirm_of(store, principal, body.proposal, app_name, tool)
+        state, changed = put_mapping(services, principal, body.mapping, confirm)
         return {**state, "changed": changed}
 
     @routed(app, "POST", "/api/apps/{app}/tools/{tool}/confirm", ADMINS)

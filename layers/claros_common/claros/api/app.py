@@ -9,7 +9,18 @@ from collections.abc import Callable, Iterable
 from aws_lambda_powertools.event_handler import Response
 from pydantic import ValidationError
 
-from claros.api import admin, check, checkpoint, evidence, export, outcome, prune, tampering, web
+from claros.api import (
+    admin,
+    check,
+    checkpoint,
+    evidence,
+    export,
+    outcome,
+    proposals,
+    prune,
+    tampering,
+    web,
+)
 from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
 from claros.errors import ClarosError
@@ -33,7 +44,7 @@ FUNCTIONS: dict[str, tuple[Callable[[ClarosResolver], None], ...]] = {
     "outcome": (outcome.register,),
     "evidence": (evidence.register,),
     "checkpoint": (checkpoint.register,),
-    "admin": (admin.register, tampering.register, web.register),
+    "admin": (admin.register, tampering.register, web.register, proposals.register),
     "export": (export.register,),
     "prune": (prune.register,),
 }

@@ -517,6 +517,10 @@ def _admin_routes(app: ClarosResolver) -> None:
             flash = pages.notice(
                 render("Confirmed: <code>{t}</code> is a read.", t=query["confirmed"][:300]), "ok"
             )
+        elif query.get("saved"):  # a proposed mapping accepted (claros.api.proposals)
+            flash = pages.notice(
+                render("Mapping saved: <code>{t}</code>.", t=query["saved"][:300]), "ok"
+            )
         body = pages.rules_page(
             _chrome(app, principal, "rules"), found, list_mappings(store, workspace),
             list_apps(store, workspace), saved_rule_warnings(store, workspace, found),

@@ -48,6 +48,8 @@ class ToolInfo(BaseModel):
     # The argument names (and types) of the tool's input schema, as the guard saw it: rules
     # are warned, when saved, of fields neither this nor the mapping provides.
     input_schema: dict[str, Any] | None = None
+    # Field names and types of the tool's declared output schema (the mapper reads them).
+    output_schema: dict[str, Any] | None = None
 
 
 class ToolsRequest(BaseModel):
@@ -150,8 +152,13 @@ def list_mappings(store: Store, workspace: str) -> list[dict[str, Any]]:
 
 
 def put_mapping(
-    services: Services, principal: Principal, spec: MappingSpec
+    services: Services,
+    principal: Principal,
+    spec: MappingSpec,
+    confirm: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], bool]:
+    """Save a mapping version. ``confirm``: who stands behind it when it was accepted
+    from a proposal (``claros.mapping.proposals.confirm_of``); kept in the version."""
     store, workspace = services.store, principal.workspace
     guards = _app_guards(store, workspace, spec)
     validate_tools(store, workspace, spec)
@@ -173,6 +180,8 @@ def put_mapping(
         "saved_by": principal.person or principal.key_id,
         "saved_at": now,
     }
+    if confirm is not None:
+        state["confirm"] = confirm
     record(
         services,
         workspace,

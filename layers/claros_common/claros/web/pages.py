@@ -546,6 +546,19 @@ def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
     )
 
 
+def _propose_button(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
+    """A write's "Propose" button: a mapping draft (claros.api.proposals)."""
+    return render(
+        '<form method="post" action="/app/mappings/propose" class="inline">{csrf}'
+        '<input type="hidden" name="app" value="{app}"><input type="hidden" name="tool" '
+        'value="{tool}"><button class="btn btn-quiet" type="submit" aria-label="Propose a '
+        'mapping for {tool}">Propose mapping</button></form>',
+        app=app,
+        tool=tool.get("name"),
+        csrf=csrf_field(chrome),
+    )
+
+
 def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
     if tool.get("held"):
         what = render(
@@ -563,7 +576,7 @@ def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
         )
     else:
         what = badge("read", "ok") if tool.get("read") else badge("write", "muted")
-        action = Safe("")
+        action = Safe("") if tool.get("read") else _propose_button(app, tool, chrome)
     return render(
         "<tr><td>{app}</td><td><code>{name}</code></td><td>{what}</td><td>{action}</td></tr>",
         app=app,
