@@ -265,7 +265,10 @@ def propose_from_schemas(given: ProposalInput) -> Proposal:  # noqa: C901 - one 
         )
         return proposal
     read = fields_read(given.rules)
-    needed = [f for f in read if _root(f) not in write.inputs]
+    # A field the call does not carry; or a path into an argument that is no object
+    # (order.total when the call's order is an id): the record it names must be read.
+    needed = [f for f in read if _root(f) not in write.inputs
+              or (f != _root(f) and write.inputs[_root(f)] != "object")]  # fmt: skip
     judged = [r for r in given.rules if not (r.get("when") or "").strip()]
     if not needed and not judged:
         proposal.reason = (
@@ -342,6 +345,17 @@ def _fetch(
                 f"{param!r} and act on one record ({tool.noun}): the record is merged at "
                 "the top, the app's values winning"
             )
+            # The call sets fields the record holds too (update_ticket(ticket_id, status)):
+            # merged at the top, the record's values would hide the new ones.
+            both = sorted(set(write.inputs) & set(tool.outputs) - {param})
+            if both:
+                why = (
+                    f"{write.name}({param}) and {tool.name}({param}) take the same {kind} "
+                    f"{param!r} and act on one record ({tool.noun}); the call sets "
+                    f"{', '.join(both)}, which the record holds too, so the record goes under "
+                    f"{tool.noun!r} and rules see the new values and the old"
+                )
+                return tool, param, param, tool.noun, why, 0.8
             return tool, param, param, "", why, 0.9
     # 2. An argument named after a record another read tool gives (order ↔ order_read).
     for argument, kind in write.inputs.items():
@@ -429,6 +443,8 @@ def _pick(tool: ToolMeta, wanted: str) -> str | None:
 
 def _key(tool: ToolMeta, param: str, scope: _Scope, plural: bool) -> str | None:
     names = [f"{tool.noun}_{param}", tool.noun, f"{tool.noun}_id", param]
+    if param.startswith(tool.noun + "_"):
+        names.insert(0, param)  # get_item(item_code): the facts' item_code
     paths = scope.paths
     if plural:
         for name in names:
@@ -436,7 +452,7 @@ def _key(tool: ToolMeta, param: str, scope: _Scope, plural: bool) -> str | None:
                 if path.endswith(f"[].{name}") and kind not in ("object", "array"):
                     return path
         return None
-    for name in names[:3]:
+    for name in names[:-1]:
         found = scope.named(name)
         if found:
             return found[0]
@@ -486,8 +502,10 @@ def _query(
             continue
         arguments = _filters(tool, scope)
         owner = "_".join(before)
-        if not arguments or (owner and owner not in arguments):
-            continue  # every row of the app, or not the owner the fact names: not proposed
+        if owner:  # supplier_invoices: by supplier alone, whatever else the facts hold
+            arguments = {k: v for k, v in arguments.items() if _argument_noun(k) == owner}
+        if not arguments:
+            continue  # every row of the app, whoever the call is about: not proposed
         where: dict[str, Any] = dict(arguments)
         if bound is not None:
             date = next((f for f in _DATE_FIELDS if f"[].{f}" in tool.outputs), None)
