@@ -16,8 +16,8 @@ def _fields(spec: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = {}
     for name, kind in spec.items():
         if name.endswith("[]"):
-            props[name[:-2]] = {"type": "array", "items": {"type": "object",
-                                                           "properties": _fields(kind)}}  # fmt: skip
+            row = {"type": "object", "properties": _fields(kind)}
+            props[name[:-2]] = {"type": "array", "items": row}
         else:
             props[name] = {"type": kind}
     return props
