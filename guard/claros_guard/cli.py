@@ -3,6 +3,7 @@
     claros serve [--data DIR] [--host H] [--port P]   the local Claros server
     claros rules push FILE [--made-by M]             send rules (YAML or JSON)
     claros mappings push FILE                        send mappings (YAML or JSON)
+    claros mappings propose APP TOOL [--write FILE]  a mapping draft from Claros
     claros tools confirm APP TOOL                    confirm a held tool is a read (admin)
     claros guard --app NAME [...] -- COMMAND...     wrap an MCP server, check its writes
     claros hooks install [--project|--user]          add the Claude Code hooks
@@ -106,6 +107,18 @@ def _push(args: argparse.Namespace) -> int:
         return 2
 
 
+def _propose(args: argparse.Namespace) -> int:
+    from claros_guard.client import Client, ClientError
+    from claros_guard.propose import propose
+
+    try:
+        with Client(args.url, args.key) as client:
+            return propose(client, args.app, args.tool, args.write)
+    except ClientError as exc:
+        print(f"claros mappings propose: {exc}", file=sys.stderr)
+        return 2
+
+
 def _tools_confirm(args: argparse.Namespace) -> int:
     from claros_guard.api import segment
     from claros_guard.client import ApiError, Client, ClientError
@@ -180,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     mpush.add_argument("file")
     _add_connection(mpush)
     mpush.set_defaults(run=_push)
+    mpropose = mappings_sub.add_parser(
+        "propose",
+        help="ask Claros for a mapping draft for a write tool (an admin key)",
+        description="Claros proposes which facts the tool needs and which read tools give "
+        "them, from the registered tools and the rules on it; push the file to save it.",
+    )
+    mpropose.add_argument("app")
+    mpropose.add_argument("tool")
+    mpropose.add_argument("--write", metavar="FILE", help="write the draft to FILE (new)")
+    _add_connection(mpropose)
+    mpropose.set_defaults(run=_propose)
 
     tools = sub.add_parser("tools", help="manage how the workspace counts tools (reads, writes)")
     tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="COMMAND")

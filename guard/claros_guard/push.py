@@ -96,6 +96,11 @@ def push_mappings(client: Client, path: str) -> int:
             raise ValueError("the mapping needs app and tool")
         # One segment each: an app or tool may be named team/shop or a:b.
         path = f"/api/mappings/{segment(app)}/{segment(tool)}"
-        return f"{app} {tool}", path, {"mapping": mapping}
+        # A file from `claros mappings propose` names its proposal: the version then
+        # records that it was proposed (and by which proposer).
+        body: dict[str, Any] = {"mapping": {k: v for k, v in mapping.items() if k != "proposal"}}
+        if mapping.get("proposal") is not None:
+            body["proposal"] = mapping["proposal"]
+        return f"{app} {tool}", path, body
 
     return _push(client, load_items(path, "mappings"), send)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -16,6 +20,7 @@ import yaml
 from botocore.exceptions import ReadTimeoutError
 from botocore.stub import ANY, Stubber
 
+from claros.local import LocalServer
 from claros.mapping.mapper import DRAFT_SCHEMA, SYSTEM, BedrockMapper
 from claros.wiring import Services
 from tests.api.conftest import ADMIN, Keys, bearer
@@ -292,3 +297,51 @@ def test_a_model_refusal_is_answered_by_the_schema_draft(
     got = _propose(http, keys.admin, "accounting", "credit_note_create").json()
     assert got["mapping"] == CREDIT
     assert "AccessDeniedException" in got["discarded"]["reason"]
+
+
+# --- the CLI, as a subprocess -------------------------------------------------------------
+
+
+def _claros(server_url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAROS_")}
+    env["HOME"] = env.get("HOME", "/nonexistent")
+    return subprocess.run(
+        [sys.executable, "-m", "claros_guard.cli", *args, "--url", server_url, "--key", key],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+
+
+def test_cli_proposes_writes_a_file_and_push_saves_it_as_proposed(
+    server: LocalServer, http: httpx.Client, keys: Keys, workspace: None, tmp_path: Path
+) -> None:
+    target = tmp_path / "credit.yaml"
+    done = _claros(server.url, keys.admin, "mappings", "propose", "accounting",
+                   "credit_note_create", "--write", str(target))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK: proposal mp_") and str(target) in done.stdout
+    text = target.read_text()
+    assert "# lookups[0] (70%): 'order_total' is the total of order" in text
+    [written] = yaml.safe_load(text)["mappings"]
+    assert {k: v for k, v in written.items() if k != "proposal"} == CREDIT
+    pushed = _claros(server.url, keys.admin, "mappings", "push", str(target))
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.startswith("OK: accounting credit_note_create v1 created")
+    state = http.get("/api/mappings/accounting/credit_note_create", headers=bearer(keys.admin))
+    assert state.json()["confirm"]["proposal"] == written["proposal"]
+    again = _claros(server.url, keys.admin, "mappings", "propose", "accounting",
+                    "credit_note_create", "--write", str(target))  # fmt: skip
+    assert again.returncode == 2 and "exists" in again.stderr and target.read_text() == text
+
+
+def test_cli_prints_the_draft_and_refuses_unknown_tools_in_one_line(
+    server: LocalServer, keys: Keys, workspace: None
+) -> None:
+    done = _claros(server.url, keys.admin, "mappings", "propose", "accounting", "invoice_submit")
+    assert done.returncode == 0, done.stderr
+    assert "# not placed: net: no read tool provides 'net'" in done.stdout
+    assert yaml.safe_load(done.stdout)["mappings"][0]["fetch"]["tool"] == "invoice_read"
+    bad = _claros(server.url, keys.admin, "mappings", "propose", "accounting", "nope")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "'nope' is not a registered tool" in bad.stderr
+    agent = _claros(server.url, keys.agent, "mappings", "propose", "accounting", "nope")
+    assert agent.returncode == 2 and "Traceback" not in agent.stderr
