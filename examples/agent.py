@@ -49,6 +49,8 @@ class Step:
     tool: str
     arguments: dict[str, Any]
     expect: str  # read, allow, nudge, ask, stop
+    # What it is when no judge decides rules without `when` (None: the same as expect).
+    unjudged: str | None = None
     answer: str | None = None  # what the approver says to a question: approve, deny
     why: str = ""
 
@@ -83,6 +85,14 @@ STEPS = [
         {"order": "1187", "amount": 5},
         "stop",
         why="query lookup: a third refund this quarter",
+    ),
+    Step(
+        "shop",
+        "refund_create",
+        {"order": "1188", "amount": 5, "reason": "the customer filed a chargeback"},
+        "stop",
+        unjudged="allow",
+        why="the judge: a rule without `when`, decided on the reason's words",
     ),
     Step(
         "accounting",
@@ -243,6 +253,27 @@ async def push_examples(http: httpx.AsyncClient, admin_key: str) -> None:
     print(f"Pushed {len(rules)} rules and {len(mappings)} mappings (examples/*.yaml).")
 
 
+async def show_proposal(http: httpx.AsyncClient, admin_key: str, app: str, tool: str) -> bool:
+    """What Claros proposes for one example tool, and whether it is examples/mappings.yaml's."""
+    answer = await http.post(
+        "/api/mappings/proposals",
+        json={"app": app, "tool": tool},
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    answer.raise_for_status()
+    proposal = answer.json()
+    mappings = yaml.safe_load((HERE / "mappings.yaml").read_text())["mappings"]
+    written = next(m for m in mappings if (m["app"], m["tool"]) == (app, tool))
+    same = proposal["mapping"] == written
+    verdict = "the same as" if same else "NOT the same as"
+    print(f"Claros proposed a mapping for {app} {tool} ({proposal['proposer']}): "
+          f"{verdict} examples/mappings.yaml.")  # fmt: skip
+    for part in proposal["parts"]:
+        reason = shorten(part["reason"], WIDTH - 20)
+        print(f"  {part['part']} ({round(part['confidence'] * 100)}%): {reason}")
+    return bool(same)
+
+
 def approver(
     http: httpx.AsyncClient, key: str | None, answer: str | None, outcome: Outcome
 ) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
@@ -283,6 +314,9 @@ async def run(args: argparse.Namespace) -> int:
         await wait_for_registration(http, args.key)
         if args.admin_key:
             await push_examples(http, args.admin_key)
+            failures += not await show_proposal(
+                http, args.admin_key, "accounting", "credit_note_create"
+            )
         print()
         print(table_row("app", "tool", "decision", "what happened")[0])
         for step in STEPS:
@@ -291,16 +325,17 @@ async def run(args: argparse.Namespace) -> int:
             result = await clients[step.app].call_tool(
                 step.tool, step.arguments, progress_callback=callback
             )
-            found = decision_of(result, step.expect == "read")
+            expect = step.expect if args.judge != "none" else (step.unjudged or step.expect)
+            found = decision_of(result, expect == "read")
             decision = found.decision
             if outcome.answered:
                 decision = f"ask→{'ran' if not result.is_error else 'no'}"
                 found.detail = f"{outcome.answered[0]}: {found.detail}"
-            ok = found.decision == step.expect
+            ok = found.decision == expect
             if outcome.answered:  # approved: it ran; denied: it did not
                 ok = result.is_error == (step.answer == "deny")
             failures += not ok
-            mark = "" if ok else f"   <-- expected {step.expect}"
+            mark = "" if ok else f"   <-- expected {expect}"
             what = f"{step.why}. {found.detail}{mark}"
             print("\n".join(table_row(step.app, step.tool, decision, what)), flush=True)
     print(f"\n{len(STEPS) - failures} of {len(STEPS)} decisions as expected.")
@@ -314,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--admin-key", help="push examples/rules.yaml and mappings.yaml first")
     parser.add_argument("--approver-key", help="answer Claros's questions (approve, then deny)")
     parser.add_argument("--ask-wait", type=float, default=15.0)
+    parser.add_argument(
+        "--judge", default="none", help="the server's CLAROS_JUDGE (keyword: rules without "
+        "`when` are decided; none: they answer by on_unknown)",
+    )
     args = parser.parse_args(argv)
     if not args.url or not args.key:
         parser.error("give --url and --key (or set CLAROS_URL and CLAROS_KEY)")

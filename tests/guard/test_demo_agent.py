@@ -76,13 +76,24 @@ def test_make_run_drives_the_example_agent_through_the_guard(tmp_path: Path) -> 
     table = out.split("what happened\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert all(len(line) <= 2 + agent.WIDTH for line in table), table  # the demo indents 2
     out = " ".join(out.split())  # the table wraps long explanations onto more lines
-    assert "Pushed 8 rules and 3 mappings" in out
+    assert "Pushed 9 rules and 3 mappings" in out
+    assert "Judge of rules without `when`: the keyword judge (not a model" in out
+    # The mapper: the proposal for the credit note is examples/mappings.yaml's.
+    assert (
+        "Claros proposed a mapping for accounting credit_note_create (claros-schema-proposer): "
+        "the same as examples/mappings.yaml." in out
+    ), out
+    # The judge: a rule without `when` decided by the keyword judge.
+    assert "the judge: a rule without `when`, decided on the reason's words" in out
+    assert 'keyword judge (not a model): "chargeback" found in facts.reason' in out or (
+        "Blocked by Claros rule refund-dispute" in out
+    ), out
     for decision in ("read", "allow", "nudge", "stop", "ask→ran", "ask→no"):
         assert f" {decision} " in out, out
     assert "lookup on another server" in out
     assert "money written as text is still a number" in out
     assert "its total is unknown, so the rule fires (on_unknown)" in out
-    assert "14 of 14 decisions as expected." in out, out
+    assert "15 of 15 decisions as expected." in out, out
 
 
 ID = "ask_01JD9Z3W7QXK4N2M8R5T6V0B1C"  # one word longer than the column: kept whole

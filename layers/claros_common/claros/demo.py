@@ -71,7 +71,9 @@ def _port() -> int:
 def main() -> int:
     try:
         port = _port()
-        settings = Settings.from_env()
+        # The demo turns the keyword judge on (a deterministic stand-in, not a model), so a
+        # rule without `when` is decided; CLAROS_JUDGE=none shows it not judged instead.
+        settings = Settings.from_env({"CLAROS_JUDGE": "keyword", **os.environ})
     except ConfigError as exc:
         print(f"claros demo: {exc}", file=sys.stderr)
         return 2
@@ -87,6 +89,8 @@ def main() -> int:
     print(
         f"""
 Claros is running at {url}   (data in {settings.data_dir}, workspace "{WORKSPACE}")
+
+Judge of rules without `when`: {_judge_line(settings)}
 
 Keys (kept in {settings.data_dir}/demo-keys.json):
   admin   ({ADMIN})  {keys["admin"]}
@@ -111,7 +115,7 @@ Ctrl-C stops it.
     )
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    agent = _example_agent(url, keys)
+    agent = _example_agent(url, keys, settings.judge)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -126,6 +130,14 @@ Ctrl-C stops it.
         server.httpd.server_close()
         services.close()
     return 0
+
+
+def _judge_line(settings: Settings) -> str:
+    if settings.judge == "keyword":
+        return "the keyword judge (not a model; CLAROS_JUDGE=none turns it off)"
+    if settings.judge == "bedrock":
+        return f"Amazon Bedrock, {settings.judge_model}"
+    return "none (such rules answer by their on_unknown)"
 
 
 def _path_hint() -> str:
@@ -152,7 +164,7 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _example_agent(url: str, keys: dict[str, str]) -> subprocess.Popen[str] | None:
+def _example_agent(url: str, keys: dict[str, str], judge: str) -> subprocess.Popen[str] | None:
     """Run examples/agent.py once through the guard, printing its lines as they come."""
     script = Path(__file__).resolve().parents[3] / "examples" / "agent.py"
     if os.environ.get("CLAROS_DEMO_AGENT") == "0" or not script.exists():
@@ -160,7 +172,8 @@ def _example_agent(url: str, keys: dict[str, str]) -> subprocess.Popen[str] | No
     print("The example agent, through the guard (examples/agent.py):", flush=True)
     agent = subprocess.Popen(
         [sys.executable, str(script), "--url", url, "--key", keys["agent"],
-         "--admin-key", keys["admin"], "--approver-key", keys["person"]],
+         "--admin-key", keys["admin"], "--approver-key", keys["person"],
+         "--judge", judge or "none"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
