@@ -29,7 +29,6 @@ from claros.store.base import (
 from claros.store.dynamo import (
     MAX_RECORD_ITEM_BYTES,
     MAX_TRANSACT_ACTIONS,
-    RECORD_SPREAD,
     DynamoStore,
     record_key,
 )

@@ -262,7 +262,7 @@ class DynamoStore:
         page_size: int = 100,
         sleep: Callable[[float], None] = time.sleep,
         group_commit: bool = True,
-        group_wait_s: float = 10.0,
+        group_wait_s: float = 20.0,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")

@@ -83,6 +83,12 @@ class GroupCommit(Generic[T, R]):
                 lane = self._lanes[key] = _Lane()
             return lane
 
+    def queued(self, key: str) -> int:
+        """How many appends wait in ``key``'s queue (not yet in a transaction)."""
+        lane = self._lane(key)
+        with lane.lock:
+            return len(lane.queue)
+
     def submit(self, key: str, item: T) -> R:
         lane = self._lane(key)
         me: _Pending[T, R] = _Pending(item)
