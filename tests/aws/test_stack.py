@@ -26,6 +26,7 @@ from claros.config import Settings
 from claros.evidence.report import verify_signed_report
 from claros.ledger import PublicKey, checkpoint_message
 from claros.store.base import Store
+from claros.store.dynamo import record_key
 from claros.wiring import build_services
 from claros_guard.verify import main as verify
 from tests.api.seed import Clock, install_clock, utc_ms
@@ -119,7 +120,7 @@ def test_check_logs_a_row_in_the_stack_tables(
     check_id = run_check(functions, keys.agent)
     row = dynamodb_client.get_item(
         TableName=stack.physical["RecordsTable"],
-        Key={"workspace": {"S": WS}, "rid": {"S": f"check#{check_id}"}},
+        Key=record_key(WS, "check", check_id),  # spread over the workspace's partitions
     )
     assert "Item" in row, "the check's row is not in the stack's records table"
     entry = ledger_item(dynamodb_client, stack, 1)
