@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from claros.store.dynamo import RECORD_SPREAD, DynamoStore, record_key
 from claros.store.sqlite import SqliteStore
 from claros.tamper import Tampering, tampering_in
 from tests.aws import STORE_TABLES
+from tests.security.faults import SqliteDiskFault
 
 WS = "acme"
 
@@ -416,3 +418,32 @@ def test_an_append_dynamodb_refuses_is_a_store_error(
     store = make_store(Faulty(dynamodb_client, refuse))
     with pytest.raises(StoreError, match="refused the append"):
         store.append(WS, "check", "c", {})
+
+
+# --- SQLite only --------------------------------------------------------------------------
+def test_a_full_disk_fails_the_whole_group_and_writes_none_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = SqliteDiskFault(tmp_path / "claros.db", monkeypatch)
+    store = SqliteStore(tmp_path / "claros.db")
+    try:
+        store.append(WS, "check", "before", {"n": 0})
+        gate, appender = _held(store)
+        for i in range(3):
+            appender.start(f"f{i}", ref_id=f"f{i}-" + "x" * 5000)
+        _wait_until(lambda: store._group.queued("") == 3)
+        disk.fill()
+        gate.open()
+        appender.join()
+        assert gate.batches == [1, 3]
+        for i in range(3):  # (the leader's small row may fit in a page the file has)
+            answer = appender.answers[f"f{i}"]
+            assert isinstance(answer, StorageUnavailableError), answer
+            assert "storage is full" in str(answer) and "nothing was written" in str(answer)
+        disk.free()
+        kept = 1 + isinstance(appender.answers["leader"], Entry)
+        _verifies(store, kept)  # none of the group, not even the savepoints that had passed
+        store.append(WS, "check", "after", {"n": 1})
+        _verifies(store, kept + 1)
+    finally:
+        store.close()
