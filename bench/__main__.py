@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import sys
 
-from bench import append, canonical, decide, export, guard, hooks, verify
+from bench import (
+    append,
+    append_dynamo,
+    append_sqlite,
+    canonical,
+    decide,
+    export,
+    guard,
+    hooks,
+    verify,
+)
+
+
+def append_group() -> None:
+    """Group commit against the append before it, SQLite and DynamoDB (moto)."""
+    append_sqlite.main()
+    append_dynamo.main()
+
 
 BENCHES = {
     "append": append.main,
+    "append_group": append_group,
     "canonical": canonical.main,
     "verify": verify.main,
     "decide": decide.main,

@@ -1,5 +1,5 @@
-"""Append throughput for one workspace, 1/4/16 concurrent writers, SQLite and DynamoDB
-(moto), each as a ratio to a plain insert of the same row without the ledger.
+"""Append throughput for one workspace, 1/4/16 concurrent writers, on SQLite, as a ratio to
+a plain insert of the same row without the ledger (DynamoDB: bench/append_dynamo.py).
 
 Target (issue "Ledger core"): an append costs at most 1.5x a plain insert on SQLite.
 """
@@ -120,12 +120,8 @@ def main(total: int = 3200) -> list[dict[str, Any]]:
         for writers in WRITERS:
             plain, append = sqlite_pair(writers, total, Path(tmp))
             out.append(report(f"SQLite append, {writers} writers", [append], plain))
-    try:
-        from bench.append_dynamo import main as dynamo_main
-    except ImportError as exc:  # moto is a dev dependency
-        print(f"\n(DynamoDB skipped: {exc})")
-    else:
-        out += dynamo_main(WRITERS, total // 4)
+    # DynamoDB, and group commit against the append before it: ``python -m bench
+    # append_group`` (bench/append_sqlite.py, bench/append_dynamo.py).
     return out
 
 

@@ -1,57 +1,183 @@
-"""Append throughput on DynamoDB (moto, in process), as a ratio to a plain PutItem of the
-same record row. moto's timings say nothing about real DynamoDB latency; the ratio shows
-what the ledger's transaction and head condition cost on top of a write. The tables come
-from template.yaml and moto is patched as in the tests (tests/aws.py)."""
+"""Appends to one workspace on DynamoDB (moto behind ThreadedMotoServer, over HTTP as boto3
+talks to DynamoDB), 1, 4, 16 and 64 writer threads: group commit (today's append) against
+the append before it (each append racing for the head alone, ``group_commit=False``),
+in one run, interleaved (old, new, old, new ...), ``BENCH_ROUNDS`` rounds (default 3).
+
+Per configuration: appends/s, latency p50/p99 of one append, retries (a transaction lost
+to another writer) and gave-up appends (``ChainBusyError``: what the API answers 503), and
+the new figures as ratios to the old. moto's timings say nothing about DynamoDB's latency
+(docs/deploy.md works out the ceiling on the real service); the ratios show what sharing
+transactions does to the same work. The tables come from template.yaml, moto is patched
+as in the tests (tests/aws.py).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-import zlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from bench.append import run_threads, sample_row
-from bench.harness import Result, report
-from claros.canonical import canonical_bytes
+from bench.append import sample_row
+from claros.store.base import ChainBusyError
+
+WRITERS = (1, 4, 16, 64)
 
 
-def main(writers_list: tuple[int, ...], total: int) -> list[dict[str, Any]]:
+@dataclass
+class Run:
+    name: str
+    writers: int
+    appends: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    retries: int = 0
+    gave_up: int = 0
+    transactions: int = 0
+
+    @property
+    def per_second(self) -> float:
+        return self.appends / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return 0.0
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@contextmanager
+def moto_server() -> Iterator[tuple[Any, dict[str, str]]]:
+    """A ThreadedMotoServer with the template's tables; (boto3 client, table names)."""
     import boto3
-    from moto import mock_aws
+    from botocore.config import Config
+    from moto.server import ThreadedMotoServer
 
-    from claros.store.dynamo import DynamoStore
-    from tests.aws import STORE_TABLES, patch_moto_dynamodb, tables_from_template
+    from tests.aws import patch_moto_dynamodb, tables_from_template
 
-    out = []
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     with pytest.MonkeyPatch.context() as mp:
         for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                             "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
             mp.setitem(os.environ, name, value)
         patch_moto_dynamodb(mp)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            host, port = server.get_host_and_port()
+            client = boto3.client(
+                "dynamodb",
+                region_name="us-east-1",
+                endpoint_url=f"http://{host}:{port}",
+                # Every writer thread its own connection: the pool must not queue them.
+                config=Config(max_pool_connections=256, retries={"max_attempts": 1}),
+            )
+            yield client, tables_from_template(client)
+        finally:
+            server.stop()
+
+
+def run_once(client: Any, tables: dict[str, str], writers: int, per: int, new: bool,
+             workspace: str) -> Run:  # fmt: skip
+    from claros.store.dynamo import DynamoStore
+    from tests.aws import STORE_TABLES
+
+    store = DynamoStore(
+        client, **{arg: tables[lid] for arg, lid in STORE_TABLES.items()}, group_commit=new
+    )
+    run = Run("group commit" if new else "before (racing)", writers)
+    lock = threading.Lock()
+
+    def retried() -> None:
+        with lock:
+            run.retries += 1
+
+    store.on_retry = retried
+    barrier = threading.Barrier(writers + 1)
+
+    def body(w: int) -> None:
+        barrier.wait()
+        for i in range(per):
+            began = time.perf_counter()
+            try:
+                store.append(workspace, "check", f"chk_{w:03d}_{i:06d}", sample_row(w * per + i))
+            except ChainBusyError:
+                with lock:
+                    run.gave_up += 1
+                continue
+            took = time.perf_counter() - began
+            with lock:
+                run.appends += 1
+                run.latencies.append(took)
+
+    threads = [threading.Thread(target=body, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    run.seconds = time.perf_counter() - start
+    run.transactions = store._group.transactions
+    head = store.head(workspace)
+    assert head is not None and head.seq == run.appends, "the chain lost or gained appends"
+    return run
+
+
+def _median_run(runs: list[Run]) -> Run:
+    """The run with the median throughput (its own latencies, retries and give-ups)."""
+    return sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
+
+
+def _print(writers: int, old: list[Run], new: list[Run]) -> dict[str, Any]:
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n## DynamoDB (moto server) append, one workspace, {writers} writers"
+          f"   (load average {load}, {len(old)} rounds, median run)")  # fmt: skip
+    print(f"{'':18} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'retries/append':>15}"
+          f" {'gave up':>8} {'appends/txn':>12}")  # fmt: skip
+    rows = {}
+    for name, runs in (("before", old), ("group commit", new)):
+        r = _median_run(runs)
+        tried = r.appends + r.gave_up
+        per_txn = f"{r.appends / r.transactions:12.1f}" if r.transactions else f"{'1.0':>12}"
+        print(f"{name:18} {r.per_second:10.1f} {r.pct(0.5) * 1e3:8.1f} {r.pct(0.99) * 1e3:8.1f}"
+              f" {r.retries / max(tried, 1):15.2f} {r.gave_up:8d} {per_txn}")  # fmt: skip
+        rows[name] = {"per_second": r.per_second, "p50_ms": r.pct(0.5) * 1e3,
+                      "p99_ms": r.pct(0.99) * 1e3, "retries": r.retries, "gave_up": r.gave_up,
+                      "appends": r.appends, "min_per_second": min(x.per_second for x in runs),
+                      "max_per_second": max(x.per_second for x in runs)}  # fmt: skip
+    b, n = rows["before"], rows["group commit"]
+    ratio = n["per_second"] / b["per_second"] if b["per_second"] else float("inf")
+    p99 = n["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("nan")
+    spread = f"{min(x.per_second for x in new) / max(x.per_second for x in old):.1f}"
+    print(f"{'ratio new/old':18} {ratio:10.1f}x{'':7} {p99:8.2f}x   (throughput ratio of the"
+          f" worst new run to the best old run: {spread}x)")  # fmt: skip
+    return {"title": f"DynamoDB group commit, {writers} writers", "rows": rows,
+            "throughput_ratio": ratio, "load_average": load}  # fmt: skip
+
+
+def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None) -> list[dict[str, Any]]:
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    out = []
+    with moto_server() as (client, tables):
         for writers in writers_list:
-            with mock_aws():
-                client = boto3.client("dynamodb", region_name="us-east-1")
-                tables = tables_from_template(client)
-                store = DynamoStore(
-                    client, **{arg: tables[lid] for arg, lid in STORE_TABLES.items()}
-                )
-                records = tables["RecordsTable"]
-
-                def plain(i: int, records: str = records, client: Any = client) -> None:
-                    body = zlib.compress(canonical_bytes(sample_row(i)))
-                    client.put_item(
-                        TableName=records,
-                        Item={"workspace": {"S": "plain"}, "rid": {"S": f"check#chk_{i:016x}"},
-                              "seq": {"N": str(i)}, "body": {"B": body}},
-                    )  # fmt: skip
-
-                def append(i: int, store: DynamoStore = store) -> None:
-                    store.append("bench", "check", f"chk_{i:016x}", sample_row(i))
-
-                plain_s = run_threads(writers, total, plain)
-                append_s = run_threads(writers, total, append)
-                base = Result(f"moto PutItem, {writers} writers", plain_s, total)
-                ledger = Result(f"moto ledger append, {writers} writers", append_s, total)
-                out.append(report(f"DynamoDB (moto) append, {writers} writers", [ledger], base))
+            # Enough appends per writer for a steady state, few enough that the old path
+            # (a few appends/s under contention) finishes in seconds.
+            per = max(4, (total or 192) // writers) if writers > 1 else (total or 96) // 2
+            old: list[Run] = []
+            new: list[Run] = []
+            for r in range(rounds):
+                old.append(run_once(client, tables, writers, per, False, f"old-{writers}-{r}"))
+                new.append(run_once(client, tables, writers, per, True, f"new-{writers}-{r}"))
+            out.append(_print(writers, old, new))
     return out
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,13 @@ answers 5xx, 408 or 429 (``--fail-open`` may forward then), or a 409
 ``idempotency_in_progress`` (the same request is still running, or was cut off by a crash:
 "retry later", not "recorded"); ``ClarosRefusedError`` on any other 4xx (never forwarded).
 
+A check answered 503 with ``Retry-After`` (Claros overloaded; nothing was written) is sent
+again after the wait Claros asked for, within a budget (``CHECK_RETRY_BUDGET_S``, at most
+``CHECK_RETRIES`` times); past it the check fails as unavailable, saying how long it
+tried, and the write is blocked (or forwarded with ``--fail-open``). A 503 without
+``Retry-After``, a 502 or a 504 is not retried: a gateway's timeout may have come after
+Claros recorded the check.
+
 Reports (an outcome, a write let through unchecked) are ``Report`` values: the route, the
 body and the ``Idempotency-Key`` they are first sent with, kept as they are so that a
 report sent again (from the spool, after an outage) is the same request and Claros records
@@ -14,16 +21,24 @@ it once. Names go into paths percent-encoded, one segment each: an app may be ``
 from __future__ import annotations
 
 import hashlib
+import random
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
+import anyio
 import httpx
 
 from claros_guard.client import error_reason
-from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError
+from claros_guard.errors import (
+    ClarosOverloadedError,
+    ClarosRefusedError,
+    ClarosUnavailableError,
+    ConfigError,
+)
 from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
@@ -40,6 +55,22 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 10.0
+# An overloaded Claros (503 + Retry-After) is asked again at most this many times, and
+# never past this many seconds after the first try: an agent's tool call waits that long
+# at worst before it is blocked (or forwarded with --fail-open).
+CHECK_RETRIES = 3
+CHECK_RETRY_BUDGET_S = 8.0
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a ``Retry-After`` header in seconds (the form Claros sends); None for
+    no header or a form that is not a number of seconds."""
+    value = response.headers.get("Retry-After", "").strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 3600 else None
 
 
 def segment(name: str) -> str:
@@ -135,7 +166,15 @@ class HttpClarosApi:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = CHECK_RETRIES,
+        retry_budget_s: float = CHECK_RETRY_BUDGET_S,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.retries = retries
+        self.retry_budget_s = retry_budget_s
+        self._sleep = sleep
+        self._clock = clock
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
         try:
             self.url, self.key = usable_connection(url, key)
@@ -168,6 +207,11 @@ class HttpClarosApi:
             raise ClarosUnavailableError(f"Claros at {self.url} did not answer in time") from exc
         except httpx.HTTPError as exc:
             raise ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}") from exc
+        wait = retry_after(response) if response.status_code == 503 else None
+        if wait is not None:
+            raise ClarosOverloadedError(
+                f"Claros at {self.url} is overloaded (503): {_reason(response)}", wait
+            )
         if response.status_code >= 500 or response.status_code in (408, 429):
             raise ClarosUnavailableError(
                 f"Claros at {self.url} failed ({response.status_code}): {_reason(response)}"
@@ -188,12 +232,34 @@ class HttpClarosApi:
             raise ClarosUnavailableError(f"Claros at {self.url} answered with no JSON") from exc
 
     async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        answer = await self._send("POST", "/v1/check", body)
+        answer = await self._check_retrying(body)
         if not isinstance(answer, dict) or ("result" not in answer and not is_need(answer)):
             raise ClarosUnavailableError(
                 f"Claros at {self.url} answered the check with neither a result nor a need"
             )
         return answer
+
+    async def _check_retrying(self, body: Mapping[str, Any]) -> Any:
+        """``POST /v1/check``, again after each 503 + Retry-After within the budget."""
+        began = self._clock()
+        tries = 0
+        while True:
+            try:
+                return await self._send("POST", "/v1/check", body)
+            except ClarosOverloadedError as exc:
+                tries += 1
+                # A little jitter, so guards told the same Retry-After do not all come
+                # back in the same instant.
+                wait = exc.retry_after_s * random.uniform(1.0, 1.25)
+                spent = self._clock() - began
+                if tries > self.retries or spent + wait > self.retry_budget_s:
+                    raise ClarosOverloadedError(
+                        f"{exc}; asked {tries} time(s) over {spent:.1f}s, within the "
+                        f"guard's retry budget ({self.retries} retries, "
+                        f"{self.retry_budget_s:g}s)",
+                        exc.retry_after_s,
+                    ) from exc
+                await self._sleep(wait)
 
     async def ask(self, ask_id: str) -> dict[str, Any]:
         answer = await self._send("GET", f"/v1/asks/{segment(ask_id)}")

@@ -8,6 +8,7 @@ that is not a read, and a rule's decision are never overridden.
 from __future__ import annotations
 
 __all__ = [
+    "ClarosOverloadedError",
     "ClarosRefusedError",
     "ClarosUnavailableError",
     "ConfigError",
@@ -33,6 +34,15 @@ class ClarosUnavailableError(GuardError):
     """Claros could not be reached, timed out or answered 5xx."""
 
     blocks_unless_fail_open = True
+
+
+class ClarosOverloadedError(ClarosUnavailableError):
+    """Claros answered 503 with ``Retry-After``: too busy now, nothing was written (the
+    API says so only then), so the same request may be sent again after the wait."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class ClarosRefusedError(GuardError):

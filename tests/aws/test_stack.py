@@ -26,6 +26,7 @@ from claros.config import Settings
 from claros.evidence.report import verify_signed_report
 from claros.ledger import PublicKey, checkpoint_message
 from claros.store.base import Store
+from claros.store.dynamo import record_key
 from claros.wiring import build_services
 from claros_guard.verify import main as verify
 from tests.api.seed import Clock, install_clock, utc_ms
@@ -119,7 +120,7 @@ def test_check_logs_a_row_in_the_stack_tables(
     check_id = run_check(functions, keys.agent)
     row = dynamodb_client.get_item(
         TableName=stack.physical["RecordsTable"],
-        Key={"workspace": {"S": WS}, "rid": {"S": f"check#{check_id}"}},
+        Key=record_key(WS, "check", check_id),  # spread over the workspace's partitions
     )
     assert "Item" in row, "the check's row is not in the stack's records table"
     entry = ledger_item(dynamodb_client, stack, 1)
@@ -573,3 +574,21 @@ def test_two_stacks_deploy_side_by_side_in_one_region(
     assert second.env("checkpoint")["CLAROS_KMS_SIGNER_ROLE_ARN"].endswith(
         ":role/claros-two-us-east-1-signer"
     )
+
+
+def test_an_overloaded_ledger_is_a_503_and_the_overloaded_metric(
+    functions: Functions, keys: Keys, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from claros.store.base import ChainBusyError
+    from claros.store.dynamo import DynamoStore
+
+    def busy(*_: Any, **__: Any) -> Any:
+        raise ChainBusyError("the chain head of 'acme' kept moving; gave up after 20 attempts")
+
+    monkeypatch.setattr(DynamoStore, "append_many", busy)
+    capsys.readouterr()
+    status, body = functions.http("check", load_event("check-check", keys.agent))
+    assert status == 503 and "the ledger is busy" in body["message"]
+    # Powertools writes the metrics as an EMF line on stdout (CloudWatch reads it there).
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert any(m.get("Overloaded") == [1.0] or m.get("Overloaded") == 1.0 for m in metrics), metrics

@@ -26,7 +26,12 @@ from claros.store.base import (
     RecordTooLargeError,
     StoreError,
 )
-from claros.store.dynamo import MAX_RECORD_ITEM_BYTES, MAX_TRANSACT_ACTIONS, DynamoStore
+from claros.store.dynamo import (
+    MAX_RECORD_ITEM_BYTES,
+    MAX_TRANSACT_ACTIONS,
+    DynamoStore,
+    record_key,
+)
 from tests.aws import STORE_TABLES
 
 WS = "acme"
@@ -407,12 +412,7 @@ def test_a_record_rewritten_under_its_entry_reads_as_missing(
     body = zlib.compress(canonical({"result": "allow"}).encode())
     dynamodb_client.put_item(
         TableName=dynamo_tables["RecordsTable"],
-        Item={
-            "workspace": {"S": WS},
-            "rid": {"S": "check#c1"},
-            "seq": {"N": "7"},
-            "body": {"B": body},
-        },
+        Item={**record_key(WS, "check", "c1"), "seq": {"N": "7"}, "body": {"B": body}},
     )
     [(entry, record)] = list(store.entries_with_records(WS))
     assert record is None

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -371,6 +372,12 @@ class LocalServer:
         connection_timeout_s: float = CONNECTION_TIMEOUT_S,
     ) -> None:
         self.services = services
+        # The counts the Lambdas send as metrics (e.g. ``Overloaded``: 503s because the
+        # ledger was too busy), kept here when nothing else collects them.
+        self.metrics: Counter[str] = Counter()
+        self._metrics_lock = threading.Lock()
+        if not services.counts_metrics:
+            services.metric = self._count
         self.httpd = _Server((host, port), services, connection_timeout_s)
         self.host, self.port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
         self._stop = threading.Event()
@@ -379,6 +386,12 @@ class LocalServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def _count(self, name: str, value: float) -> None:
+        with self._metrics_lock:
+            self.metrics[name] += int(value)
+        if name == "Overloaded":
+            log.warning("answered 503: the ledger is overloaded (%d so far)", self.metrics[name])
 
     def _heartbeat(self) -> None:
         settings = self.services.settings

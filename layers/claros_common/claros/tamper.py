@@ -103,6 +103,8 @@ def tampering_in(record: Mapping[str, Any], log_: TamperLog) -> Tampering | None
     workspace = _plain(keys.get("workspace") or {})
     if not isinstance(workspace, str):
         return None
+    # A record's partition key is "{workspace}#{nn}" (claros.store.dynamo.record_key).
+    workspace = workspace.split("#", 1)[0]
     if "rid" in keys:
         table, key = "records", {"rid": _plain(keys["rid"])}
         if "seq" in image:

@@ -81,6 +81,12 @@ class Services:
     anchor: Anchor | None = None
     # Counts for dashboards (Lambda: Powertools Metrics); a no-op by default.
     metric: Callable[[str, float], None] = field(default=lambda name, value: None)
+
+    @property
+    def counts_metrics(self) -> bool:
+        """Whether something collects ``metric`` counts (not the no-op default)."""
+        return getattr(self.metric, "__qualname__", "") != "Services.<lambda>"
+
     # What decides rules without ``when`` (claros.rules.judge); none by default.
     judge: Judge | None = None
     # What proposes mappings with a model (claros.mapping.mapper); none by default.

@@ -64,8 +64,9 @@ def _error(status: int, code: str, message: str, **extra: object) -> Response[st
     return json_response(body, status)
 
 
-def _store_error(exc: StoreError) -> Response[str]:
+def _store_error(app: ClarosResolver, exc: StoreError) -> Response[str]:
     if isinstance(exc, StorageUnavailableError):
+        app.services.metric("Overloaded", 1)  # the 503 rate is a metric
         # A full or read-only disk, an I/O error: the reason is the operator's to fix and
         # the client's to wait for, so both see it. Nothing was written.
         log.error("storage unavailable: %s", exc)
@@ -100,6 +101,8 @@ def _error_handlers(app: ClarosResolver) -> None:
 
     @app.exception_handler(ChainBusyError)
     def busy(exc: ChainBusyError) -> Response[str]:
+        # Overload: the 503 rate is a metric (Powertools in AWS, a counter locally).
+        app.services.metric("Overloaded", 1)
         response = _error(503, "unavailable", f"the ledger is busy, retry: {exc}")
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
@@ -117,7 +120,7 @@ def _error_handlers(app: ClarosResolver) -> None:
         response.headers["Retry-After"] = "30"
         return response
 
-    app.exception_handler(StoreError)(_store_error)
+    app.exception_handler(StoreError)(lambda exc: _store_error(app, exc))
 
     @app.not_found
     def not_found(exc: Exception) -> Response[str]:

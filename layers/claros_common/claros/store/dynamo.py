@@ -39,12 +39,13 @@ import random
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
-from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
+from claros.ledger import NEVER_PRUNED, PRUNE_KIND, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
     ConflictError,
@@ -59,12 +60,19 @@ from claros.store.base import (
     check_batch,
     record_bytes,
 )
+from claros.store.group import GroupCommit
 
 if TYPE_CHECKING:  # boto3 is a server-side dependency; the client is injected
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-__all__ = ["MAX_RECORD_ITEM_BYTES", "MAX_TRANSACT_ACTIONS", "DynamoStore"]
+__all__ = [
+    "MAX_RECORD_ITEM_BYTES",
+    "MAX_TRANSACT_ACTIONS",
+    "RECORD_SPREAD",
+    "DynamoStore",
+    "record_key",
+]
 
 # A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
 MAX_RECORD_ITEM_BYTES = 350_000
@@ -128,6 +136,31 @@ def _entry(item: Item) -> Entry:
     )
 
 
+# Records of one workspace spread over this many partition keys, so a busy workspace's
+# check rows do not all land on one partition (1,000 WCU/s each). Changing it moves
+# where records are looked for: never change it on a deployed stack.
+RECORD_SPREAD = 16
+# Kinds read back by a Query on their kind (kept_records, a prune's through_seq): they stay
+# under the workspace's own key, where those Queries look. They are few.
+_UNSPREAD = NEVER_PRUNED | {PRUNE_KIND}
+
+
+def record_key(workspace: str, kind: str, ref_id: str) -> Item:
+    """The records table key of a record: partition ``{workspace}#{nn}`` (nn from the
+    record's id; a workspace name holds no ``#``), or the workspace itself for the kinds
+    in ``_UNSPREAD``. Records written before the spread sit under the workspace itself;
+    the reads look there when the spread key holds nothing."""
+    rid = f"{kind}#{ref_id}"
+    if kind in _UNSPREAD:
+        return {"workspace": _s(workspace), "rid": _s(rid)}
+    part = zlib.crc32(rid.encode()) % RECORD_SPREAD
+    return {"workspace": _s(f"{workspace}#{part:02d}"), "rid": _s(rid)}
+
+
+def _legacy_key(workspace: str, rid: str) -> Item:
+    return {"workspace": _s(workspace), "rid": _s(rid)}
+
+
 def _checkpoint(item: Item) -> Checkpoint:
     return Checkpoint(
         item["workspace"]["S"],
@@ -167,6 +200,52 @@ def _limit(limit: int | None) -> int | None:
     return None if limit is None or limit < 0 else limit
 
 
+# A transaction carries at most 4 MB; the group stops below that, with room for the
+# attribute names and the entries (the records are counted compressed, as sent).
+_MAX_TRANSACT_BYTES = 3_500_000
+_ENTRY_BYTES = 400  # an entry item and a record's keys, generously
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Append:
+    """One caller's append waiting for a group transaction (claros.store.group)."""
+
+    workspace: str
+    prepared: list[tuple[NewRecord, bytes, str]]
+    writes: Sequence[DocWrite]
+    doc_actions: list[dict[str, Any]]
+    ts: int | None
+
+    @property
+    def actions(self) -> int:
+        return 2 * len(self.prepared) + len(self.doc_actions)
+
+    @property
+    def size(self) -> int:
+        records = sum(len(packed) + _ENTRY_BYTES for _, packed, _ in self.prepared)
+        return records + sum(len(repr(a)) for a in self.doc_actions)
+
+    @property
+    def keys(self) -> set[tuple[str, ...]]:
+        """The items it writes besides new entries: DynamoDB takes one action per item."""
+        out: set[tuple[str, ...]] = {("r", new.kind, new.ref_id) for new, _, _ in self.prepared}
+        out |= {("d", w.workspace, w.collection, w.key) for w in self.writes}
+        return out
+
+
+def _fits(batch: list[_Append], item: _Append) -> bool:
+    """Whether ``item`` joins ``batch``'s transaction: within 100 actions (one is the link
+    check) and the size limit, and touching no item the batch touches."""
+    if 1 + sum(b.actions for b in batch) + item.actions > MAX_TRANSACT_ACTIONS:
+        return False
+    if sum(b.size for b in batch) + item.size > _MAX_TRANSACT_BYTES:
+        return False
+    taken: set[tuple[str, ...]] = set()
+    for b in batch:
+        taken |= b.keys
+    return not (taken & item.keys)
+
+
 class DynamoStore:
     """A Store on three DynamoDB tables, through an injected boto3 DynamoDB client."""
 
@@ -182,6 +261,8 @@ class DynamoStore:
         max_delay_s: float = 0.5,
         page_size: int = 100,
         sleep: Callable[[float], None] = time.sleep,
+        group_commit: bool = True,
+        group_wait_s: float = 20.0,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -203,6 +284,18 @@ class DynamoStore:
         # starts looking for the head. Only a hint: every append checks in its own
         # transaction that the entry it links to is still there with that hash.
         self._heads: dict[str, Entry] = {}
+        # Appends of one workspace made by this process's threads share transactions
+        # (claros.store.group). False: every append races for the head on its own, as
+        # before group commit (bench/append_dynamo.py measures both).
+        self.group_commit = group_commit
+        self._group: GroupCommit[_Append, list[Entry]] = GroupCommit(
+            self._commit_group,
+            _fits,
+            busy=lambda: ChainBusyError(
+                f"appends waited over {group_wait_s:g}s for the ledger; nothing was written"
+            ),
+            wait_s=group_wait_s,
+        )
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
@@ -252,6 +345,20 @@ class DynamoStore:
                 )
             seen.add((new.kind, new.ref_id))
         doc_actions = self._doc_actions(writes)
+        if not self.group_commit:
+            return self._append_racing(workspace, prepared, writes, doc_actions, ts)
+        return self._group.submit(workspace, _Append(workspace, prepared, writes, doc_actions, ts))
+
+    def _append_racing(
+        self,
+        workspace: str,
+        prepared: list[tuple[NewRecord, bytes, str]],
+        writes: Sequence[DocWrite],
+        doc_actions: list[dict[str, Any]],
+        ts: int | None,
+    ) -> list[Entry]:
+        """The append before group commit: one transaction per append, racing the other
+        writers for the head (kept for ``group_commit=False`` and the bench's baseline)."""
         known = self._heads.get(workspace)
         head = self._forward(known) if known else self.head(workspace)
         for attempt in range(self.max_attempts):
@@ -295,17 +402,153 @@ class DynamoStore:
                 break
             self.on_retry()
             self._backoff(attempt)
-            # Someone appended first: the head is a few entries further on (read forward,
-            # item by item, from the newest this process knows); if the entry we linked to
-            # is gone (pruned), ask for the head.
-            known = self._heads.get(workspace)
-            if known is not None and (head is None or known.seq > head.seq):
-                head = known
-            head = self.head(workspace) if stale or head is None else self._forward(head)
+            head = self._after_race(workspace, head, stale)
         raise ChainBusyError(
             f"the chain head of {workspace!r} kept moving; gave up after "
             f"{self.max_attempts} attempts"
         )
+
+    def _commit_group(self, batch: list[_Append]) -> list[list[Entry] | BaseException]:
+        """One transaction for a run of appends of one workspace (claros.store.group): the
+        link check, then per append its entries, its records and its doc writes. An
+        append whose own condition fails (its record exists, a doc is at another
+        revision) gets its ConflictError and the others go again at once; a head that
+        moved (another process appended) is a retry after a backoff, within
+        ``max_attempts``; then ChainBusyError for each."""
+        workspace = batch[0].workspace
+        answers: list[list[Entry] | BaseException | None] = [None] * len(batch)
+        live = list(range(len(batch)))
+        known = self._heads.get(workspace)
+        head = self._forward(known) if known else self.head(workspace)
+        attempt = 0
+        while live:
+            actions, built, offsets = self._group_actions(head, batch, live)
+            try:
+                self.client.transact_write_items(
+                    TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+                )
+            except ClientError as exc:
+                if _code(exc) == "ValidationException" and len(live) > 1:
+                    # Refused as a whole (too large, say): each append on its own, so
+                    # the one at fault gets the error and the others are written.
+                    for i in live:
+                        answers[i] = self._commit_group([batch[i]])[0]
+                    break
+                failed = self._group_failed(exc, batch, live, built, offsets)
+                if isinstance(failed, Exception):  # every append of the batch shares it
+                    answers = [failed if i in live else a for i, a in enumerate(answers)]
+                    break
+                stale, culprits = failed
+            else:
+                for i in live:
+                    answers[i] = built[i]
+                self._heads[workspace] = built[live[-1]][-1]
+                break
+            if culprits:
+                # Nothing was written; the others go again without waiting (no race lost).
+                for i, error in culprits.items():
+                    answers[i] = error
+                live = [i for i in live if i not in culprits]
+            else:
+                attempt += 1
+                if attempt == self.max_attempts:
+                    busy = ChainBusyError(
+                        f"the chain head of {workspace!r} kept moving; gave up after "
+                        f"{self.max_attempts} attempts"
+                    )
+                    answers = [busy if i in live else a for i, a in enumerate(answers)]
+                    break
+                for _ in live:
+                    self.on_retry()
+                self._backoff(attempt - 1)
+            head = self._after_race(workspace, head, stale)
+        return [a if a is not None else StoreError("append not answered") for a in answers]
+
+    def _after_race(self, workspace: str, head: Entry | None, stale: bool) -> Entry | None:
+        """Where the chain's head is after an append lost a race: a few entries further on
+        (read forward, item by item, from the newest this process knows); if the entry it
+        linked to is gone (pruned), the head as a Query finds it."""
+        known = self._heads.get(workspace)
+        if known is not None and (head is None or known.seq > head.seq):
+            head = known
+        return self.head(workspace) if stale or head is None else self._forward(head)
+
+    def _group_actions(
+        self, head: Entry | None, batch: list[_Append], live: list[int]
+    ) -> tuple[list[dict[str, Any]], dict[int, list[Entry]], dict[int, int]]:
+        """The group's transaction after ``head``: the actions, each append's entries and
+        where its actions start (the cancellation reasons follow this layout)."""
+        actions: list[dict[str, Any]] = [self._link_check(head)] if head else []
+        built: dict[int, list[Entry]] = {}
+        offsets: dict[int, int] = {}
+        seq, prev = (head.seq, head.hash) if head else (0, ZERO_HASH)
+        for i in live:
+            item = batch[i]
+            when = item.ts if item.ts is not None else _now_ms()
+            entries = []
+            for new, _packed, payload in item.prepared:
+                seq += 1
+                entry = Entry.build(
+                    item.workspace, seq, new.kind, new.ref_id, when, new.record, prev,
+                    payload=payload,
+                )  # fmt: skip
+                entries.append(entry)
+                prev = entry.hash
+            built[i], offsets[i] = entries, len(actions)
+            actions += [self._ledger_put(e) for e in entries]
+            actions += [
+                self._record_put(e, p[1]) for e, p in zip(entries, item.prepared, strict=True)
+            ]
+            actions += item.doc_actions
+        return actions, built, offsets
+
+    def _group_failed(
+        self,
+        exc: ClientError,
+        batch: list[_Append],
+        live: list[int],
+        built: dict[int, list[Entry]],
+        offsets: dict[int, int],
+    ) -> tuple[bool, dict[int, BaseException]] | Exception:
+        """Why a group's transaction failed: (the link check failed, the appends whose own
+        condition failed with their errors), or the error of the whole batch."""
+        code = _code(exc)
+        if code in _RETRY_ERRORS:
+            return False, {}
+        if code == "ValidationException":
+            return StoreError(f"DynamoDB refused the append: {exc}")
+        if code != "TransactionCanceledException":
+            return exc
+        every: list[Any] = list(exc.response.get("CancellationReasons", []))
+        codes = [str(r.get("Code", "None")) for r in every]
+        failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
+        has_link = min(offsets.values()) == 1
+        stale = has_link and 0 in failed
+        moved = stale
+        culprits: dict[int, BaseException] = {}
+        for i in live:
+            entries, start = built[i], offsets[i]
+            n = len(entries)
+            if failed & set(range(start, start + n)):
+                moved = True  # an entry's seq is taken: someone appended first
+            for j, entry in enumerate(entries):
+                if start + n + j in failed:
+                    culprits[i] = ConflictError(
+                        f"a {entry.kind} record {entry.ref_id!r} exists already",
+                        collection=entry.kind,
+                        key=entry.ref_id,
+                    )
+                    break
+            else:
+                for j, write in enumerate(batch[i].writes):
+                    at = start + 2 * n + j
+                    if at in failed:
+                        item = every[at].get("Item")
+                        culprits[i] = _doc_conflict(write, item)
+                        break
+        if culprits or moved or any(c in _RETRY_REASONS for c in codes):
+            return stale, culprits
+        return StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}")
 
     def _forward(self, head: Entry) -> Entry | None:
         """The chain's last entry, read forward from ``head`` (at most 16 reads, then one
@@ -406,8 +649,7 @@ class DynamoStore:
             "Put": {
                 "TableName": self.records_table,
                 "Item": {
-                    "workspace": _s(entry.workspace),
-                    "rid": _s(f"{entry.kind}#{entry.ref_id}"),
+                    **record_key(entry.workspace, entry.kind, entry.ref_id),
                     "seq": _n(entry.seq),
                     "body": {"B": packed},
                 },
@@ -512,15 +754,24 @@ class DynamoStore:
     def _batch_get_records(
         self, workspace: str, rids: set[str], projection: str | None = None
     ) -> dict[str, Item]:
+        """The records of ``rids`` (``kind#ref_id``) by rid, each under its spread key, or
+        (missing there) under the workspace's own key, where records written before the
+        spread are."""
+        keys = [record_key(workspace, *rid.split("#", 1)) for rid in sorted(rids)]
+        out = self._batch_get(keys, projection)
+        legacy = [
+            _legacy_key(workspace, k["rid"]["S"])
+            for k in keys
+            if k["rid"]["S"] not in out and k["workspace"]["S"] != workspace
+        ]
+        if legacy:
+            out.update(self._batch_get(legacy, projection))
+        return out
+
+    def _batch_get(self, keys: list[Item], projection: str | None) -> dict[str, Item]:
         out: dict[str, Item] = {}
-        pending = sorted(rids)
-        for i in range(0, len(pending), _BATCH_GET):
-            request: dict[str, Any] = {
-                "Keys": [
-                    {"workspace": _s(workspace), "rid": _s(r)} for r in pending[i : i + _BATCH_GET]
-                ],
-                "ConsistentRead": True,
-            }
+        for i in range(0, len(keys), _BATCH_GET):
+            request: dict[str, Any] = {"Keys": keys[i : i + _BATCH_GET], "ConsistentRead": True}
             if projection:
                 request["ProjectionExpression"] = projection
             unprocessed: dict[str, Any] = {self.records_table: request}
@@ -537,12 +788,15 @@ class DynamoStore:
         return out
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
-        got = self.client.get_item(
-            TableName=self.records_table,
-            Key={"workspace": _s(workspace), "rid": _s(f"{kind}#{ref_id}")},
-            ConsistentRead=True,
-        )
+        key = record_key(workspace, kind, ref_id)
+        got = self.client.get_item(TableName=self.records_table, Key=key, ConsistentRead=True)
         item = got.get("Item")
+        if item is None and key["workspace"]["S"] != workspace:  # written before the spread
+            legacy = _legacy_key(workspace, key["rid"]["S"])
+            got = self.client.get_item(
+                TableName=self.records_table, Key=legacy, ConsistentRead=True
+            )
+            item = got.get("Item")
         return _record_body(item) if item else None
 
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
