@@ -7,7 +7,7 @@ Keys are stored only as their sha256; the key itself is shown once, when made. K
   member in ``agent.on_behalf_of``;
 * ``admin``   an admin's key (valid while that person is an admin);
 * ``audit``   reads the ledger and its records, nothing else, valid only while its maker
-  is an admin;
+  is an admin and until it expires (``AUDIT_DAYS`` after it was made unless told);
 * ``person``  a member's own sign-in key: opens web sessions, answers asks, mints their
   agent keys; refused by ``/v1/check`` and by the guard. One is made for each member
   when they are added (``add_member``).
@@ -18,14 +18,22 @@ app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key id
 ancestor, parent first), so that nothing derived from the key that made a check answers
 that check's ask.
 
+A key stands while it is not revoked and its person is still a member (an admin key:
+still an admin). Its ``last_used_at`` is noted at most once a minute, so a check does not
+write each time. Each key is also listed in its workspace (``key_list`` by creation time,
+``key_id`` by id) so that keys can be listed and revoked per workspace
+(``claros.people``).
+
 ``python -m claros.auth create [--data DIR] [--workspace W] [--kind K] [--person EMAIL]``
-prints the new key as the last line of stdout.
+prints the new key as the last line of stdout; ``list``, ``revoke KEY_ID`` and
+``demote EMAIL`` manage keys and admins from the server side.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import re
 import secrets
 import sys
@@ -36,7 +44,15 @@ from typing import Literal, get_args
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
 from claros.names import EMAIL
-from claros.store.base import GLOBAL, ConflictError, DocWrite, Store, StoreError
+from claros.store.base import (
+    GLOBAL,
+    ConflictError,
+    Doc,
+    DocWrite,
+    StorageUnavailableError,
+    Store,
+    StoreError,
+)
 
 __all__ = [
     "KeyKind",
@@ -52,6 +68,8 @@ __all__ = [
     "require",
 ]
 
+log = logging.getLogger("claros.auth")
+
 KeyKind = Literal["agent", "service", "admin", "audit", "person"]
 KEY_KINDS: tuple[str, ...] = get_args(KeyKind)
 ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
@@ -64,6 +82,13 @@ Role = Literal["admin", "member"]
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _EMAIL = re.compile(EMAIL)
 _KEY = re.compile(r"^ck_[A-Za-z0-9_-]{43}$")
+AUDIT_DAYS = 90  # an audit key's life unless its maker says otherwise
+MAX_AUDIT_DAYS = 3660
+DAY_MS = 86_400_000
+LAST_USED_EVERY_MS = 60_000  # a key's last use is written at most this often
+# The workspace's own lists of its keys (the key docs themselves live under GLOBAL, by hash).
+KEY_LIST = "key_list"  # "<created_at:013d>-<key_id>" -> {"digest"}
+KEY_IDS = "key_id"  # key_id -> {"digest", "listed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +177,15 @@ def ensure_member(store: Store, workspace: str, email: str, role: Role) -> bool:
     return doc is None
 
 
+def key_index_writes(workspace: str, digest: str, created_at: int) -> list[DocWrite]:
+    """The docs that list a key in its workspace (written with the key, expect absent)."""
+    listed = f"{created_at:013d}-{digest[:16]}"
+    return [
+        DocWrite(workspace, KEY_LIST, listed, {"digest": digest}, 0),
+        DocWrite(workspace, KEY_IDS, digest[:16], {"digest": digest, "listed": listed}, 0),
+    ]
+
+
 def add_member(
     store: Store, workspace: str, email: str, *, parent: Principal | None = None
 ) -> str | None:
@@ -173,19 +207,15 @@ def create_key(
     made_by: str | None = None,
     label: str = "",
     parent: Principal | None = None,
+    expires_days: int | None = None,
 ) -> str:
     """Make a key and return it (the only time it is seen in clear). ``parent``: the key
     minting it (a person's or an admin's; agent and service keys never mint keys), kept in
-    the new key's record with its lineage."""
+    the new key's record with its lineage. ``expires_days``: an audit key's life (default
+    ``AUDIT_DAYS``); other kinds do not expire."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
-    if parent is not None and parent.kind not in PERSON_KINDS:
-        raise ForbiddenError(
-            f"{parent.kind} keys never mint keys: a person makes keys with their person key "
-            "(or an admin with the admin key)"
-        )
-    if parent is not None and parent.workspace != workspace:
-        raise ForbiddenError("a key mints keys in its own workspace only")
+    _check_parent(parent, workspace)
     ensure_workspace(store, workspace)
     if kind in ("agent", "admin", "person") and not person:
         article = "an" if kind[0] in "aeiou" else "a"
@@ -203,20 +233,46 @@ def create_key(
         if not made_by or member_role(store, workspace, made_by) != "admin":
             raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
         person = None
+    days = _life_days(kind, expires_days)
     key = "ck_" + secrets.token_urlsafe(32)
+    created = now_ms()
     doc: dict[str, object] = {
         "workspace": workspace,
         "kind": kind,
         "person": person,
         "made_by": made_by or (parent.person if parent else None) or person,
         "label": label,
-        "created_at": now_ms(),
+        "created_at": created,
     }
+    if kind == "audit":
+        doc["expires_at"] = created + days * DAY_MS
     if parent is not None:
         doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
         doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
-    store.write_docs([DocWrite(GLOBAL, "key", hash_key(key), doc, 0)])
+    digest = hash_key(key)
+    store.write_docs(
+        [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
+    )
     return key
+
+
+def _check_parent(parent: Principal | None, workspace: str) -> None:
+    if parent is not None and parent.kind not in PERSON_KINDS:
+        raise ForbiddenError(
+            f"{parent.kind} keys never mint keys: a person makes keys with their person key "
+            "(or an admin with the admin key)"
+        )
+    if parent is not None and parent.workspace != workspace:
+        raise ForbiddenError("a key mints keys in its own workspace only")
+
+
+def _life_days(kind: str, expires_days: int | None) -> int:
+    if kind != "audit" and expires_days is not None:
+        raise BadRequestError("only an audit key expires: leave out the expiry")
+    days = AUDIT_DAYS if expires_days is None else expires_days
+    if not 1 <= days <= MAX_AUDIT_DAYS:
+        raise BadRequestError(f"an audit key lives 1 to {MAX_AUDIT_DAYS} days, not {days}")
+    return days
 
 
 def authenticate(store: Store, authorization: str | None) -> Principal:
@@ -234,7 +290,8 @@ def authenticate(store: Store, authorization: str | None) -> Principal:
 
 class KeyRefused(UnauthorizedError):
     """A key that no longer stands: ``problem`` is "revoked" (or unknown), "admin" (its
-    person is no longer an admin) or "audit" (its maker is no longer an admin)."""
+    person is no longer an admin), "audit" (its maker is no longer an admin), "expired" (an
+    audit key past its expiry) or "member" (its person was removed from the workspace)."""
 
     def __init__(self, message: str, problem: str) -> None:
         super().__init__(message)
@@ -251,12 +308,47 @@ def key_principal(store: Store, digest: str) -> Principal:
     info = doc.value
     workspace, kind = str(info["workspace"]), str(info["kind"])
     person = info.get("person")
-    if kind == "admin" and member_role(store, workspace, str(person)) != "admin":
-        raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
-    if kind == "audit" and member_role(store, workspace, str(info.get("made_by"))) != "admin":
-        raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
+    now = now_ms()
+    if kind in ("agent", "person", "admin"):
+        role = member_role(store, workspace, str(person))
+        if role is None:
+            raise KeyRefused("this key's person is no longer a member of the workspace", "member")
+        if kind == "admin" and role != "admin":
+            raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
+    if kind == "audit":
+        if member_role(store, workspace, str(info.get("made_by"))) != "admin":
+            raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
+        if now >= audit_expiry(info):
+            raise KeyRefused("this audit key expired: its maker can make another", "expired")
+    _note_use(store, doc, now)
     lineage = tuple(str(k) for k in info.get("lineage") or ())
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
+
+
+def audit_expiry(info: dict[str, object]) -> int:
+    """When an audit key stops (ms). One made before keys expired lives AUDIT_DAYS from
+    when it was made: no audit key lasts for ever."""
+    expires = info.get("expires_at")
+    if isinstance(expires, int):
+        return expires
+    return int(str(info.get("created_at") or 0)) + AUDIT_DAYS * DAY_MS
+
+
+def _note_use(store: Store, doc: Doc, now: int) -> None:
+    """Write the key's last use, at most once a minute. Best effort: a request that lost
+    the race to another (or to a revocation, which wins) or that meets a read-only or full
+    disk, or a function whose role may not write docs (AWS: the evidence readers), is
+    answered all the same."""
+    last = doc.value.get("last_used_at")
+    if isinstance(last, int) and 0 <= now - last < LAST_USED_EVERY_MS:
+        return
+    value = {**doc.value, "last_used_at": now}
+    try:
+        store.write_docs([DocWrite(GLOBAL, "key", doc.key, value, doc.rev)])
+    except (ConflictError, StorageUnavailableError):
+        pass
+    except Exception:  # noqa: BLE001 - a timestamp never fails the request it notes
+        log.debug("could not note the use of key %s", doc.key[:16], exc_info=True)
 
 
 def require(
