@@ -363,18 +363,33 @@ def require(
     return principal
 
 
-# --- python -m claros.auth create ------------------------------------------------------
+# --- python -m claros.auth create|list|revoke|demote -----------------------------------
+_HELP = """python -m claros.auth: keys and admins, on the server.
+
+  create   make a key and print it as the last line of stdout
+  list     every key of the workspace: id, kind, person, made, by, last used, status
+  revoke   revoke a key by its id (the 16 hex digits \"list\" shows); refused from its
+           next request, and its web sessions end
+  demote   make an admin a member (never the last admin); their admin keys stop
+
+Revoke and demote are ledger entries (key_revoked, member_role), by the server side.
+Errors are one line on stderr, exit 2."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from claros.config import ConfigError, Settings
-    from claros.wiring import open_store
-
-    parser = argparse.ArgumentParser(prog="python -m claros.auth", description=__doc__)
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m claros.auth",
+        description=_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+        p.add_argument("--workspace", default="default")
+
     create = sub.add_parser("create", help="make a key and print it as the last line")
-    create.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
-    create.add_argument("--workspace", default="default")
+    common(create)
     create.add_argument("--kind", choices=KEY_KINDS, default="service")
     create.add_argument(
         "--person",
@@ -382,28 +397,80 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agent, admin and person keys",
     )
     create.add_argument("--label", default="")
-    args = parser.parse_args(argv)
+    create.add_argument(
+        "--days", type=int, default=None, help=f"audit keys: days it lives (default {AUDIT_DAYS})"
+    )
+    common(sub.add_parser("list", help="list the workspace's keys"))
+    revoke = sub.add_parser("revoke", help="revoke a key by its id")
+    common(revoke)
+    revoke.add_argument("key_id", help="the key's id: 16 hex digits, as list shows")
+    demote = sub.add_parser("demote", help="make an admin a member")
+    common(demote)
+    demote.add_argument("email", help="the admin to demote")
+    return parser
 
-    try:
-        settings = Settings.from_env()
-        if args.data:
-            settings = settings.model_copy(update={"data_dir": args.data})
-        store = open_store(settings)  # the first key of a new install makes its data
+
+def _when(ms: object) -> str:
+    import datetime as dt
+
+    if not isinstance(ms, int):
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _print_keys(store: Store, workspace: str) -> None:
+    from claros.people import key_view, server_keys
+
+    print("KEY ID            KIND     PERSON                 MADE (UTC)        BY"
+          "                     LAST USED         STATUS")  # fmt: skip
+    for doc in server_keys(store, workspace):
+        v = key_view(doc)
+        print(
+            f"{v['key_id']:<17} {v['kind']:<8} {v.get('person') or '-':<22} "
+            f"{_when(v.get('created_at')):<17} {v.get('made_by') or '-':<22} "
+            f"{_when(v.get('last_used_at')):<17} {v['status']}"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from claros.config import Settings
+    from claros.wiring import build_services, open_store
+
+    settings = Settings.from_env()
+    if args.data:
+        settings = settings.model_copy(update={"data_dir": args.data})
+    if args.command in ("revoke", "demote"):
+        # Changes are ledger entries: they need what the server records with.
+        check_workspace_name(args.workspace)
+        services = build_services(settings, create=False)
         try:
-            # A new member (an agent key for someone not in the workspace yet) gets their
-            # person key first: it is how they sign in and answer their agent's asks.
-            sign_in = None
-            if args.kind == "agent" and args.person:
-                sign_in = add_member(store, args.workspace, args.person)
-            key = create_key(store, args.workspace, args.kind, person=args.person, label=args.label)
+            from claros.people import SERVER, Actor, change_role, revoke_key
+
+            actor = Actor(args.workspace, SERVER)
+            if args.command == "revoke":
+                done = revoke_key(services, actor, args.key_id)
+                print(f"revoked {done['kind']} key {done['key_id']}")
+            else:
+                done = change_role(services, actor, args.email, "member")
+                print(f"{done['email']} is a member now (was {done['previous']})")
+            return 0
         finally:
-            store.close()
-    except (BadRequestError, ForbiddenError) as exc:
-        print(f"claros.auth: {exc.message}", file=sys.stderr)
-        return 2
-    except (ConfigError, StoreError, OSError) as exc:
-        print(f"claros.auth: {exc}", file=sys.stderr)
-        return 2
+            services.close()
+    # The first key of a new install makes its data; listing needs it there.
+    store = open_store(settings, create=args.command == "create")
+    try:
+        if args.command == "list":
+            _print_keys(store, check_workspace_name(args.workspace))
+            return 0
+        # A new member (an agent key for someone not in the workspace yet) gets their
+        # person key first: it is how they sign in and answer their agent's asks.
+        sign_in = None
+        if args.kind == "agent" and args.person:
+            sign_in = add_member(store, args.workspace, args.person)
+        key = create_key(store, args.workspace, args.kind, person=args.person,
+                         label=args.label, expires_days=args.days)  # fmt: skip
+    finally:
+        store.close()
     who = f" for {args.person}" if args.person else ""
     if sign_in:
         print(f"# {args.person} is a new member: their person key (signs in to the web app and")
@@ -412,6 +479,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")
     print(key)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from claros.config import ConfigError
+    from claros.errors import ClarosError
+
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ClarosError as exc:
+        print(f"claros.auth: {exc.message}", file=sys.stderr)
+        return 2
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"claros.auth: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

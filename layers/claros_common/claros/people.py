@@ -53,6 +53,7 @@ __all__ = [
     "list_members",
     "remove_member",
     "revoke_key",
+    "server_keys",
 ]
 
 SERVER = "server (python -m claros.auth)"  # who a change made on the server side is by
@@ -119,6 +120,12 @@ def _ensure_indexed(store: Store, workspace: str) -> None:
             break
         after = page[-1].key
     store.write_docs([DocWrite(workspace, INDEXED, "v1", {"at": now_ms()})])
+
+
+def server_keys(store: Store, workspace: str) -> Iterator[Doc]:
+    """Every key of the workspace, newest first (the server side's list)."""
+    for _, doc in _listed(store, workspace, after=None):
+        yield doc
 
 
 def key_view(doc: Doc, now: int | None = None) -> dict[str, Any]:
