@@ -64,7 +64,7 @@ from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
-from claros.web.views import agents_of, answered_asks, open_asks
+from claros.web.views import agents_of, answered_asks, waiting
 
 __all__ = ["register"]
 
@@ -457,9 +457,12 @@ def _home_routes(app: ClarosResolver) -> None:
                 render("You {d} ask <code>{a}</code>.", d=query["decision"], a=query["answered"]),
                 "ok",
             )
+        asks, queue = waiting(store, principal)
         body = pages.home_page(
             _chrome(app, principal, "home"),
-            asks=open_asks(store, principal),
+            asks=asks,
+            asks_open=queue.open,
+            asks_more="/app/asks?mine=1" if queue.next else "",
             answered=answered_asks(store, principal),
             agents=agents_of(store, principal),
             timeline=timeline(store, principal, limit=25, before=before),
