@@ -139,8 +139,10 @@ def queue_page(
     asks: list[dict[str, Any]] = []
     stale: list[DocWrite] = []
     last: str | None = None
+    more = False
     for key in keys:
         if len(asks) == limit:
+            more = True  # one entry past the page: there is a next page (perhaps stale)
             break
         doc = store.get_doc(workspace, ASK, key.rsplit(":", 1)[1])
         if doc is None or doc.value.get("status") != "open":
@@ -148,7 +150,6 @@ def queue_page(
             continue
         asks.append(doc.value)
         last = key
-    more = len(asks) == limit and next(keys, None) is not None
     if stale:
         store.write_docs(stale[:50])
     # The count: the rest of the range, from now (entries only, a page of keys at a time).

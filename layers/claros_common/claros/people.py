@@ -296,9 +296,7 @@ def _other_admins_unchanged(store: Store, workspace: str, email: str) -> list[Do
     return [DocWrite(workspace, "member", d.key, d.value, d.rev) for d in others[:MAX_ADMINS]]
 
 
-def change_role(
-    services: Services, actor: Actor, email: str, role: str
-) -> dict[str, Any]:
+def change_role(services: Services, actor: Actor, email: str, role: str) -> dict[str, Any]:
     """Make a member admin or member. Promoting makes them an admin key, returned once as
     ``key`` (their person key stays a person's: admin pages need the admin key)."""
     _require_admin(actor, "changes roles")

@@ -115,9 +115,7 @@ def _ask_routes(app: ClarosResolver) -> None:
         if not _wants_html(app):
             return json_response({"asks": items, "open": found.open, "next": found.next})
         base = {"mine": "1"} if mine else {}
-        next_href = (
-            "/app/asks?" + urlencode({**base, "after": found.next}) if found.next else None
-        )
+        next_href = "/app/asks?" + urlencode({**base, "after": found.next}) if found.next else None
         flash = ""
         if query.get("answered") and query.get("decision") in ("approved", "denied"):
             flash = f"You {query['decision']} ask {query['answered'][:80]}."

@@ -410,8 +410,12 @@ def home_page(
     )
     body = join(
         [
-            section("asks", "Waiting for you", ask_cards,
-                    extra=_count(len(asks) if asks_open is None else asks_open)),  # fmt: skip
+            section(
+                "asks",
+                "Waiting for you",
+                ask_cards,
+                extra=_count(len(asks) if asks_open is None else asks_open),
+            ),  # fmt: skip
             section("agents", "Your agents", agent_cards),
             section("answered", "Recently answered", _answered(answered)),
             section("timeline", "Your timeline", _timeline(timeline)),
