@@ -28,6 +28,7 @@ from claros.api.web import (
     read_input,
     redirect,
 )
+from claros.ask_queue import sees_every_ask
 from claros.auth import Principal
 from claros.clock import now_ms
 from claros.errors import BadRequestError
@@ -127,6 +128,7 @@ def _ask_routes(app: ClarosResolver) -> None:
             asks=items,
             open_count=found.open,
             everyone=found.everyone,
+            can_see_all=found.everyone or (mine and sees_every_ask(store, principal)),
             mine=mine,
             first_page=after is None,
             first_href="/app/asks" + ("?mine=1" if mine else ""),

@@ -80,7 +80,7 @@ _TABS = (
     ("activity", "/app/activity", "Activity", "all"),
     ("asks", "/app/asks", "Asks", "all"),
     ("rules", "/app/rules", "Rules", "admin"),
-    ("keys", "/app/keys", "Keys & people", "admin"),
+    ("keys", "/app/keys", "Keys & people", "all"),  # a member's own keys, an admin's all
     ("evidence", "/app/evidence", "Evidence", "admin"),
 )
 
