@@ -247,3 +247,60 @@ def test_home_says_when_asks_are_cut(http: httpx.Client, keys: Keys) -> None:
     home = http.get("/app", headers={"accept": "text/html"})
     assert "Showing 50 of 51 open asks." in home.text
     assert 'href="/app/asks?mine=1"' in home.text
+
+
+# --- the pages, as HTML ---------------------------------------------------------------
+HTML = {"accept": "text/html"}
+
+
+def test_the_keys_page_escapes_what_people_typed(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    create_key(services.store, WORKSPACE, "agent", person=PERSON, label="<script>x()</script>")
+    page = http.get("/app/keys", headers={**HTML, **bearer(keys.admin)})
+    assert page.status_code == 200
+    assert "&lt;script&gt;x()&lt;/script&gt;" in page.text and "<script>x()" not in page.text
+    assert key_id(keys.service) in page.text and "nobody (workspace key)" in page.text
+
+
+def test_a_members_keys_page_shows_their_keys_only(http: httpx.Client, keys: Keys) -> None:
+    page = http.get("/app/keys", headers={**HTML, **bearer(keys.person)})
+    assert page.status_code == 200 and "<h1>Your keys</h1>" in page.text
+    assert key_id(keys.agent) in page.text and key_id(keys.admin) not in page.text
+    assert 'id="members"' not in page.text
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/app/keys?after=%3Cb%3E", "after is not a position in the key list"),
+        ("/app/asks?after=nonsense", "after is not a position in the asks queue"),
+        ("/app/asks?limit=x", "must be a whole number"),
+    ],
+)
+def test_bad_page_queries_get_the_error_page(
+    http: httpx.Client, keys: Keys, path: str, message: str
+) -> None:
+    page = http.get(path, headers={**HTML, **bearer(keys.admin)})
+    assert page.status_code == 400 and message in page.text
+    assert page.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    ("days", "status", "life"),
+    [("", 201, 90), ("30", 201, 30), ("abc", 400, 0), ("0", 400, 0), ("9999", 400, 0)],
+)
+def test_an_audit_keys_life_is_chosen_when_it_is_made(
+    http: httpx.Client, keys: Keys, services: Services, days: str, status: int, life: int
+) -> None:
+    made = http.post("/app/evidence/audit-keys", json={"label": "q4", "days": days},
+                     headers=bearer(keys.admin))  # fmt: skip
+    assert made.status_code == status, made.text
+    if status == 400:
+        assert made.json()["message"] == (
+            "An audit key lives a whole number of days, from 1 to 3660."
+        )
+        return
+    [listed] = [k for k in all_keys(http, keys.admin, 50) if k.get("label") == "q4"]
+    assert int(listed["expires_at"]) - int(listed["created_at"]) == life * 86_400_000
+    assert listed["made_by"] == ADMIN
