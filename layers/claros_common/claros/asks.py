@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from claros.ask_queue import close_writes, open_writes
 from claros.auth import PERSON_KINDS, Principal, member_role
 from claros.canonical import canonical_bytes
 from claros.checkpoints import record
@@ -132,6 +133,7 @@ def open_ask(
     }
     writes = [DocWrite(workspace, COLLECTION, ask_id, ask, 0)]
     writes += [DocWrite(workspace, _mine(p), ask_id, {"ask_id": ask_id}, 0) for p in routed_to]
+    writes += open_writes(ask)  # the asks queue (claros.ask_queue)
     return ask, writes
 
 
@@ -271,7 +273,7 @@ def answer_ask(
             services,
             workspace,
             [NewRecord("approval", ask_id, approval)],
-            [DocWrite(workspace, COLLECTION, ask_id, updated, rev)],
+            [DocWrite(workspace, COLLECTION, ask_id, updated, rev), *close_writes(ask)],
         )
     except StoreConflictError as exc:  # lost a race with another answer
         raise ConflictError(f"ask {ask_id} was answered meanwhile") from exc

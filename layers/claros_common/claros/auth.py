@@ -7,7 +7,7 @@ Keys are stored only as their sha256; the key itself is shown once, when made. K
   member in ``agent.on_behalf_of``;
 * ``admin``   an admin's key (valid while that person is an admin);
 * ``audit``   reads the ledger and its records, nothing else, valid only while its maker
-  is an admin;
+  is an admin and until it expires (``AUDIT_DAYS`` after it was made unless told);
 * ``person``  a member's own sign-in key: opens web sessions, answers asks, mints their
   agent keys; refused by ``/v1/check`` and by the guard. One is made for each member
   when they are added (``add_member``).
@@ -18,14 +18,22 @@ app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key id
 ancestor, parent first), so that nothing derived from the key that made a check answers
 that check's ask.
 
+A key stands while it is not revoked and its person is still a member (an admin key:
+still an admin). Its ``last_used_at`` is noted at most once a minute, so a check does not
+write each time. Each key is also listed in its workspace (``key_list`` by creation time,
+``key_id`` by id) so that keys can be listed and revoked per workspace
+(``claros.people``).
+
 ``python -m claros.auth create [--data DIR] [--workspace W] [--kind K] [--person EMAIL]``
-prints the new key as the last line of stdout.
+prints the new key as the last line of stdout; ``list``, ``revoke KEY_ID`` and
+``demote EMAIL`` manage keys and admins from the server side.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import re
 import secrets
 import sys
@@ -36,7 +44,15 @@ from typing import Literal, get_args
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
 from claros.names import EMAIL
-from claros.store.base import GLOBAL, ConflictError, DocWrite, Store, StoreError
+from claros.store.base import (
+    GLOBAL,
+    ConflictError,
+    Doc,
+    DocWrite,
+    StorageUnavailableError,
+    Store,
+    StoreError,
+)
 
 __all__ = [
     "KeyKind",
@@ -52,6 +68,8 @@ __all__ = [
     "require",
 ]
 
+log = logging.getLogger("claros.auth")
+
 KeyKind = Literal["agent", "service", "admin", "audit", "person"]
 KEY_KINDS: tuple[str, ...] = get_args(KeyKind)
 ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
@@ -64,6 +82,13 @@ Role = Literal["admin", "member"]
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _EMAIL = re.compile(EMAIL)
 _KEY = re.compile(r"^ck_[A-Za-z0-9_-]{43}$")
+AUDIT_DAYS = 90  # an audit key's life unless its maker says otherwise
+MAX_AUDIT_DAYS = 3660
+DAY_MS = 86_400_000
+LAST_USED_EVERY_MS = 60_000  # a key's last use is written at most this often
+# The workspace's own lists of its keys (the key docs themselves live under GLOBAL, by hash).
+KEY_LIST = "key_list"  # "<created_at:013d>-<key_id>" -> {"digest"}
+KEY_IDS = "key_id"  # key_id -> {"digest", "listed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +177,15 @@ def ensure_member(store: Store, workspace: str, email: str, role: Role) -> bool:
     return doc is None
 
 
+def key_index_writes(workspace: str, digest: str, created_at: int) -> list[DocWrite]:
+    """The docs that list a key in its workspace (written with the key, expect absent)."""
+    listed = f"{created_at:013d}-{digest[:16]}"
+    return [
+        DocWrite(workspace, KEY_LIST, listed, {"digest": digest}, 0),
+        DocWrite(workspace, KEY_IDS, digest[:16], {"digest": digest, "listed": listed}, 0),
+    ]
+
+
 def add_member(
     store: Store, workspace: str, email: str, *, parent: Principal | None = None
 ) -> str | None:
@@ -173,19 +207,15 @@ def create_key(
     made_by: str | None = None,
     label: str = "",
     parent: Principal | None = None,
+    expires_days: int | None = None,
 ) -> str:
     """Make a key and return it (the only time it is seen in clear). ``parent``: the key
     minting it (a person's or an admin's; agent and service keys never mint keys), kept in
-    the new key's record with its lineage."""
+    the new key's record with its lineage. ``expires_days``: an audit key's life (default
+    ``AUDIT_DAYS``); other kinds do not expire."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
-    if parent is not None and parent.kind not in PERSON_KINDS:
-        raise ForbiddenError(
-            f"{parent.kind} keys never mint keys: a person makes keys with their person key "
-            "(or an admin with the admin key)"
-        )
-    if parent is not None and parent.workspace != workspace:
-        raise ForbiddenError("a key mints keys in its own workspace only")
+    _check_parent(parent, workspace)
     ensure_workspace(store, workspace)
     if kind in ("agent", "admin", "person") and not person:
         article = "an" if kind[0] in "aeiou" else "a"
@@ -203,20 +233,46 @@ def create_key(
         if not made_by or member_role(store, workspace, made_by) != "admin":
             raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
         person = None
+    days = _life_days(kind, expires_days)
     key = "ck_" + secrets.token_urlsafe(32)
+    created = now_ms()
     doc: dict[str, object] = {
         "workspace": workspace,
         "kind": kind,
         "person": person,
         "made_by": made_by or (parent.person if parent else None) or person,
         "label": label,
-        "created_at": now_ms(),
+        "created_at": created,
     }
+    if kind == "audit":
+        doc["expires_at"] = created + days * DAY_MS
     if parent is not None:
         doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
         doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
-    store.write_docs([DocWrite(GLOBAL, "key", hash_key(key), doc, 0)])
+    digest = hash_key(key)
+    store.write_docs(
+        [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
+    )
     return key
+
+
+def _check_parent(parent: Principal | None, workspace: str) -> None:
+    if parent is not None and parent.kind not in PERSON_KINDS:
+        raise ForbiddenError(
+            f"{parent.kind} keys never mint keys: a person makes keys with their person key "
+            "(or an admin with the admin key)"
+        )
+    if parent is not None and parent.workspace != workspace:
+        raise ForbiddenError("a key mints keys in its own workspace only")
+
+
+def _life_days(kind: str, expires_days: int | None) -> int:
+    if kind != "audit" and expires_days is not None:
+        raise BadRequestError("only an audit key expires: leave out the expiry")
+    days = AUDIT_DAYS if expires_days is None else expires_days
+    if not 1 <= days <= MAX_AUDIT_DAYS:
+        raise BadRequestError(f"an audit key lives 1 to {MAX_AUDIT_DAYS} days, not {days}")
+    return days
 
 
 def authenticate(store: Store, authorization: str | None) -> Principal:
@@ -234,7 +290,8 @@ def authenticate(store: Store, authorization: str | None) -> Principal:
 
 class KeyRefused(UnauthorizedError):
     """A key that no longer stands: ``problem`` is "revoked" (or unknown), "admin" (its
-    person is no longer an admin) or "audit" (its maker is no longer an admin)."""
+    person is no longer an admin), "audit" (its maker is no longer an admin), "expired" (an
+    audit key past its expiry) or "member" (its person was removed from the workspace)."""
 
     def __init__(self, message: str, problem: str) -> None:
         super().__init__(message)
@@ -251,12 +308,47 @@ def key_principal(store: Store, digest: str) -> Principal:
     info = doc.value
     workspace, kind = str(info["workspace"]), str(info["kind"])
     person = info.get("person")
-    if kind == "admin" and member_role(store, workspace, str(person)) != "admin":
-        raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
-    if kind == "audit" and member_role(store, workspace, str(info.get("made_by"))) != "admin":
-        raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
+    now = now_ms()
+    if kind in ("agent", "person", "admin"):
+        role = member_role(store, workspace, str(person))
+        if role is None:
+            raise KeyRefused("this key's person is no longer a member of the workspace", "member")
+        if kind == "admin" and role != "admin":
+            raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
+    if kind == "audit":
+        if member_role(store, workspace, str(info.get("made_by"))) != "admin":
+            raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
+        if now >= audit_expiry(info):
+            raise KeyRefused("this audit key expired: its maker can make another", "expired")
+    _note_use(store, doc, now)
     lineage = tuple(str(k) for k in info.get("lineage") or ())
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
+
+
+def audit_expiry(info: dict[str, object]) -> int:
+    """When an audit key stops (ms). One made before keys expired lives AUDIT_DAYS from
+    when it was made: no audit key lasts for ever."""
+    expires = info.get("expires_at")
+    if isinstance(expires, int):
+        return expires
+    return int(str(info.get("created_at") or 0)) + AUDIT_DAYS * DAY_MS
+
+
+def _note_use(store: Store, doc: Doc, now: int) -> None:
+    """Write the key's last use, at most once a minute. Best effort: a request that lost
+    the race to another (or to a revocation, which wins) or that meets a read-only or full
+    disk, or a function whose role may not write docs (AWS: the evidence readers), is
+    answered all the same."""
+    last = doc.value.get("last_used_at")
+    if isinstance(last, int) and 0 <= now - last < LAST_USED_EVERY_MS:
+        return
+    value = {**doc.value, "last_used_at": now}
+    try:
+        store.write_docs([DocWrite(GLOBAL, "key", doc.key, value, doc.rev)])
+    except (ConflictError, StorageUnavailableError):
+        pass
+    except Exception:  # noqa: BLE001 - a timestamp never fails the request it notes
+        log.debug("could not note the use of key %s", doc.key[:16], exc_info=True)
 
 
 def require(
@@ -271,18 +363,33 @@ def require(
     return principal
 
 
-# --- python -m claros.auth create ------------------------------------------------------
+# --- python -m claros.auth create|list|revoke|demote -----------------------------------
+_HELP = """python -m claros.auth: keys and admins, on the server.
+
+  create   make a key and print it as the last line of stdout
+  list     every key of the workspace: id, kind, person, made, by, last used, status
+  revoke   revoke a key by its id (the 16 hex digits \"list\" shows); refused from its
+           next request, and its web sessions end
+  demote   make an admin a member (never the last admin); their admin keys stop
+
+Revoke and demote are ledger entries (key_revoked, member_role), by the server side.
+Errors are one line on stderr, exit 2."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from claros.config import ConfigError, Settings
-    from claros.wiring import open_store
-
-    parser = argparse.ArgumentParser(prog="python -m claros.auth", description=__doc__)
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m claros.auth",
+        description=_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+        p.add_argument("--workspace", default="default")
+
     create = sub.add_parser("create", help="make a key and print it as the last line")
-    create.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
-    create.add_argument("--workspace", default="default")
+    common(create)
     create.add_argument("--kind", choices=KEY_KINDS, default="service")
     create.add_argument(
         "--person",
@@ -290,28 +397,80 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agent, admin and person keys",
     )
     create.add_argument("--label", default="")
-    args = parser.parse_args(argv)
+    create.add_argument(
+        "--days", type=int, default=None, help=f"audit keys: days it lives (default {AUDIT_DAYS})"
+    )
+    common(sub.add_parser("list", help="list the workspace's keys"))
+    revoke = sub.add_parser("revoke", help="revoke a key by its id")
+    common(revoke)
+    revoke.add_argument("key_id", help="the key's id: 16 hex digits, as list shows")
+    demote = sub.add_parser("demote", help="make an admin a member")
+    common(demote)
+    demote.add_argument("email", help="the admin to demote")
+    return parser
 
-    try:
-        settings = Settings.from_env()
-        if args.data:
-            settings = settings.model_copy(update={"data_dir": args.data})
-        store = open_store(settings)  # the first key of a new install makes its data
+
+def _when(ms: object) -> str:
+    import datetime as dt
+
+    if not isinstance(ms, int):
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _print_keys(store: Store, workspace: str) -> None:
+    from claros.people import key_view, server_keys
+
+    print("KEY ID            KIND     PERSON                 MADE (UTC)        BY"
+          "                     LAST USED         STATUS")  # fmt: skip
+    for doc in server_keys(store, workspace):
+        v = key_view(doc)
+        print(
+            f"{v['key_id']:<17} {v['kind']:<8} {v.get('person') or '-':<22} "
+            f"{_when(v.get('created_at')):<17} {v.get('made_by') or '-':<22} "
+            f"{_when(v.get('last_used_at')):<17} {v['status']}"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from claros.config import Settings
+    from claros.wiring import build_services, open_store
+
+    settings = Settings.from_env()
+    if args.data:
+        settings = settings.model_copy(update={"data_dir": args.data})
+    if args.command in ("revoke", "demote"):
+        # Changes are ledger entries: they need what the server records with.
+        check_workspace_name(args.workspace)
+        services = build_services(settings, create=False)
         try:
-            # A new member (an agent key for someone not in the workspace yet) gets their
-            # person key first: it is how they sign in and answer their agent's asks.
-            sign_in = None
-            if args.kind == "agent" and args.person:
-                sign_in = add_member(store, args.workspace, args.person)
-            key = create_key(store, args.workspace, args.kind, person=args.person, label=args.label)
+            from claros.people import SERVER, Actor, change_role, revoke_key
+
+            actor = Actor(args.workspace, SERVER)
+            if args.command == "revoke":
+                done = revoke_key(services, actor, args.key_id)
+                print(f"revoked {done['kind']} key {done['key_id']}")
+            else:
+                done = change_role(services, actor, args.email, "member")
+                print(f"{done['email']} is a member now (was {done['previous']})")
+            return 0
         finally:
-            store.close()
-    except (BadRequestError, ForbiddenError) as exc:
-        print(f"claros.auth: {exc.message}", file=sys.stderr)
-        return 2
-    except (ConfigError, StoreError, OSError) as exc:
-        print(f"claros.auth: {exc}", file=sys.stderr)
-        return 2
+            services.close()
+    # The first key of a new install makes its data; listing needs it there.
+    store = open_store(settings, create=args.command == "create")
+    try:
+        if args.command == "list":
+            _print_keys(store, check_workspace_name(args.workspace))
+            return 0
+        # A new member (an agent key for someone not in the workspace yet) gets their
+        # person key first: it is how they sign in and answer their agent's asks.
+        sign_in = None
+        if args.kind == "agent" and args.person:
+            sign_in = add_member(store, args.workspace, args.person)
+        key = create_key(store, args.workspace, args.kind, person=args.person,
+                         label=args.label, expires_days=args.days)  # fmt: skip
+    finally:
+        store.close()
     who = f" for {args.person}" if args.person else ""
     if sign_in:
         print(f"# {args.person} is a new member: their person key (signs in to the web app and")
@@ -320,6 +479,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")
     print(key)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from claros.config import ConfigError
+    from claros.errors import ClarosError
+
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ClarosError as exc:
+        print(f"claros.auth: {exc.message}", file=sys.stderr)
+        return 2
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"claros.auth: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -65,6 +65,11 @@ KINDS = (
     "public_key",
     "mapping_status",  # a mapping suspended (or restored) as the tools it names changed
     "tool_confirm",  # an admin confirmed that a tool held as a write is a read
+    # Who could act when (claros.people): a key revoked ({"key_id", "kind", "person",
+    # "revoked_by", "revoked_at", ...}) and a member added, made admin or member, or removed
+    # ({"person", "role", "previous", "changed_by", "changed_at"}; role "removed").
+    "key_revoked",
+    "member_role",
 )
 # A key rotation leaves an entry of this kind, its record the new public key
 # ({"workspace", "key_id", "public_key", "created_at", "algorithm", "replaces"}), covered by

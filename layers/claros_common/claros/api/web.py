@@ -38,7 +38,7 @@ from claros.api.http import (
     validate_object,
 )
 from claros.asks import AnswerRequest, answer_ask
-from claros.auth import PERSON_KINDS, Principal, create_key
+from claros.auth import AUDIT_DAYS, MAX_AUDIT_DAYS, PERSON_KINDS, Principal, create_key
 from claros.checkpoints import sign_checkpoint
 from claros.clock import now_ms, utc_now
 from claros.errors import (
@@ -64,7 +64,7 @@ from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
-from claros.web.views import agents_of, answered_asks, open_asks
+from claros.web.views import agents_of, answered_asks, waiting
 
 __all__ = ["register"]
 
@@ -100,6 +100,8 @@ class AnswerForm(BaseModel):
 
     decision: Literal["approve", "deny"]
     note: str | None = Field(None, max_length=2000)
+    once: str = Field("", max_length=64)  # the Asks page's one-use token
+    back: Literal["home", "asks"] = "home"  # where the answer was given, to go back to
 
     @field_validator("note")
     @classmethod
@@ -128,6 +130,18 @@ class KeyForm(BaseModel):
     label: str = Field("", max_length=100)
     # The form's one-use token (pages.one_use_field): a reload does not make a second key.
     once: str = Field("", max_length=64)
+    days: str = Field("", max_length=12)  # an audit key's life; empty: the default
+
+
+def _audit_days(raw: str) -> int | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_AUDIT_DAYS:
+        raise BadRequestError(
+            f"An audit key lives a whole number of days, from 1 to {MAX_AUDIT_DAYS}."
+        )
+    return int(raw)
 
 
 FORMS_SENT = "form_sent"
@@ -349,6 +363,9 @@ def register(app: ClarosResolver) -> None:
     _admin_routes(app)
     _evidence_routes(app)
     _device_routes(app)
+    from claros.api import web_people  # it builds on this module's helpers
+
+    web_people.register(app)
 
     @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
     def static(name: str) -> Response[str | bytes]:
@@ -457,9 +474,12 @@ def _home_routes(app: ClarosResolver) -> None:
                 render("You {d} ask <code>{a}</code>.", d=query["decision"], a=query["answered"]),
                 "ok",
             )
+        asks, queue = waiting(store, principal)
         body = pages.home_page(
             _chrome(app, principal, "home"),
-            asks=open_asks(store, principal),
+            asks=asks,
+            asks_open=queue.open,
+            asks_more="/app/asks?mine=1" if queue.next else "",
             answered=answered_asks(store, principal),
             agents=agents_of(store, principal),
             timeline=timeline(store, principal, limit=25, before=before),
@@ -489,11 +509,14 @@ def _home_routes(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE, ANSWER)
     def answer(principal: Principal, ask_id: str) -> Response[str]:
         form = read_input(app, AnswerForm)
+        _use_form_once(app, principal, form.once, "the ask was answered: see Asks")
         result = answer_ask(
             services, principal, ask_id, AnswerRequest(decision=form.decision, note=form.note)
         )
         if _wants_html(app):
             query = urlencode({"answered": ask_id, "decision": result["status"]})
+            if form.back == "asks":
+                return redirect(f"/app/asks?{query}")
             return redirect(f"/app?{query}#asks")
         return json_response(result)
 
@@ -600,6 +623,7 @@ def _evidence_routes(app: ClarosResolver) -> None:
         form = read_input(app, KeyForm, empty_ok=True)
         if not principal.person:
             raise ForbiddenError("an audit key is made by a workspace admin")
+        days = _audit_days(form.days)
         _use_form_once(app, principal, form.once)
         key = create_key(
             store,
@@ -608,13 +632,15 @@ def _evidence_routes(app: ClarosResolver) -> None:
             made_by=principal.person,
             label=form.label,
             parent=principal,
+            expires_days=days,
         )
         if _wants_html(app):
             body = pages.audit_key_page(
                 _chrome(app, principal, "evidence"), key=key, label=form.label
             )
             return html_response(body, 201)
-        answer = {"key": key, "kind": "audit", "label": form.label, "made_by": principal.person}
+        answer = {"key": key, "kind": "audit", "label": form.label, "made_by": principal.person,
+                  "expires_days": days or AUDIT_DAYS}  # fmt: skip
         return json_response(answer, 201, headers={"Cache-Control": "no-store"})
 
 

@@ -80,7 +80,7 @@ _TABS = (
     ("activity", "/app/activity", "Activity", "all"),
     ("asks", "/app/asks", "Asks", "all"),
     ("rules", "/app/rules", "Rules", "admin"),
-    ("keys", "/app/keys", "Keys & people", "admin"),
+    ("keys", "/app/keys", "Keys & people", "all"),  # a member's own keys, an admin's all
     ("evidence", "/app/evidence", "Evidence", "admin"),
 )
 
@@ -384,12 +384,20 @@ def home_page(
     timeline: Mapping[str, Any],
     now: int,
     flash: Safe = NOTHING,
+    asks_open: int | None = None,
+    asks_more: str = "",
 ) -> str:
     ask_cards = (
         join(_ask_card(a, chrome, now) for a in asks)
         if asks
         else empty("Nothing is waiting for you.")
     )
+    if asks_more:  # a cut list says so and links to the rest (the Asks page)
+        ask_cards = join([ask_cards, render(
+            '<p class="more" role="status">Showing {n} of {t} open asks. '
+            '<a href="{href}">See them all in Asks</a></p>',
+            n=len(asks), t=asks_open if asks_open is not None else "more", href=asks_more,
+        )])  # fmt: skip
     agent_cards = (
         render('<div class="grid">{c}</div>', c=join(_agent_card(a, now) for a in agents))
         if agents
@@ -402,7 +410,12 @@ def home_page(
     )
     body = join(
         [
-            section("asks", "Waiting for you", ask_cards, extra=_count(len(asks))),
+            section(
+                "asks",
+                "Waiting for you",
+                ask_cards,
+                extra=_count(len(asks) if asks_open is None else asks_open),
+            ),  # fmt: skip
             section("agents", "Your agents", agent_cards),
             section("answered", "Recently answered", _answered(answered)),
             section("timeline", "Your timeline", _timeline(timeline)),

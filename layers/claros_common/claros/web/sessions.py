@@ -149,6 +149,8 @@ _SESSION_REFUSED = {
     "revoked": "the key this session was opened with is revoked: sign in again",
     "admin": "this session's person is no longer a workspace admin",
     "audit": "this session's audit key's maker is no longer a workspace admin",
+    "expired": "the key this session was opened with expired: sign in again",
+    "member": "this session's person is no longer a member of the workspace",
 }
 
 

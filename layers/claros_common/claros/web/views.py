@@ -9,12 +9,12 @@ shows on the timeline with its outcome.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claros.asks import COLLECTION as ASKS
-from claros.asks import list_my_asks
+from claros.ask_queue import QueuePage, queue_page
+from claros.asks import ask_view, list_my_asks
 from claros.auth import Principal
 from claros.checks import approved_repeat
 from claros.clock import now_ms
@@ -28,8 +28,10 @@ __all__ = [
     "COVERAGE_WINDOW",
     "agents_of",
     "answered_asks",
+    "ask_items",
     "open_asks",
     "person_coverage",
+    "waiting",
 ]
 
 COVERAGE_DAYS = 30
@@ -39,17 +41,18 @@ AGENT_ITEMS = 500  # timeline items read for "Your agents"
 FLAGGED = ("stop", "ask", "nudge")
 
 
-def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[dict[str, Any]]:
-    """Open asks routed to the person, each with its call (from the check row) and whether
-    the signed-in key is the one that asked or derived from it (it cannot answer)."""
+def ask_items(
+    store: Store, principal: Principal, asks: Sequence[Mapping[str, Any]], now: int
+) -> list[dict[str, Any]]:
+    """Open asks as the pages show them: each with its call (from the check row) and
+    whether the signed-in key is the one that asked or derived from it (it cannot answer)."""
     out = []
-    for ask in list_my_asks(store, principal, include_closed=False, limit=limit):
-        raw = store.get_doc(principal.workspace, ASKS, str(ask["ask_id"]))
-        check = store.get_record(principal.workspace, "check", str(ask["check_id"]))
+    for raw in asks:
+        check = store.get_record(principal.workspace, "check", str(raw["check_id"]))
         out.append(
             {
-                **ask,
-                "own_key": bool(raw and principal.derives_from(str(raw.value.get("key_id")))),
+                **ask_view(raw, now),
+                "own_key": principal.derives_from(str(raw.get("key_id"))),
                 "arguments": (check or {}).get("arguments") or {},
                 "agent": (check or {}).get("agent") or {},
                 "amount": (check or {}).get("amount"),
@@ -58,6 +61,22 @@ def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[di
             }
         )
     return out
+
+
+def waiting(
+    store: Store, principal: Principal, *, limit: int = 50, mine: bool = True,
+    after: str | None = None,
+) -> tuple[list[dict[str, Any]], QueuePage]:  # fmt: skip
+    """A page of the open asks (routed to the person, or with ``mine=False`` all they may
+    answer), soonest-expiring first, and the page (its open count and next cursor)."""
+    now = now_ms()
+    found = queue_page(store, principal, after=after, limit=limit, mine=mine, now=now)
+    return ask_items(store, principal, found.asks, now), found
+
+
+def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The first ``limit`` open asks routed to the person (see ``waiting`` for the rest)."""
+    return waiting(store, principal, limit=limit)[0]
 
 
 def answered_asks(store: Store, principal: Principal, *, limit: int = 10) -> list[dict[str, Any]]:
