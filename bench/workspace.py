@@ -119,7 +119,11 @@ def seed(data: Path, *, rules: bool = True) -> Keys:
 
 
 def claros_command() -> list[str]:
-    """The ``claros`` console script of this environment (what users run), else the module."""
+    """The ``claros`` console script of this environment (what users run), else the module.
+    ``BENCH_CLAROS`` names another one (an older install, to compare with)."""
+    other = os.environ.get("BENCH_CLAROS")
+    if other:
+        return [other]
     script = Path(sys.executable).with_name("claros")
     if script.exists():
         return [str(script)]
