@@ -87,7 +87,7 @@ def _rules() -> list[RuleSpec]:
                     tools=["refund_create"],
                     title=f"bench rule {i} on {app}",
                     when=when,
-                    response=("stop", "ask", "nudge")[i % 3],  # type: ignore[arg-type]
+                    response=("stop", "ask", "nudge")[i % 3],
                     owners=["admin@bench.example"] if i % 3 == 1 else [],
                     message=f"rule {i} fired",
                 )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from claros import local
+from claros.api.app import build_resolver as real
 from claros.api.http import ClarosResolver
 from claros.local import LocalServer
 from claros.wiring import Services
@@ -23,7 +24,6 @@ def test_connections_one_after_another_share_one_resolver(
     services: Services, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[ClarosResolver] = []
-    real = local.build_resolver
 
     def counting(*args: Any) -> ClarosResolver:
         built.append(real(*args))
