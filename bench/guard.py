@@ -11,7 +11,7 @@ baseline is the same client calling the same shop server directly.
   answers "need", the guard reads the order (``order_read``) and checks again.
 
 The three sessions stay open side by side; each round calls direct, then through the
-guard (ABAB), ``GUARD_BENCH_CALLS`` calls of each kind per round (default 150), at least
+guard (ABAB), ``GUARD_BENCH_CALLS`` calls of each kind per round (default 100), at least
 3 rounds. Printed: each p50 and its added p50 (fastest and median round) and the p99 over
 all rounds. Targets (issue 14): a checked write adds <= 3 ms p50, one with a fetch <= 5 ms.
 ``python -m bench guard``.
@@ -35,7 +35,7 @@ from mcp import Client, StdioServerParameters
 from bench.workspace import SHOP, SHOP_FETCH, claros_command, seed, serve
 
 SHOP_SERVER = Path(__file__).resolve().parent.parent / "examples" / "shop_server.py"
-CALLS = int(os.environ.get("GUARD_BENCH_CALLS", "150"))
+CALLS = int(os.environ.get("GUARD_BENCH_CALLS", "100"))
 WARMUP = 20
 
 Call = Callable[[], Awaitable[Any]]

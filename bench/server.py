@@ -6,7 +6,7 @@ Baseline and subject run in turn (GET, check, GET, check, ...) ``repeat`` rounds
 figure is each one's requests/s (fastest and median round) and its latency p50/p99 over
 all rounds. Targets (issue 14): checks/s >= 0.8x GET/s at 4 and 16 clients, check p99 <=
 4x its p50 at 16 clients. ``python -m bench server`` (``SERVER_BENCH_REQUESTS`` sets the
-requests per round and client count, default 400).
+requests per round and client count, default 300).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bench.harness import Result, report
 from bench.workspace import seed, serve
 
 CLIENTS = (1, 4, 16)
-REQUESTS = int(os.environ.get("SERVER_BENCH_REQUESTS", "400"))
+REQUESTS = int(os.environ.get("SERVER_BENCH_REQUESTS", "300"))
 
 
 def _check_body(n: int) -> bytes:
