@@ -13,6 +13,7 @@ from bench import (
     export,
     guard,
     hooks,
+    server,
     verify,
 )
 
@@ -32,6 +33,7 @@ BENCHES = {
     "guard": guard.main,
     "export": export.main,
     "hooks": hooks.main,
+    "server": server.main,
 }
 
 

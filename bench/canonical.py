@@ -52,26 +52,26 @@ def check_row(i: int) -> dict[str, Any]:
     }
 
 
-def main() -> list[dict[str, Any]]:
+def main(n: int = N) -> list[dict[str, Any]]:
     rows = [check_row(i) for i in range(20)]
     print(f"\n(row: {len(canonical(rows[0])):,} bytes canonical, {len(rows[0]['rules'])} rules)")
 
     def plain() -> None:
-        for i in range(N):
+        for i in range(n):
             json.dumps(rows[i % 20], sort_keys=True, default=str)
 
     def fast() -> None:
-        for i in range(N):
+        for i in range(n):
             canonical(rows[i % 20])
 
     def reference() -> None:
-        for i in range(N):
+        for i in range(n):
             reference_canonical(rows[i % 20])
 
     base, subjects = interleaved(
         ("json.dumps(sort_keys=True)", plain),
         [("canonical (Claros)", fast), ("reference writer", reference)],
-        items=N,
+        items=n,
     )
     return [report("Canonical JSON of a 20-rule check row", subjects, base)]
 

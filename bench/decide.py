@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import best_of, report
+from bench.harness import interleaved, report
 from claros.canonical import canonical
 from claros.rules.amounts import find_amount
 from claros.rules.decide import decide
@@ -66,7 +66,7 @@ def arguments() -> dict[str, Any]:
     return args
 
 
-def main() -> list[dict[str, Any]]:
+def main(n: int = N) -> list[dict[str, Any]]:
     ruleset, args = rules(), arguments()
     assert 1900 <= len(json.dumps(args)) <= 2200
     row = {"check_id": "x", "app": "shop", "tool": "refund_create", "arguments": args,
@@ -74,7 +74,7 @@ def main() -> list[dict[str, Any]]:
     print(f"\n(argument body {len(json.dumps(args))} bytes, row {len(canonical(row))} bytes)")
 
     def deciding() -> None:
-        for _ in range(N):
+        for _ in range(n):
             decide(ruleset, "shop", "refund_create", args)
             find_amount(args)
 
@@ -83,11 +83,15 @@ def main() -> list[dict[str, Any]]:
         counter = iter(range(10**9))
 
         def recording() -> None:
-            for _ in range(N):
+            for _ in range(n):
                 store.append("bench", "check", f"chk_{next(counter)}", row)
 
-        base = best_of("record (SQLite ledger append)", N, recording)
-        dec = best_of("decide: 100 rules, 2 KB arguments", N, deciding)
+        base, (dec,) = interleaved(
+            ("record (SQLite ledger append)", recording),
+            [("decide: 100 rules, 2 KB arguments", deciding)],
+            items=n,
+            repeat=3,
+        )
         store.close()
     return [report("Deciding vs recording a check", [dec], base)]
 

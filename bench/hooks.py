@@ -75,7 +75,7 @@ def _ms(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples) * 1000, min(samples) * 1000
 
 
-def main() -> dict[str, Any]:
+def main(pairs: int = PAIRS, rounds_: int = ROUNDS) -> dict[str, Any]:
     claros = console_script()
     state = tempfile.mkdtemp(prefix="claros-bench-hooks-")
     env = {
@@ -92,9 +92,9 @@ def main() -> dict[str, Any]:
     _run(hook, stdin, env)  # warm the page cache and bytecode once
     _run(base, b"", env)
     rounds: list[dict[str, list[float]]] = []
-    for _ in range(ROUNDS):
+    for _ in range(max(3, rounds_)):
         got: dict[str, list[float]] = {"hook": [], "hook_cpu": [], "base": [], "base_cpu": []}
-        for _ in range(PAIRS):
+        for _ in range(pairs):
             wall, cpu, out = _run(hook, stdin, env)
             if out.strip():
                 raise SystemExit(f"bench hooks: a Read got an answer, expected none: {out!r}")
@@ -107,7 +107,8 @@ def main() -> dict[str, Any]:
     load_after = os.getloadavg()
     shutil.rmtree(state, ignore_errors=True)
 
-    print(f"\n## claros hook pre for Read vs python -c pass ({ROUNDS} rounds x {PAIRS} ABAB pairs)")
+    shape = f"{len(rounds)} rounds x {pairs} ABAB pairs"
+    print(f"\n## claros hook pre for Read vs python -c pass ({shape})")
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")  # fmt: skip
     print(

@@ -13,9 +13,21 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# Made once: json.loads with any keyword builds a new decoder (and its scanner) per call,
+# which every stored doc and record read paid for.
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+
+
 def loads(text: str | bytes) -> Any:
     """Parse JSON; NaN and Infinity (which Python would accept) are refused."""
-    return json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+    if isinstance(text, bytes | bytearray):
+        # What json.loads does with bytes: find the UTF encoding, then decode.
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    elif not isinstance(text, str):
+        raise TypeError(f"the JSON object must be str or bytes, not {type(text).__name__}")
+    elif text.startswith("\ufeff"):  # as json.loads refuses it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _DECODER.decode(text)
 
 
 def _default(value: Any) -> Any:

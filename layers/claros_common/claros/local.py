@@ -66,6 +66,7 @@ _MESSAGES = {
     414: "the request line is over 65536 bytes",
     431: "the request headers are too large: at most 65536 bytes a line and 100 headers",
 }
+_SPARE_RESOLVERS = 64  # resolvers kept for the next connections
 _GONE = (ConnectionError, TimeoutError)  # the client reset, closed, or stopped reading
 
 
@@ -121,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
         except _GONE as exc:
             log.info("%s went away: %s", self.address_string(), exc.__class__.__name__)
             self.close_connection = True
+        finally:
+            self.server.give_back_resolver()
 
     def _wants_page(self) -> bool:
         """A browser on the web app, which gets the error page rather than JSON."""
@@ -342,6 +345,11 @@ class _Server(ThreadingHTTPServer):
         self.services = services
         self.connection_timeout_s = connection_timeout_s
         self._local = threading.local()
+        # Resolvers a finished connection gave back: building one (every route declared)
+        # costs milliseconds, which a client opening a connection per request (a hook run)
+        # would pay each time. One thread holds a resolver at a time.
+        self._spare: list[ClarosResolver] = []
+        self._spare_lock = threading.Lock()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver prints the traceback to stderr; log it instead (quietly when the
@@ -355,9 +363,26 @@ class _Server(ThreadingHTTPServer):
     def resolver(self) -> ClarosResolver:
         app: ClarosResolver | None = getattr(self._local, "app", None)
         if app is None:
-            app = build_resolver(self.services, FUNCTIONS)
+            with self._spare_lock:
+                app = self._spare.pop() if self._spare else None
+            if app is None:
+                app = build_resolver(self.services, FUNCTIONS)
             self._local.app = app
         return app
+
+    @property
+    def spare_resolvers(self) -> int:
+        return len(self._spare)
+
+    def give_back_resolver(self) -> None:
+        """The connection of this thread is done: its resolver serves the next one."""
+        app: ClarosResolver | None = getattr(self._local, "app", None)
+        if app is None:
+            return
+        self._local.app = None
+        with self._spare_lock:
+            if len(self._spare) < _SPARE_RESOLVERS:
+                self._spare.append(app)
 
 
 class LocalServer:

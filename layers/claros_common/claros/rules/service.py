@@ -8,11 +8,13 @@ holds the current state, for deciding checks quickly.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from claros.auth import Principal
 from claros.checkpoints import record
-from claros.clock import now_ms
+from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
 from claros.rules.model import Confirm, RuleSpec, rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
@@ -22,6 +24,12 @@ __all__ = ["MAX_RULES", "active_rules", "close_rule", "get_rule", "list_rules", 
 
 COLLECTION = "rule"
 MAX_RULES = 1000  # per workspace; each check reads them all
+# One doc per workspace, rewritten with a new random stamp in the same transaction as every
+# change of a rule doc: a check reads this one small doc, and reads (and parses) the rules
+# again only when the stamp differs from the one its cached copy was read under.
+STAMP_COLLECTION = "rule_stamp"
+STAMP_KEY = "rules"
+_CACHE_WORKSPACES = 256  # cached rule sets per process, least recently used dropped
 
 
 def _version_ref(rule_id: str, version: int) -> str:
@@ -63,12 +71,50 @@ def list_rules(store: Store, workspace: str, *, versions: bool = False) -> list[
     return out
 
 
-def active_rules(store: Store, workspace: str) -> list[dict[str, Any]]:
+def _read_active(store: Store, workspace: str) -> list[dict[str, Any]]:
     return [
         doc.value
         for doc in store.query_docs(workspace, COLLECTION, limit=MAX_RULES)
         if doc.value.get("status") == "active"
     ]
+
+
+# (id(store), workspace) -> (stamp, rules). The stamp is random per change, so a cached set
+# is used only while the store still holds the stamp it was read under; the store's id is
+# part of the key so two stores in one process (tests, the CLI) never share an entry.
+_cache: OrderedDict[tuple[int, str], tuple[str, list[dict[str, Any]]]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def active_rules(store: Store, workspace: str) -> list[dict[str, Any]]:
+    """The workspace's active rules, as the store holds them now. Callers must not change
+    them: they are shared by every check until a rule changes."""
+    stamp_doc = store.get_doc(workspace, STAMP_COLLECTION, STAMP_KEY)
+    if stamp_doc is None:
+        # Rules written before the stamp existed (or none at all): read them every time;
+        # the next rule change writes the stamp.
+        return _read_active(store, workspace)
+    stamp = str(stamp_doc.value.get("stamp"))
+    key = (id(store), workspace)
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            _cache.move_to_end(key)
+            return cached[1]
+    # Read after the stamp: a change committed in between gives a newer stamp, so the
+    # next check reads again rather than keep a set older than its stamp says.
+    rules = _read_active(store, workspace)
+    with _cache_lock:
+        _cache[key] = (stamp, rules)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_WORKSPACES:
+            _cache.popitem(last=False)
+    return rules
+
+
+def _stamp(workspace: str) -> DocWrite:
+    """The write that tells every process's cache the workspace's rules changed."""
+    return DocWrite(workspace, STAMP_COLLECTION, STAMP_KEY, {"stamp": new_id("rs")})
 
 
 def put_rule(
@@ -121,7 +167,7 @@ def put_rule(
         services,
         workspace,
         records,
-        [DocWrite(workspace, COLLECTION, spec.id, state, doc.rev if doc else 0)],
+        [DocWrite(workspace, COLLECTION, spec.id, state, doc.rev if doc else 0), _stamp(workspace)],
     )
     return state, True
 
@@ -159,6 +205,6 @@ def close_rule(
         services,
         workspace,
         [_close_record(workspace, doc.value, principal, now, reason or "closed")],
-        [DocWrite(workspace, COLLECTION, rule_id, state, doc.rev)],
+        [DocWrite(workspace, COLLECTION, rule_id, state, doc.rev), _stamp(workspace)],
     )
     return state

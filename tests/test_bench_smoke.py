@@ -1,0 +1,48 @@
+"""Every benchmark still runs: each at a tiny size, so a change that breaks one is seen in
+the test run rather than the next time someone measures. Nothing here looks at a time
+(benches never assert one); the benches' own checks (a failed call, a chain that does not
+add up) still raise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench import append, canonical, decide, export, guard, hooks, server, verify
+
+pytestmark = pytest.mark.slow
+
+TINY: dict[str, Callable[[], Any]] = {
+    "append": lambda: append.main(total=64),
+    "canonical": lambda: canonical.main(n=20),
+    "decide": lambda: decide.main(n=5),
+    "export": lambda: export.main(sizes=(200,)),
+    "guard": lambda: guard.main(calls=2, rounds=3),
+    "hooks": lambda: hooks.main(pairs=1, rounds_=3),
+    "server": lambda: server.main(requests=8, clients=(1, 2)),
+    "verify": lambda: verify.main(sizes=(200,)),
+}
+
+
+def test_every_bench_has_a_tiny_run() -> None:
+    assert sorted(TINY) == sorted(bench_main.BENCHES)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_bench_runs_at_a_tiny_size(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(verify, "RESULTS", tmp_path / "results")  # not the checkout's cache
+    result = TINY[name]()
+    assert result
+    out = capsys.readouterr().out
+    assert "load average" in out  # every figure says how loaded the machine was
+
+
+def test_an_unknown_bench_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main.main(["nonesuch"]) == 2
+    assert "unknown benchmark(s): nonesuch" in capsys.readouterr().err
