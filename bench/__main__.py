@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from bench import (
     append,
@@ -18,10 +19,17 @@ from bench import (
 )
 
 
-def append_group() -> None:
+def append_group(
+    writers: tuple[int, ...] | None = None, total: int | None = None
+) -> list[dict[str, object]]:
     """Group commit against the append before it, SQLite and DynamoDB (moto)."""
-    append_sqlite.main()
-    append_dynamo.main()
+    sqlite_args: dict[str, Any] = {}
+    dynamo_args: dict[str, Any] = {}
+    if writers is not None:
+        sqlite_args["writers_list"] = dynamo_args["writers_list"] = writers
+    if total is not None:
+        sqlite_args["total"] = dynamo_args["total"] = total
+    return append_sqlite.main(**sqlite_args) + append_dynamo.main(**dynamo_args)
 
 
 BENCHES = {

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 
 TINY: dict[str, Callable[[], Any]] = {
     "append": lambda: append.main(total=64),
+    "append_group": lambda: bench_main.append_group(writers=(1, 2), total=8),
     "canonical": lambda: canonical.main(n=20),
     "decide": lambda: decide.main(n=5),
     "export": lambda: export.main(sizes=(200,)),
