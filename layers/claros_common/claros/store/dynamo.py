@@ -47,6 +47,9 @@ from claros import jsonutil
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
+    CheckCounts,
+    CheckPage,
+    CheckQuery,
     ConflictError,
     Doc,
     DocWrite,
@@ -56,8 +59,11 @@ from claros.store.base import (
     PruneResult,
     RecordTooLargeError,
     StoreError,
+    ascii_lower,
     check_batch,
+    check_key_range,
     record_bytes,
+    search_text,
 )
 
 if TYPE_CHECKING:  # boto3 is a server-side dependency; the client is injected
@@ -165,6 +171,80 @@ def _doc_conflict(write: DocWrite, current: Item | None) -> ConflictError:
 def _limit(limit: int | None) -> int | None:
     """SQLite's LIMIT: None or a negative number means no limit."""
     return None if limit is None or limit < 0 else limit
+
+
+# Activity (issue 13): a check record's item also carries the fields a listing filters on,
+# so the Query filters them server side (the body is compressed). Records written before
+# these attributes existed list unfiltered but match no filter on them.
+_CHECK_FIELDS = (
+    ("c_app", "app"),
+    ("c_tool", "tool"),
+    ("c_agent", "agent"),
+    ("c_person", "person"),
+    ("c_result", "result"),
+)
+_CHECK_PAGE = 200  # check items a listing Query reads at a time
+
+
+def _check_attributes(record: Mapping[str, Any]) -> Item:
+    agent = record.get("agent")
+    values = {
+        "app": record.get("app"),
+        "tool": record.get("tool"),
+        "agent": agent.get("name") if isinstance(agent, Mapping) else None,
+        "person": record.get("on_behalf_of"),
+        "result": record.get("result"),
+    }
+    out: Item = {}
+    for attr, field in _CHECK_FIELDS:
+        value = values[field]
+        if isinstance(value, str) and value:
+            out[attr] = _s(value)
+    ts = record.get("ts")
+    if isinstance(ts, int):
+        out["c_ts"] = _n(ts)
+    rules = {
+        str(r["id"]) for r in record.get("rules") or [] if isinstance(r, Mapping) and r.get("id")
+    }
+    if rules:
+        out["c_rules"] = {"SS": sorted(rules)}
+    text = search_text(record)
+    if text:
+        out["c_args"] = _s(text)
+    return out
+
+
+def _check_filter(query: CheckQuery) -> tuple[list[str], dict[str, str], Item]:
+    """``claros.store.base.check_matches`` as a FilterExpression, all but the outcome
+    (its own record: checked after the read)."""
+    conds: list[str] = []
+    names: dict[str, str] = {}
+    values: Item = {}
+    wanted = {"app": query.app, "tool": query.tool, "agent": query.agent,
+              "person": query.person, "result": query.result}  # fmt: skip
+    for attr, field in _CHECK_FIELDS:
+        value = wanted[field]
+        if value is not None:
+            conds.append(f"#{attr} = :{attr}")
+            names[f"#{attr}"] = attr
+            values[f":{attr}"] = _s(value)
+    if query.since is not None:
+        conds.append("#c_ts >= :since")
+        names["#c_ts"] = "c_ts"
+        values[":since"] = _n(query.since)
+    if query.until is not None:
+        conds.append("#c_ts < :until")
+        names["#c_ts"] = "c_ts"
+        values[":until"] = _n(query.until)
+    if query.rule_id is not None:
+        conds.append("contains(#c_rules, :rule)")
+        names["#c_rules"] = "c_rules"
+        values[":rule"] = _s(query.rule_id)
+    if query.text is not None:
+        conds.append("contains(#c_args, :text)")
+        names["#c_args"] = "c_args"
+        values[":text"] = _s(ascii_lower(query.text))
+    return conds, names, values
 
 
 class DynamoStore:
@@ -279,7 +359,10 @@ class DynamoStore:
             actions = [
                 *link,
                 *(self._ledger_put(e) for e in entries),
-                *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
+                *(
+                    self._record_put(e, p[1], p[0].record)
+                    for e, p in zip(entries, prepared, strict=True)
+                ),
                 *doc_actions,
             ]
             try:
@@ -401,16 +484,19 @@ class DynamoStore:
             }
         }
 
-    def _record_put(self, entry: Entry, packed: bytes) -> dict[str, Any]:
+    def _record_put(self, entry: Entry, packed: bytes, record: Mapping[str, Any]) -> dict[str, Any]:
+        item: Item = {
+            "workspace": _s(entry.workspace),
+            "rid": _s(f"{entry.kind}#{entry.ref_id}"),
+            "seq": _n(entry.seq),
+            "body": {"B": packed},
+        }
+        if entry.kind == "check":
+            item.update(_check_attributes(record))
         return {
             "Put": {
                 "TableName": self.records_table,
-                "Item": {
-                    "workspace": _s(entry.workspace),
-                    "rid": _s(f"{entry.kind}#{entry.ref_id}"),
-                    "seq": _n(entry.seq),
-                    "body": {"B": packed},
-                },
+                "Item": item,
                 "ConditionExpression": "attribute_not_exists(rid)",
             }
         }
@@ -865,3 +951,130 @@ class DynamoStore:
                 action["ExpressionAttributeValues"] = values
             actions.append({op: action})
         return actions
+
+    # --- activity (issue 13) ----------------------------------------------------------
+    # A Query of the workspace's check records (rid "check#<check id>", time-ordered)
+    # newest first within the key range of the query's time range, the filters applied
+    # server side; at most ``scan_limit`` items evaluated; the outcome filter after the
+    # read, from the outcome records (one BatchGetItem per page).
+    def _check_pages(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        before: str | None,
+        scan_limit: int,
+        projection: str | None = None,
+    ) -> Iterator[tuple[list[Item], int, Item | None]]:
+        """(matching items of a page, items the page evaluated, where the next page starts)
+        until the range or ``scan_limit`` runs out."""
+        low, high = check_key_range(query, before)
+        conds, names, values = _check_filter(query)
+        names["#rid"] = "rid"
+        values[":w"] = _s(workspace)
+        values[":lo"] = _s(f"check#{low}")
+        # BETWEEN includes its bounds: the item at the upper bound (the cursor's) is skipped.
+        values[":hi"] = _s(f"check#{high}" if high is not None else "check$")
+        request: dict[str, Any] = {
+            "TableName": self.records_table,
+            "KeyConditionExpression": "workspace = :w AND #rid BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        if conds:
+            request["FilterExpression"] = " AND ".join(conds)
+        if projection:
+            request["ProjectionExpression"] = projection
+        scanned = 0
+        start: Item | None = None
+        while scanned < scan_limit:
+            args = dict(request, Limit=min(_CHECK_PAGE, scan_limit - scanned))
+            if start is not None:
+                args["ExclusiveStartKey"] = start
+            got = self.client.query(**args)
+            items = [i for i in got.get("Items", []) if i["rid"]["S"] != values[":hi"]["S"]]
+            count = int(got.get("ScannedCount", 0))
+            start = got.get("LastEvaluatedKey")
+            if start is not None and start["rid"]["S"] == values[":hi"]["S"]:
+                count -= 1
+            scanned += count
+            if query.outcome is not None and items:
+                items = self._with_outcome(workspace, items, query.outcome)
+            yield items, count, start
+            if start is None:
+                return
+
+    def _with_outcome(self, workspace: str, items: list[Item], status: str) -> list[Item]:
+        found = self._outcomes(workspace, items, "rid, body")
+        out = []
+        for item in items:
+            got = found.get(item["rid"]["S"].partition("#")[2])
+            if (_record_body(got).get("status") if got else "none") == status:
+                out.append(item)
+        return out
+
+    def _outcomes(self, workspace: str, items: list[Item], projection: str) -> dict[str, Item]:
+        rids = {"outcome#" + i["rid"]["S"].partition("#")[2] for i in items}
+        found = self._batch_get_records(workspace, rids, projection)
+        return {rid.partition("#")[2]: item for rid, item in found.items()}
+
+    def list_checks(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        scan_limit: int = 2_000,
+    ) -> CheckPage:
+        rows: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        scanned = 0
+        next_id: str | None = None
+        for items, count, start in self._check_pages(workspace, query, before, scan_limit):
+            scanned += count
+            outcomes = self._outcomes(workspace, items, "rid, body") if items else {}
+            for item in items:
+                check_id = item["rid"]["S"].partition("#")[2]
+                outcome = outcomes.get(check_id)
+                rows.append((_record_body(item), _record_body(outcome) if outcome else None))
+                if len(rows) == limit:
+                    return CheckPage(rows, scanned, check_id)
+            next_id = start["rid"]["S"].partition("#")[2] if start is not None else None
+        return CheckPage(rows, scanned, next_id)
+
+    def count_checks(
+        self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
+    ) -> CheckCounts:
+        by_result: dict[str, int] = {}
+        scanned = 0
+        start: Item | None = None
+        # The outcome filter reads each match's body-less outcome record; without it, only
+        # the result attribute of each match comes back.
+        projection = "rid, c_result"
+        pages = self._check_pages(workspace, query, None, scan_limit, projection)
+        for items, count, page_start in pages:
+            start = page_start
+            scanned += count
+            for item in items:
+                result = item.get("c_result", {}).get("S", "unknown")
+                by_result[result] = by_result.get(result, 0) + 1
+        complete = start is None
+        if start is not None:
+            # The scan limit was reached at a page's end: is anything older in the range?
+            low, _ = check_key_range(query, None)
+            probe = self.client.query(
+                TableName=self.records_table,
+                KeyConditionExpression="workspace = :w AND rid BETWEEN :lo AND :hi",
+                ExpressionAttributeValues={
+                    ":w": _s(workspace),
+                    ":lo": _s(f"check#{low}"),
+                    ":hi": start["rid"],
+                },
+                ScanIndexForward=False,
+                Limit=2,
+                ProjectionExpression="rid",
+                ConsistentRead=True,
+            )
+            complete = not any(i["rid"] != start["rid"] for i in probe.get("Items", []))
+        return CheckCounts(by_result, scanned, complete)

@@ -24,6 +24,10 @@ from typing import Any
 from claros import jsonutil
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
+    SEARCH_CHARS,
+    CheckCounts,
+    CheckPage,
+    CheckQuery,
     ConflictError,
     Doc,
     DocWrite,
@@ -33,7 +37,9 @@ from claros.store.base import (
     PruneResult,
     StorageUnavailableError,
     StoreError,
+    ascii_lower,
     check_batch,
+    check_key_range,
     record_bytes,
 )
 
@@ -544,3 +550,118 @@ class SqliteStore:
                     " body = excluded.body",
                     (w.workspace, w.collection, w.key, rev + 1, jsonutil.dumps(dict(w.value))),
                 )
+
+    # --- activity (issue 13) ----------------------------------------------------------
+    # Check records are read in key order on the records table's primary key (workspace,
+    # kind, ref_id): a check id range is an index range, newest first; filters are SQL
+    # over the record's JSON, and the outcome (its own record, keyed by the check id) is
+    # one primary-key lookup per check read. No new table or index.
+    @staticmethod
+    def _check_scan(
+        workspace: str, query: CheckQuery, before: str | None, scan_limit: int
+    ) -> tuple[str, list[Any], str, list[Any]]:
+        """(the condition a check row ``r`` with outcome ``o`` matches ``query`` by, its
+        arguments, the window of the newest ``scan_limit`` check records in the range, its
+        arguments). The condition is ``claros.store.base.check_matches`` in SQL."""
+        low, high = check_key_range(query, before)
+        conds: list[str] = []
+        args: list[Any] = []
+        for value, path in (
+            (query.app, "$.app"),
+            (query.tool, "$.tool"),
+            (query.agent, "$.agent.name"),
+            (query.person, "$.on_behalf_of"),
+            (query.result, "$.result"),
+        ):
+            if value is not None:
+                conds.append(f"json_extract(r.body, '{path}') IS ?")
+                args.append(value)
+        if query.since is not None:
+            conds.append("coalesce(json_extract(r.body, '$.ts'), 0) >= ?")
+            args.append(query.since)
+        if query.until is not None:
+            conds.append("coalesce(json_extract(r.body, '$.ts'), 0) < ?")
+            args.append(query.until)
+        if query.rule_id is not None:
+            conds.append(
+                "EXISTS (SELECT 1 FROM json_each(r.body, '$.rules') e"
+                " WHERE json_extract(e.value, '$.id') IS ?)"
+            )
+            args.append(query.rule_id)
+        if query.outcome is not None:
+            conds.append("coalesce(json_extract(o.body, '$.status'), 'none') IS ?")
+            args.append(query.outcome)
+        if query.text is not None:
+            conds.append("instr(lower(substr(json_extract(r.body, '$.arguments'), 1, ?)), ?) > 0")
+            args += [SEARCH_CHARS, ascii_lower(query.text)]
+        window = (
+            "SELECT ref_id, body FROM records"
+            " WHERE workspace = ? AND kind = 'check' AND ref_id >= ?"
+        )
+        wargs: list[Any] = [workspace, low]
+        if high is not None:
+            window += " AND ref_id < ?"
+            wargs.append(high)
+        window += " ORDER BY ref_id DESC LIMIT ?"
+        wargs.append(scan_limit)
+        joined = (
+            f"({window}) r LEFT JOIN records o ON o.workspace = ? AND o.kind = 'outcome'"
+            " AND o.ref_id = r.ref_id"
+        )
+        return " AND ".join(conds) or "1", args, joined, [*wargs, workspace]
+
+    def list_checks(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        scan_limit: int = 2_000,
+    ) -> CheckPage:
+        hit, hargs, joined, jargs = self._check_scan(workspace, query, before, scan_limit)
+        sql = (
+            f"SELECT r.ref_id, CASE WHEN {hit} THEN r.body END, CASE WHEN {hit} THEN o.body END"
+            f" FROM {joined} ORDER BY r.ref_id DESC"
+        )
+        rows: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        scanned = 0
+        last: str | None = None
+        for ref_id, body, outcome in self._conn().execute(sql, [*hargs, *hargs, *jargs]):
+            scanned += 1
+            last = ref_id
+            if body is None:
+                continue
+            rows.append((jsonutil.loads(body), jsonutil.loads(outcome) if outcome else None))
+            if len(rows) == limit:
+                # Whether anything older lies in the range is not known without reading on;
+                # the next page answers that (it may be empty, with no next).
+                return CheckPage(rows, scanned, ref_id)
+        return CheckPage(rows, scanned, last if scanned == scan_limit else None)
+
+    def count_checks(
+        self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
+    ) -> CheckCounts:
+        hit, hargs, joined, jargs = self._check_scan(workspace, query, None, scan_limit)
+        sql = (
+            f"SELECT CASE WHEN {hit} THEN json_extract(r.body, '$.result') END AS res,"
+            f" count(*), min(r.ref_id) FROM {joined} GROUP BY res"
+        )
+        by_result: dict[str, int] = {}
+        scanned = 0
+        oldest: str | None = None
+        for result, n, first in self._conn().execute(sql, [*hargs, *jargs]):
+            scanned += n
+            oldest = first if oldest is None or first < oldest else oldest
+            if result is not None:
+                by_result[str(result)] = n
+        complete = True
+        if scanned == scan_limit and oldest is not None:
+            low, _ = check_key_range(query, None)
+            older = self._conn().execute(
+                "SELECT 1 FROM records WHERE workspace = ? AND kind = 'check'"
+                " AND ref_id >= ? AND ref_id < ? LIMIT 1",
+                (workspace, low, oldest),
+            )
+            complete = older.fetchone() is None
+        return CheckCounts(by_result, scanned, complete)
