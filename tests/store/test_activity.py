@@ -188,3 +188,15 @@ def test_an_empty_workspace(store: Store) -> None:
     assert page.rows == [] and page.next is None and page.scanned == 0
     counts = store.count_checks(WS, CheckQuery())
     assert counts.by_result == {} and counts.complete is True
+
+
+def test_record_entry_is_the_entry_that_wrote_the_record(filled: Store) -> None:
+    row = ROWS[3]
+    entry = filled.record_entry(WS, "check", row["check_id"])
+    assert entry is not None
+    assert (entry.kind, entry.ref_id, entry.ts) == ("check", row["check_id"], row["ts"])
+    assert list(filled.entries(WS, since=entry.seq - 1, limit=1)) == [entry]
+    outcome = filled.record_entry(WS, "outcome", row["check_id"])
+    assert outcome is not None and outcome.seq == entry.seq + 1
+    assert filled.record_entry(WS, "check", "chk_nope") is None
+    assert filled.record_entry("other", "check", ROWS[1]["check_id"]) is None

@@ -402,3 +402,8 @@ class Store(Protocol):
     ) -> CheckCounts:
         """Matches per result among the newest ``scan_limit`` checks of the query's range."""
         ...
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        """The ledger entry that wrote a record (None: no such record, or its entry was
+        pruned): one keyed read of each."""
+        ...

@@ -1078,3 +1078,23 @@ class DynamoStore:
             )
             complete = not any(i["rid"] != start["rid"] for i in probe.get("Items", []))
         return CheckCounts(by_result, scanned, complete)
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        got = self.client.get_item(
+            TableName=self.records_table,
+            Key={"workspace": _s(workspace), "rid": _s(f"{kind}#{ref_id}")},
+            ProjectionExpression="#seq",
+            ExpressionAttributeNames={"#seq": "seq"},
+            ConsistentRead=True,
+        )
+        if "Item" not in got:
+            return None
+        entry = self.client.get_item(
+            TableName=self.ledger_table,
+            Key={"workspace": _s(workspace), "seq": got["Item"]["seq"]},
+            ConsistentRead=True,
+        )
+        if "Item" not in entry:
+            return None
+        found = _entry(entry["Item"])
+        return found if (found.kind, found.ref_id) == (kind, ref_id) else None

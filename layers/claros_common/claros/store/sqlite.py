@@ -665,3 +665,18 @@ class SqliteStore:
             )
             complete = older.fetchone() is None
         return CheckCounts(by_result, scanned, complete)
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT l.workspace, l.seq, l.kind, l.ref_id, l.ts, l.payload_sha256,"
+                " l.prev_hash, l.hash FROM records r JOIN ledger l"
+                " ON l.workspace = r.workspace AND l.seq = r.seq"
+                " AND l.kind = r.kind AND l.ref_id = r.ref_id"
+                " WHERE r.workspace = ? AND r.kind = ? AND r.ref_id = ?",
+                (workspace, kind, ref_id),
+            )
+            .fetchone()
+        )
+        return _entry(row) if row else None
