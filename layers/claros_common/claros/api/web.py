@@ -349,6 +349,9 @@ def register(app: ClarosResolver) -> None:
     _admin_routes(app)
     _evidence_routes(app)
     _device_routes(app)
+    from claros.api import web_activity  # it imports this module: Activity and check pages
+
+    web_activity.register(app)
 
     @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
     def static(name: str) -> Response[str | bytes]:
