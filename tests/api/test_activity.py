@@ -154,7 +154,9 @@ def test_a_member_sees_the_checks_made_for_them(
 
 
 @STORES
-def test_an_audit_key_reads_every_check(http: httpx.Client, services: Services, seeded: Seeded) -> None:
+def test_an_audit_key_reads_every_check(
+    http: httpx.Client, services: Services, seeded: Seeded
+) -> None:
     audit = create_key(services.store, WS, "audit", made_by=ADMIN)
     assert len(_ids(_checks(http, audit))) == 12
 

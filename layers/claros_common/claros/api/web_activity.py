@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from claros import jsonutil
 from claros.activity import (
     COUNT_LIMIT,
     OUTCOMES,
@@ -169,10 +170,9 @@ def _check_page(
     notice: str = "",
     status: int = 200,
 ) -> Response[str]:
-    done = call_route(app, principal, "GET", f"/api/checks/{check_id}")
-    if done.status != 200 or not isinstance(done.body, dict):
-        raise _relayed(done.route, done.status, done.body)
-    detail = done.body
+    # The same domain call as GET /api/checks/{check_id}, as JSON sees it (call_route
+    # serves routes without path parameters).
+    detail = jsonutil.loads(jsonutil.dumps(check_detail(app.services.store, principal, check_id)))
     rule_ids = {str(r["id"]) for r in detail["rules"]}
     if principal.is_admin:
         rule_ids |= {str(r["id"]) for r in list_rules(app.services.store, principal.workspace)}
