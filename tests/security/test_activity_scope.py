@@ -84,8 +84,8 @@ def test_member_cannot_open_another_persons_check_page(
 def test_member_cannot_file_an_override_on_another_persons_check_from_its_page(
     seeded: Seeded,
     dana: str,
-    sign_in: Callable[[str], Browserish],
-    services: Services,  # noqa: F811
+    sign_in: Callable[[str], Browserish],  # noqa: F811
+    services: Services,
 ) -> None:
     browser = sign_in(dana)
     check_id = seeded.checks["c7"]
