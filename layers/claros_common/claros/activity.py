@@ -46,6 +46,10 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 SCAN_LIMIT = 5_000  # check records one page reads at most
 COUNT_LIMIT = 10_000  # check records the counts per result read at most
+# A text search reads each candidate's arguments (one record and a JSON parse each), so it
+# reads fewer per page and counts over fewer.
+TEXT_SCAN_LIMIT = 1_000
+TEXT_COUNT_LIMIT = 2_000
 PARAMETERS = ("app", "tool", "agent", "person", "result", "rule", "outcome", "since",
               "until", "q", "cursor", "limit")  # fmt: skip
 _MAX_TEXT = 200
@@ -237,9 +241,10 @@ def list_activity(
         head["person"] = principal.person
     if request.search is not None and query.text is None:
         return {**head, **_found_by_id(store, principal, request, query)}
+    texty = query.text is not None
     page = store.list_checks(
         principal.workspace, query, before=request.before, limit=request.limit,
-        scan_limit=SCAN_LIMIT,
+        scan_limit=TEXT_SCAN_LIMIT if texty else SCAN_LIMIT,
     )  # fmt: skip
     body: dict[str, Any] = {
         **head,
@@ -248,13 +253,14 @@ def list_activity(
         "scanned": page.scanned,
     }
     if counts:
-        found = store.count_checks(principal.workspace, query, scan_limit=COUNT_LIMIT)
+        limit = TEXT_COUNT_LIMIT if texty else COUNT_LIMIT
+        found = store.count_checks(principal.workspace, query, scan_limit=limit)
         body["counts"] = {
             "by_result": {r: found.by_result.get(r, 0) for r in RESULTS}
             | {k: v for k, v in found.by_result.items() if k not in RESULTS},
             "total": sum(found.by_result.values()),
             "counted": found.scanned,
             "complete": found.complete,
-            "limit": COUNT_LIMIT,
+            "limit": limit,
         }
     return body

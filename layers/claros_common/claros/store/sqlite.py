@@ -113,6 +113,33 @@ CREATE TRIGGER IF NOT EXISTS checkpoints_no_delete BEFORE DELETE ON checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints refuse deletes'); END;
 """.replace("{kept}", ", ".join(f"'{kind}'" for kind in sorted(NEVER_PRUNED)))
 
+# Activity (issue 13): the fields a listing filters on, one row per check record, kept by
+# triggers on the records table (so every writer keeps it, and a prune's deletes drop its
+# rows): reading plain columns in key order instead of parsing each record's JSON makes a
+# page of 5,000 and a count of 10,000 checks cheap. Derived data, not evidence: the
+# record stays the truth (a listing returns the record's body). ``rules`` holds the rule
+# ids as " a b " so one instr() finds an id.
+_CHECK_INDEX = """
+CREATE TABLE IF NOT EXISTS check_index (
+    workspace TEXT NOT NULL, check_id TEXT NOT NULL, ts INTEGER NOT NULL, app TEXT,
+    tool TEXT, agent TEXT, person TEXT, result TEXT, rules TEXT,
+    PRIMARY KEY (workspace, check_id)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS check_index_add AFTER INSERT ON records WHEN NEW.kind = 'check'
+BEGIN INSERT OR REPLACE INTO check_index SELECT {columns} FROM (SELECT NEW.workspace AS
+  workspace, NEW.ref_id AS ref_id, NEW.body AS body); END;
+CREATE TRIGGER IF NOT EXISTS check_index_drop AFTER DELETE ON records WHEN OLD.kind = 'check'
+BEGIN DELETE FROM check_index WHERE workspace = OLD.workspace AND check_id = OLD.ref_id; END;
+"""
+_CHECK_COLUMNS = (
+    "workspace, ref_id, coalesce(json_extract(body, '$.ts'), 0), json_extract(body, '$.app'),"
+    " json_extract(body, '$.tool'), json_extract(body, '$.agent.name'),"
+    " json_extract(body, '$.on_behalf_of'), json_extract(body, '$.result'),"
+    " (SELECT ' ' || group_concat(json_extract(e.value, '$.id'), ' ') || ' '"
+    " FROM json_each(body, '$.rules') e)"
+)
+_CHECK_INDEX = _CHECK_INDEX.replace("{columns}", _CHECK_COLUMNS)
+
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -188,11 +215,31 @@ class SqliteStore:
         self._lock = threading.Lock()
         try:
             self._conn().executescript(_SCHEMA)
+            self._index_checks()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise _unusable(self.path, exc) from exc
         except StoreError:
             self.close()
+            raise
+
+    def _index_checks(self) -> None:
+        """Create Activity's check index; a database made before it gets its checks
+        indexed once, here."""
+        conn = self._conn()
+        existed = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'check_index'"
+        ).fetchone()
+        if existed:
+            return
+        # One transaction: the table, its triggers and the checks already there, or none.
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;{_CHECK_INDEX}INSERT OR REPLACE INTO check_index"
+                f" SELECT {_CHECK_COLUMNS} FROM records WHERE kind = 'check'; COMMIT;"
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
             raise
 
     # --- connections ------------------------------------------------------------------
@@ -552,63 +599,64 @@ class SqliteStore:
                 )
 
     # --- activity (issue 13) ----------------------------------------------------------
-    # Check records are read in key order on the records table's primary key (workspace,
-    # kind, ref_id): a check id range is an index range, newest first; filters are SQL
-    # over the record's JSON, and the outcome (its own record, keyed by the check id) is
-    # one primary-key lookup per check read. No new table or index.
+    # Checks are read in key order on the check index's primary key (workspace, check id):
+    # a check id range is an index range, newest first; filters are on its columns, then
+    # (only for rows that passed those) the arguments' text and the outcome, each one
+    # primary-key lookup in records. No offset, no scan of the workspace.
     @staticmethod
     def _check_scan(
         workspace: str, query: CheckQuery, before: str | None, scan_limit: int
-    ) -> tuple[str, list[Any], str, list[Any]]:
-        """(the condition a check row ``r`` with outcome ``o`` matches ``query`` by, its
-        arguments, the window of the newest ``scan_limit`` check records in the range, its
-        arguments). The condition is ``claros.store.base.check_matches`` in SQL."""
+    ) -> tuple[str, list[Any]]:
+        """SQL for (check_id, result, hit) of the newest ``scan_limit`` checks in the
+        range, newest first; ``hit`` is ``claros.store.base.check_matches`` in SQL."""
         low, high = check_key_range(query, before)
         conds: list[str] = []
         args: list[Any] = []
-        for value, path in (
-            (query.app, "$.app"),
-            (query.tool, "$.tool"),
-            (query.agent, "$.agent.name"),
-            (query.person, "$.on_behalf_of"),
-            (query.result, "$.result"),
+        for value, column in (
+            (query.app, "app"),
+            (query.tool, "tool"),
+            (query.agent, "agent"),
+            (query.person, "person"),
+            (query.result, "result"),
         ):
             if value is not None:
-                conds.append(f"json_extract(r.body, '{path}') IS ?")
+                conds.append(f"r.{column} IS ?")
                 args.append(value)
         if query.since is not None:
-            conds.append("coalesce(json_extract(r.body, '$.ts'), 0) >= ?")
+            conds.append("r.ts >= ?")
             args.append(query.since)
         if query.until is not None:
-            conds.append("coalesce(json_extract(r.body, '$.ts'), 0) < ?")
+            conds.append("r.ts < ?")
             args.append(query.until)
         if query.rule_id is not None:
-            conds.append(
-                "EXISTS (SELECT 1 FROM json_each(r.body, '$.rules') e"
-                " WHERE json_extract(e.value, '$.id') IS ?)"
-            )
-            args.append(query.rule_id)
-        if query.outcome is not None:
-            conds.append("coalesce(json_extract(o.body, '$.status'), 'none') IS ?")
-            args.append(query.outcome)
+            conds.append("instr(r.rules, ?) > 0")
+            args.append(f" {query.rule_id} ")
+        # The lookups last: SQLite evaluates AND left to right, so only rows that passed
+        # the columns' filters are looked up.
         if query.text is not None:
-            conds.append("instr(lower(substr(json_extract(r.body, '$.arguments'), 1, ?)), ?) > 0")
+            conds.append(
+                "(SELECT instr(lower(substr(json_extract(b.body, '$.arguments'), 1, ?)), ?)"
+                " FROM records b WHERE b.workspace = r.workspace AND b.kind = 'check'"
+                " AND b.ref_id = r.check_id) > 0"
+            )
             args += [SEARCH_CHARS, ascii_lower(query.text)]
-        window = (
-            "SELECT ref_id, body FROM records"
-            " WHERE workspace = ? AND kind = 'check' AND ref_id >= ?"
-        )
+        if query.outcome is not None:
+            conds.append(
+                "coalesce((SELECT json_extract(o.body, '$.status') FROM records o"
+                " WHERE o.workspace = r.workspace AND o.kind = 'outcome'"
+                " AND o.ref_id = r.check_id), 'none') IS ?"
+            )
+            args.append(query.outcome)
+        window = "SELECT * FROM check_index WHERE workspace = ? AND check_id >= ?"
         wargs: list[Any] = [workspace, low]
         if high is not None:
-            window += " AND ref_id < ?"
+            window += " AND check_id < ?"
             wargs.append(high)
-        window += " ORDER BY ref_id DESC LIMIT ?"
+        window += " ORDER BY check_id DESC LIMIT ?"
         wargs.append(scan_limit)
-        joined = (
-            f"({window}) r LEFT JOIN records o ON o.workspace = ? AND o.kind = 'outcome'"
-            " AND o.ref_id = r.ref_id"
-        )
-        return " AND ".join(conds) or "1", args, joined, [*wargs, workspace]
+        hit = " AND ".join(conds) or "1"
+        sql = f"SELECT r.check_id, r.result, ({hit}) AS hit FROM ({window}) r"
+        return sql, [*args, *wargs]
 
     def list_checks(
         self,
@@ -619,38 +667,41 @@ class SqliteStore:
         limit: int = 50,
         scan_limit: int = 2_000,
     ) -> CheckPage:
-        hit, hargs, joined, jargs = self._check_scan(workspace, query, before, scan_limit)
+        scan, args = self._check_scan(workspace, query, before, scan_limit)
         sql = (
-            f"SELECT r.ref_id, CASE WHEN {hit} THEN r.body END, CASE WHEN {hit} THEN o.body END"
-            f" FROM {joined} ORDER BY r.ref_id DESC"
+            "SELECT s.check_id, CASE WHEN s.hit THEN (SELECT body FROM records b"
+            " WHERE b.workspace = ? AND b.kind = 'check' AND b.ref_id = s.check_id) END,"
+            " CASE WHEN s.hit THEN (SELECT body FROM records o WHERE o.workspace = ?"
+            " AND o.kind = 'outcome' AND o.ref_id = s.check_id) END"
+            f" FROM ({scan}) s ORDER BY s.check_id DESC"
         )
         rows: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
         scanned = 0
         last: str | None = None
-        for ref_id, body, outcome in self._conn().execute(sql, [*hargs, *hargs, *jargs]):
+        for check_id, body, outcome in self._conn().execute(sql, [workspace, workspace, *args]):
             scanned += 1
-            last = ref_id
+            last = check_id
             if body is None:
                 continue
             rows.append((jsonutil.loads(body), jsonutil.loads(outcome) if outcome else None))
             if len(rows) == limit:
                 # Whether anything older lies in the range is not known without reading on;
                 # the next page answers that (it may be empty, with no next).
-                return CheckPage(rows, scanned, ref_id)
+                return CheckPage(rows, scanned, check_id)
         return CheckPage(rows, scanned, last if scanned == scan_limit else None)
 
     def count_checks(
         self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
     ) -> CheckCounts:
-        hit, hargs, joined, jargs = self._check_scan(workspace, query, None, scan_limit)
+        scan, args = self._check_scan(workspace, query, None, scan_limit)
         sql = (
-            f"SELECT CASE WHEN {hit} THEN json_extract(r.body, '$.result') END AS res,"
-            f" count(*), min(r.ref_id) FROM {joined} GROUP BY res"
+            "SELECT CASE WHEN s.hit THEN s.result END AS res, count(*), min(s.check_id)"
+            f" FROM ({scan}) s GROUP BY res"
         )
         by_result: dict[str, int] = {}
         scanned = 0
         oldest: str | None = None
-        for result, n, first in self._conn().execute(sql, [*hargs, *jargs]):
+        for result, n, first in self._conn().execute(sql, args):
             scanned += n
             oldest = first if oldest is None or first < oldest else oldest
             if result is not None:
@@ -659,8 +710,8 @@ class SqliteStore:
         if scanned == scan_limit and oldest is not None:
             low, _ = check_key_range(query, None)
             older = self._conn().execute(
-                "SELECT 1 FROM records WHERE workspace = ? AND kind = 'check'"
-                " AND ref_id >= ? AND ref_id < ? LIMIT 1",
+                "SELECT 1 FROM check_index WHERE workspace = ? AND check_id >= ?"
+                " AND check_id < ? LIMIT 1",
                 (workspace, low, oldest),
             )
             complete = older.fetchone() is None
