@@ -235,3 +235,40 @@ def test_verify_this_entry_names_a_changed_record(
     assert ledger["verify"]["ok"] is False
     [problem] = ledger["verify"]["problems"]
     assert f"({'check'}) record hashes to" in problem and "the entry says" in problem
+
+
+@STORES
+def test_a_mapped_checks_facts_and_an_unknown_rule(
+    http: httpx.Client, keys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.api.conftest import put_rule
+    from tests.api.fake_guard import FakeGuard
+    from tests.api.test_fetching_facts import INVOICE_MAPPING, accounting, put_mapping
+
+    install_clock(monkeypatch, utc_ms(2026, 11, 20, 9))
+    app = accounting()
+    app.register(http, keys.agent)
+    guard = FakeGuard(http, keys.agent, {"accounting": app})
+    assert put_mapping(http, keys.admin, INVOICE_MAPPING).status_code == 200
+    put_rule(http, keys.admin, id="big-invoice", app="accounting", tools=["invoice_submit"],
+             response="stop", when="net > 10000", message="Invoice over 10,000")  # fmt: skip
+    put_rule(http, keys.admin, id="po-needed", app="accounting", tools=["invoice_submit"],
+             response="nudge", when="po_number == ''", on_unknown="fire")  # fmt: skip
+    answer = guard.check("accounting", "invoice_submit", {"name": "ACC-PINV-0042"})
+    detail = _detail(http, keys.admin, answer["check_id"])
+    assert detail["resolved"] is True
+    facts = detail["facts"]
+    assert facts["fetched"]["fetch"]["grand_total"] == 12500
+    assert facts["derived"] == {"net": 12000}
+    assert facts["vars"]["supplier_invoices"] == 1
+    assert "item_groups" in facts["vars"] and facts["context"]
+    rules = {r["id"]: r for r in detail["rules"]}
+    assert rules["po-needed"]["unknown"] == ["po_number"]
+    assert rules["po-needed"]["on_unknown"] == "fire" and rules["po-needed"]["matched"] is True
+    page = http.get(f"/app/checks/{answer['check_id']}",
+                    headers={**bearer(keys.admin), "accept": "text/html"})  # fmt: skip
+    assert page.status_code == 200
+    for text in ("Fetched record", "Derived values", "Lookups and query results",
+                 "Judge context", "on_unknown <code>fire</code>", "(no po_number)",
+                 "ACC-PINV-0042", "Acme Paper"):  # fmt: skip
+        assert text in page.text, text
