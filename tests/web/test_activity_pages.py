@@ -165,3 +165,21 @@ def test_answer_the_ask_from_the_check_page(
     shown = admin.get(done.headers["location"]).text
     assert "You approved the ask." in shown and "fine" in shown and "approved" in shown
     assert dana.get(f"/app/checks/{asked['check_id']}").status_code == 404
+
+
+def test_a_member_sees_their_own_activity_and_cannot_name_another(
+    services: Services,
+    seeded: Seeded,
+    sign_in: Callable[[str], Browserish],  # noqa: F811
+) -> None:
+    sam = sign_in(create_key(services.store, WS, "person", person=SAM))
+    mine = sam.get("/app/activity")
+    assert mine.status_code == 200
+    assert "Your checks and your agents&#39;, newest first." in mine.text
+    assert 'id="f-person"' not in mine.text  # no one else to pick
+    assert seeded.checks["c6"] in mine.text
+    dana = sign_in(create_key(services.store, WS, "person", person=DANA))
+    other = dana.get("/app/activity", params={"person": SAM})
+    assert other.status_code == 403
+    assert "members see only their own checks and their agents&#39;" in other.text
+    assert seeded.checks["c6"] not in other.text

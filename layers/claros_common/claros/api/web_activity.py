@@ -159,7 +159,7 @@ def _activity_page(app: ClarosResolver, principal: Principal) -> Response[str]:
         paged="cursor" in params, first_href="/app/activity?" + urlencode(kept),
         result_href=lambda r: "/app/activity?" + urlencode({**kept, "result": r}),
     )  # fmt: skip
-    return html_response(html, 400 if error else 200)
+    return html_response(html, int(done.status or 400) if error else 200)
 
 
 def _check_page(
