@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+import claros.clock
 from claros.asks import AnswerRequest, answer_ask
 from claros.auth import Principal, authenticate, create_key
 from claros.checks import AgentInfo, CheckRequest, Via, record_check
@@ -69,6 +70,9 @@ def install_clock(monkeypatch: pytest.MonkeyPatch, ms: int = OCT_1) -> Clock:
     """Claros's clock, for the rest of the test."""
     found = Clock(ms)
     monkeypatch.setattr(time, "time_ns", found.time_ns)
+    # Ids follow this clock too, not the latest instant an earlier test reached (new_id
+    # never goes back within a process): Activity reads a time range as a range of ids.
+    monkeypatch.setattr(claros.clock, "_last", [0, 0])
     return found
 
 

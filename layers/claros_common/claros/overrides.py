@@ -10,10 +10,10 @@ from claros.auth import PERSON_KINDS, Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ForbiddenError, NotFoundError
-from claros.store.base import NewRecord
+from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
-__all__ = ["OverrideRequest", "record_override"]
+__all__ = ["OverrideRequest", "check_overrides", "overrides_collection", "record_override"]
 
 
 class OverrideRequest(BaseModel):
@@ -28,6 +28,20 @@ class OverrideRequest(BaseModel):
         if self.verdict == "missed" and not self.rule_id:
             raise ValueError("a missed report names the rule that should have fired (rule_id)")
         return self
+
+
+def overrides_collection(check_id: str) -> str:
+    """The docs listing a check's overrides, one per override, keyed by override id."""
+    return f"overrides:{check_id}"
+
+
+MAX_SHOWN = 100  # overrides listed on one check's page (filed by hand: a few at most)
+
+
+def check_overrides(store: Store, workspace: str, check_id: str) -> list[dict[str, Any]]:
+    """A check's overrides, oldest first (filed since this index existed)."""
+    docs = store.query_docs(workspace, overrides_collection(check_id), limit=MAX_SHOWN)
+    return [d.value for d in docs]
 
 
 def record_override(
@@ -66,5 +80,8 @@ def record_override(
             for r in check.get("rules") or []
         ],
     }
-    entry = record(services, workspace, [NewRecord("override", ref, row)])[0]
+    # Indexed under its check, in the same transaction, so the check's page lists it.
+    shown = {k: row[k] for k in ("override_id", "verdict", "rule_id", "note", "by", "at")}
+    index = DocWrite(workspace, overrides_collection(check_id), ref, shown, 0)
+    entry = record(services, workspace, [NewRecord("override", ref, row)], [index])[0]
     return {"override_id": ref, "check_id": check_id, "verdict": req.verdict, "seq": entry.seq}

@@ -366,6 +366,9 @@ def register(app: ClarosResolver) -> None:
     from claros.api import web_people  # it builds on this module's helpers
 
     web_people.register(app)
+    from claros.api import web_activity  # it imports this module: Activity and check pages
+
+    web_activity.register(app)
 
     @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
     def static(name: str) -> Response[str | bytes]:

@@ -28,6 +28,9 @@ from claros.ledger import Checkpoint, Entry, PublicKey
 
 __all__ = [
     "ChainBusyError",
+    "CheckCounts",
+    "CheckPage",
+    "CheckQuery",
     "ConflictError",
     "Doc",
     "DocWrite",
@@ -163,6 +166,123 @@ class KeptRecord:
     raw: bytes
 
 
+# --- activity: listing and counting check records (issue 13) ---------------------------
+# Check ids are ``claros.clock.new_id("chk")``: ``chk_<ms:12 hex>...``, so key order is time
+# order and a time range is a range of keys. A check row's ``ts`` is taken just before its
+# id, so an id's millisecond is at or a little after the row's ts; the key range is widened
+# by this much above ``until`` and the exact ts bound is applied to each row.
+CHECK_ID_SLACK_MS = 60_000
+# The arguments' text a search looks in: their canonical JSON, the first this many
+# characters, letters A-Z compared case-insensitively (both stores compare the same way).
+SEARCH_CHARS = 16_000
+
+
+@dataclass(frozen=True, slots=True)
+class CheckQuery:
+    """Which check records a listing wants. Every field set must hold (AND); None = any.
+
+    ``outcome``: "ok" or "error" (the status reported), or "none" (no outcome yet).
+    ``since``/``until``: the row's ts in [since, until), ms. ``text``: a substring of the
+    arguments' canonical JSON (``search_text``)."""
+
+    app: str | None = None
+    tool: str | None = None
+    agent: str | None = None
+    person: str | None = None
+    result: str | None = None
+    rule_id: str | None = None
+    outcome: str | None = None
+    since: int | None = None
+    until: int | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckPage:
+    """Matching checks, newest first, each with its outcome record (None when none yet).
+
+    ``scanned``: check records read to find them (a page never reads more than its scan
+    limit). ``next``: the check id to continue strictly below, None when no older check
+    lies in the range. A page may hold fewer rows than asked (even none) and still have a
+    ``next``: the scan limit was reached first."""
+
+    rows: list[tuple[dict[str, Any], dict[str, Any] | None]]
+    scanned: int
+    next: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCounts:
+    """Matching checks per result among the newest ``scanned`` checks of the range;
+    ``complete`` is False when older checks in the range were not read (the scan limit)."""
+
+    by_result: dict[str, int]
+    scanned: int
+    complete: bool
+
+
+def ascii_lower(text: str) -> str:
+    """Lower-case A-Z only, as SQLite's lower() does."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def search_text(row: Mapping[str, Any]) -> str | None:
+    """What a text search of a check row looks in (None: the call had no arguments)."""
+    arguments = row.get("arguments")
+    if not arguments:
+        return None
+    return ascii_lower(canonical_bytes(arguments).decode("utf-8")[:SEARCH_CHARS])
+
+
+def check_key_range(query: CheckQuery, before: str | None) -> tuple[str, str | None]:
+    """(lowest id included, id every result lies strictly below, or None for no bound)."""
+    low = f"chk_{max(0, query.since):012x}" if query.since is not None else ""
+    high = before
+    if query.until is not None:
+        cap = f"chk_{max(0, query.until + CHECK_ID_SLACK_MS):012x}"
+        high = cap if high is None or cap < high else high
+    return low, high
+
+
+def check_matches(
+    query: CheckQuery, row: Mapping[str, Any], outcome: Mapping[str, Any] | None
+) -> bool:
+    """Whether a check row (and its outcome record) is what ``query`` asks for: the one
+    definition both stores implement (SQLite in SQL, DynamoDB as a filter expression) and
+    the tests compare them with."""
+    agent = row.get("agent") or {}
+    plain = (
+        (query.app, row.get("app")),
+        (query.tool, row.get("tool")),
+        (query.agent, agent.get("name") if isinstance(agent, Mapping) else None),
+        (query.person, row.get("on_behalf_of")),
+        (query.result, row.get("result")),
+    )
+    if any(want is not None and got != want for want, got in plain):
+        return False
+    ts = int(row.get("ts") or 0)
+    if query.since is not None and ts < query.since:
+        return False
+    if query.until is not None and ts >= query.until:
+        return False
+    if query.rule_id is not None and not any(
+        isinstance(r, Mapping) and r.get("id") == query.rule_id for r in row.get("rules") or []
+    ):
+        return False
+    if query.outcome is not None:
+        status = outcome.get("status") if outcome else None
+        if (status or "none") != query.outcome:
+            return False
+    if query.text is not None:
+        text = search_text(row)
+        if text is None or ascii_lower(query.text) not in text:
+            return False
+    return True
+
+
 @runtime_checkable
 class Store(Protocol):
     # --- the ledger -------------------------------------------------------------------
@@ -261,3 +381,29 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # --- activity (issue 13): key-ordered reads of check records, never a scan of the
+    # workspace: at most ``scan_limit`` check records read per call.
+    def list_checks(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        scan_limit: int = 2_000,
+    ) -> CheckPage:
+        """Check records matching ``query``, newest first (by check id), with ids below
+        ``before``; reads at most ``scan_limit`` check records."""
+        ...
+
+    def count_checks(
+        self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
+    ) -> CheckCounts:
+        """Matches per result among the newest ``scan_limit`` checks of the query's range."""
+        ...
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        """The ledger entry that wrote a record (None: no such record, or its entry was
+        pruned): one keyed read of each."""
+        ...

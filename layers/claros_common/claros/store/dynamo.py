@@ -48,6 +48,9 @@ from claros import jsonutil
 from claros.ledger import NEVER_PRUNED, PRUNE_KIND, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
+    CheckCounts,
+    CheckPage,
+    CheckQuery,
     ConflictError,
     Doc,
     DocWrite,
@@ -57,8 +60,11 @@ from claros.store.base import (
     PruneResult,
     RecordTooLargeError,
     StoreError,
+    ascii_lower,
     check_batch,
+    check_key_range,
     record_bytes,
+    search_text,
 )
 from claros.store.group import GroupCommit
 
@@ -161,6 +167,12 @@ def _legacy_key(workspace: str, rid: str) -> Item:
     return {"workspace": _s(workspace), "rid": _s(rid)}
 
 
+def _check_partitions(workspace: str) -> list[str]:
+    """Every partition key that may hold a check record of ``workspace``: its spread keys
+    and, for records written before the spread, the workspace itself."""
+    return [workspace, *(f"{workspace}#{n:02d}" for n in range(RECORD_SPREAD))]
+
+
 def _checkpoint(item: Item) -> Checkpoint:
     return Checkpoint(
         item["workspace"]["S"],
@@ -244,6 +256,80 @@ def _fits(batch: list[_Append], item: _Append) -> bool:
     for b in batch:
         taken |= b.keys
     return not (taken & item.keys)
+
+
+# Activity (issue 13): a check record's item also carries the fields a listing filters on,
+# so the Query filters them server side (the body is compressed). Records written before
+# these attributes existed list unfiltered but match no filter on them.
+_CHECK_FIELDS = (
+    ("c_app", "app"),
+    ("c_tool", "tool"),
+    ("c_agent", "agent"),
+    ("c_person", "person"),
+    ("c_result", "result"),
+)
+_CHECK_PAGE = 200  # check items a listing Query reads at a time
+
+
+def _check_attributes(record: Mapping[str, Any]) -> Item:
+    agent = record.get("agent")
+    values = {
+        "app": record.get("app"),
+        "tool": record.get("tool"),
+        "agent": agent.get("name") if isinstance(agent, Mapping) else None,
+        "person": record.get("on_behalf_of"),
+        "result": record.get("result"),
+    }
+    out: Item = {}
+    for attr, field in _CHECK_FIELDS:
+        value = values[field]
+        if isinstance(value, str) and value:
+            out[attr] = _s(value)
+    ts = record.get("ts")
+    if isinstance(ts, int):
+        out["c_ts"] = _n(ts)
+    rules = {
+        str(r["id"]) for r in record.get("rules") or [] if isinstance(r, Mapping) and r.get("id")
+    }
+    if rules:
+        out["c_rules"] = {"SS": sorted(rules)}
+    text = search_text(record)
+    if text:
+        out["c_args"] = _s(text)
+    return out
+
+
+def _check_filter(query: CheckQuery) -> tuple[list[str], dict[str, str], Item]:
+    """``claros.store.base.check_matches`` as a FilterExpression, all but the outcome
+    (its own record: checked after the read)."""
+    conds: list[str] = []
+    names: dict[str, str] = {}
+    values: Item = {}
+    wanted = {"app": query.app, "tool": query.tool, "agent": query.agent,
+              "person": query.person, "result": query.result}  # fmt: skip
+    for attr, field in _CHECK_FIELDS:
+        value = wanted[field]
+        if value is not None:
+            conds.append(f"#{attr} = :{attr}")
+            names[f"#{attr}"] = attr
+            values[f":{attr}"] = _s(value)
+    if query.since is not None:
+        conds.append("#c_ts >= :since")
+        names["#c_ts"] = "c_ts"
+        values[":since"] = _n(query.since)
+    if query.until is not None:
+        conds.append("#c_ts < :until")
+        names["#c_ts"] = "c_ts"
+        values[":until"] = _n(query.until)
+    if query.rule_id is not None:
+        conds.append("contains(#c_rules, :rule)")
+        names["#c_rules"] = "c_rules"
+        values[":rule"] = _s(query.rule_id)
+    if query.text is not None:
+        conds.append("contains(#c_args, :text)")
+        names["#c_args"] = "c_args"
+        values[":text"] = _s(ascii_lower(query.text))
+    return conds, names, values
 
 
 class DynamoStore:
@@ -386,7 +472,10 @@ class DynamoStore:
             actions = [
                 *link,
                 *(self._ledger_put(e) for e in entries),
-                *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
+                *(
+                    self._record_put(e, p[1], p[0].record)
+                    for e, p in zip(entries, prepared, strict=True)
+                ),
                 *doc_actions,
             ]
             try:
@@ -497,7 +586,8 @@ class DynamoStore:
             built[i], offsets[i] = entries, len(actions)
             actions += [self._ledger_put(e) for e in entries]
             actions += [
-                self._record_put(e, p[1]) for e, p in zip(entries, item.prepared, strict=True)
+                self._record_put(e, p[1], p[0].record)
+                for e, p in zip(entries, item.prepared, strict=True)
             ]
             actions += item.doc_actions
         return actions, built, offsets
@@ -644,15 +734,18 @@ class DynamoStore:
             }
         }
 
-    def _record_put(self, entry: Entry, packed: bytes) -> dict[str, Any]:
+    def _record_put(self, entry: Entry, packed: bytes, record: Mapping[str, Any]) -> dict[str, Any]:
+        item: Item = {
+            **record_key(entry.workspace, entry.kind, entry.ref_id),
+            "seq": _n(entry.seq),
+            "body": {"B": packed},
+        }
+        if entry.kind == "check":
+            item.update(_check_attributes(record))
         return {
             "Put": {
                 "TableName": self.records_table,
-                "Item": {
-                    **record_key(entry.workspace, entry.kind, entry.ref_id),
-                    "seq": _n(entry.seq),
-                    "body": {"B": packed},
-                },
+                "Item": item,
                 "ConditionExpression": "attribute_not_exists(rid)",
             }
         }
@@ -1119,3 +1212,181 @@ class DynamoStore:
                 action["ExpressionAttributeValues"] = values
             actions.append({op: action})
         return actions
+
+    # --- activity (issue 13) ----------------------------------------------------------
+    # A Query of the workspace's check records (rid "check#<check id>", time-ordered)
+    # newest first within the key range of the query's time range, the filters applied
+    # server side; at most ``scan_limit`` items evaluated; the outcome filter after the
+    # read, from the outcome records (one BatchGetItem per page).
+    def _check_pages(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        before: str | None,
+        scan_limit: int,
+        projection: str | None = None,
+    ) -> Iterator[tuple[list[Item], int, Item | None]]:
+        """(matching items newest first, items evaluated, where the next page starts) in
+        rounds, until the range or ``scan_limit`` runs out.
+
+        A workspace's checks are spread over RECORD_SPREAD partition keys (and older ones
+        sit under the workspace's own key), so a round reads the next few items of each
+        partition and merges them. After a round every item at or above the highest point
+        where a partition still has unread items is known in every partition: those are
+        yielded in order, the rest wait for the next round. The third value is a key whose
+        rid is that point (the next page's ``before``), or None when every partition ran
+        out."""
+        low, high = check_key_range(query, before)
+        conds, names, values = _check_filter(query)
+        names["#rid"] = "rid"
+        values[":lo"] = _s(f"check#{low}")
+        # BETWEEN includes its bounds: the item at the upper bound (the cursor's) is skipped.
+        top = f"check#{high}" if high is not None else "check$"
+        values[":hi"] = _s(top)
+        request: dict[str, Any] = {
+            "TableName": self.records_table,
+            "KeyConditionExpression": "workspace = :w AND #rid BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": names,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        if conds:
+            request["FilterExpression"] = " AND ".join(conds)
+        if projection:
+            request["ProjectionExpression"] = projection
+        # partition -> where its next page starts (None: not read yet); gone when it ran out
+        frontier: dict[str, Item | None] = dict.fromkeys(_check_partitions(workspace))
+        waiting: list[Item] = []  # matched, below the round's safe point
+        scanned = 0
+        while frontier and scanned < scan_limit:
+            budget = min(_CHECK_PAGE, scan_limit - scanned)
+            each = max(1, -(-budget // len(frontier)))
+            count = 0
+            for part, start in list(frontier.items()):
+                args = dict(request, Limit=each)
+                args["ExpressionAttributeValues"] = {**values, ":w": _s(part)}
+                if start is not None:
+                    args["ExclusiveStartKey"] = start
+                got = self.client.query(**args)
+                waiting += [i for i in got.get("Items", []) if i["rid"]["S"] != top]
+                count += int(got.get("ScannedCount", 0))
+                last = got.get("LastEvaluatedKey")
+                if last is None:
+                    del frontier[part]
+                else:
+                    frontier[part] = last
+                    count -= last["rid"]["S"] == top
+            scanned += count
+            safe = max((k["rid"]["S"] for k in frontier.values() if k), default="")
+            waiting.sort(key=lambda i: i["rid"]["S"], reverse=True)
+            cut = next((n for n, i in enumerate(waiting) if i["rid"]["S"] < safe), len(waiting))
+            items, waiting = waiting[:cut], waiting[cut:]
+            if query.outcome is not None and items:
+                items = self._with_outcome(workspace, items, query.outcome)
+            yield items, count, ({"rid": _s(safe)} if frontier else None)
+
+    def _check_probe(self, workspace: str, query: CheckQuery, below: str) -> bool:
+        """Whether any check record of the query's time range lies below ``below`` (a
+        rid), in any partition."""
+        low, _ = check_key_range(query, None)
+        for part in _check_partitions(workspace):
+            got = self.client.query(
+                TableName=self.records_table,
+                KeyConditionExpression="workspace = :w AND rid BETWEEN :lo AND :hi",
+                ExpressionAttributeValues={
+                    ":w": _s(part),
+                    ":lo": _s(f"check#{low}"),
+                    ":hi": _s(below),
+                },
+                ScanIndexForward=False,
+                Limit=2,
+                ProjectionExpression="rid",
+                ConsistentRead=True,
+            )
+            if any(i["rid"]["S"] != below for i in got.get("Items", [])):
+                return True
+        return False
+
+    def _with_outcome(self, workspace: str, items: list[Item], status: str) -> list[Item]:
+        found = self._outcomes(workspace, items, "rid, body")
+        out = []
+        for item in items:
+            got = found.get(item["rid"]["S"].partition("#")[2])
+            if (_record_body(got).get("status") if got else "none") == status:
+                out.append(item)
+        return out
+
+    def _outcomes(self, workspace: str, items: list[Item], projection: str) -> dict[str, Item]:
+        rids = {"outcome#" + i["rid"]["S"].partition("#")[2] for i in items}
+        found = self._batch_get_records(workspace, rids, projection)
+        return {rid.partition("#")[2]: item for rid, item in found.items()}
+
+    def list_checks(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        scan_limit: int = 2_000,
+    ) -> CheckPage:
+        rows: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        scanned = 0
+        next_id: str | None = None
+        for items, count, start in self._check_pages(workspace, query, before, scan_limit):
+            scanned += count
+            outcomes = self._outcomes(workspace, items, "rid, body") if items else {}
+            for item in items:
+                check_id = item["rid"]["S"].partition("#")[2]
+                outcome = outcomes.get(check_id)
+                rows.append((_record_body(item), _record_body(outcome) if outcome else None))
+                if len(rows) == limit:
+                    return CheckPage(rows, scanned, check_id)
+            next_id = start["rid"]["S"].partition("#")[2] if start is not None else None
+        return CheckPage(rows, scanned, next_id)
+
+    def count_checks(
+        self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
+    ) -> CheckCounts:
+        by_result: dict[str, int] = {}
+        scanned = 0
+        start: Item | None = None
+        # The outcome filter reads each match's body-less outcome record; without it, only
+        # the result attribute of each match comes back.
+        projection = "rid, c_result"
+        pages = self._check_pages(workspace, query, None, scan_limit, projection)
+        for items, count, page_start in pages:
+            start = page_start
+            scanned += count
+            for item in items:
+                result = item.get("c_result", {}).get("S", "unknown")
+                by_result[result] = by_result.get(result, 0) + 1
+        # The scan limit was reached: is anything older in the range?
+        complete = start is None or not self._check_probe(workspace, query, start["rid"]["S"])
+        return CheckCounts(by_result, scanned, complete)
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        found_seq: Item | None = None
+        key = record_key(workspace, kind, ref_id)
+        for where in (key, _legacy_key(workspace, key["rid"]["S"])):
+            got = self.client.get_item(
+                TableName=self.records_table,
+                Key=where,
+                ProjectionExpression="#seq",
+                ExpressionAttributeNames={"#seq": "seq"},
+                ConsistentRead=True,
+            )
+            if "Item" in got or where["workspace"]["S"] == workspace:
+                found_seq = got.get("Item")
+                break
+        if found_seq is None:
+            return None
+        entry = self.client.get_item(
+            TableName=self.ledger_table,
+            Key={"workspace": _s(workspace), "seq": found_seq["seq"]},
+            ConsistentRead=True,
+        )
+        if "Item" not in entry:
+            return None
+        found = _entry(entry["Item"])
+        return found if (found.kind, found.ref_id) == (kind, ref_id) else None

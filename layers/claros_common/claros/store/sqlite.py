@@ -28,6 +28,10 @@ from typing import Any
 from claros import jsonutil
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
+    SEARCH_CHARS,
+    CheckCounts,
+    CheckPage,
+    CheckQuery,
     ConflictError,
     Doc,
     DocWrite,
@@ -37,7 +41,9 @@ from claros.store.base import (
     PruneResult,
     StorageUnavailableError,
     StoreError,
+    ascii_lower,
     check_batch,
+    check_key_range,
     record_bytes,
 )
 from claros.store.group import GroupCommit
@@ -111,6 +117,33 @@ BEGIN SELECT RAISE(ABORT, 'checkpoints refuse updates'); END;
 CREATE TRIGGER IF NOT EXISTS checkpoints_no_delete BEFORE DELETE ON checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints refuse deletes'); END;
 """.replace("{kept}", ", ".join(f"'{kind}'" for kind in sorted(NEVER_PRUNED)))
+
+# Activity (issue 13): the fields a listing filters on, one row per check record, kept by
+# triggers on the records table (so every writer keeps it, and a prune's deletes drop its
+# rows): reading plain columns in key order instead of parsing each record's JSON makes a
+# page of 5,000 and a count of 10,000 checks cheap. Derived data, not evidence: the
+# record stays the truth (a listing returns the record's body). ``rules`` holds the rule
+# ids as " a b " so one instr() finds an id.
+_CHECK_INDEX = """
+CREATE TABLE IF NOT EXISTS check_index (
+    workspace TEXT NOT NULL, check_id TEXT NOT NULL, ts INTEGER NOT NULL, app TEXT,
+    tool TEXT, agent TEXT, person TEXT, result TEXT, rules TEXT,
+    PRIMARY KEY (workspace, check_id)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS check_index_add AFTER INSERT ON records WHEN NEW.kind = 'check'
+BEGIN INSERT OR REPLACE INTO check_index SELECT {columns} FROM (SELECT NEW.workspace AS
+  workspace, NEW.ref_id AS ref_id, NEW.body AS body); END;
+CREATE TRIGGER IF NOT EXISTS check_index_drop AFTER DELETE ON records WHEN OLD.kind = 'check'
+BEGIN DELETE FROM check_index WHERE workspace = OLD.workspace AND check_id = OLD.ref_id; END;
+"""
+_CHECK_COLUMNS = (
+    "workspace, ref_id, coalesce(json_extract(body, '$.ts'), 0), json_extract(body, '$.app'),"
+    " json_extract(body, '$.tool'), json_extract(body, '$.agent.name'),"
+    " json_extract(body, '$.on_behalf_of'), json_extract(body, '$.result'),"
+    " (SELECT ' ' || group_concat(json_extract(e.value, '$.id'), ' ') || ' '"
+    " FROM json_each(body, '$.rules') e)"
+)
+_CHECK_INDEX = _CHECK_INDEX.replace("{columns}", _CHECK_COLUMNS)
 
 
 def _now_ms() -> int:
@@ -232,11 +265,31 @@ class SqliteStore:
         self._lock = threading.Lock()
         try:
             self._conn().executescript(_SCHEMA)
+            self._index_checks()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise _unusable(self.path, exc) from exc
         except StoreError:
             self.close()
+            raise
+
+    def _index_checks(self) -> None:
+        """Create Activity's check index; a database made before it gets its checks
+        indexed once, here."""
+        conn = self._conn()
+        existed = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'check_index'"
+        ).fetchone()
+        if existed:
+            return
+        # One transaction: the table, its triggers and the checks already there, or none.
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;{_CHECK_INDEX}INSERT OR REPLACE INTO check_index"
+                f" SELECT {_CHECK_COLUMNS} FROM records WHERE kind = 'check'; COMMIT;"
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
             raise
 
     # --- connections ------------------------------------------------------------------
@@ -640,3 +693,137 @@ class SqliteStore:
                     " body = excluded.body",
                     (w.workspace, w.collection, w.key, rev + 1, jsonutil.dumps(dict(w.value))),
                 )
+
+    # --- activity (issue 13) ----------------------------------------------------------
+    # Checks are read in key order on the check index's primary key (workspace, check id):
+    # a check id range is an index range, newest first; filters are on its columns, then
+    # (only for rows that passed those) the arguments' text and the outcome, each one
+    # primary-key lookup in records. No offset, no scan of the workspace.
+    @staticmethod
+    def _check_scan(
+        workspace: str, query: CheckQuery, before: str | None, scan_limit: int
+    ) -> tuple[str, list[Any]]:
+        """SQL for (check_id, result, hit) of the newest ``scan_limit`` checks in the
+        range, newest first; ``hit`` is ``claros.store.base.check_matches`` in SQL."""
+        low, high = check_key_range(query, before)
+        conds: list[str] = []
+        args: list[Any] = []
+        for value, column in (
+            (query.app, "app"),
+            (query.tool, "tool"),
+            (query.agent, "agent"),
+            (query.person, "person"),
+            (query.result, "result"),
+        ):
+            if value is not None:
+                conds.append(f"r.{column} IS ?")
+                args.append(value)
+        if query.since is not None:
+            conds.append("r.ts >= ?")
+            args.append(query.since)
+        if query.until is not None:
+            conds.append("r.ts < ?")
+            args.append(query.until)
+        if query.rule_id is not None:
+            conds.append("instr(r.rules, ?) > 0")
+            args.append(f" {query.rule_id} ")
+        # The lookups last: SQLite evaluates AND left to right, so only rows that passed
+        # the columns' filters are looked up.
+        if query.text is not None:
+            conds.append(
+                "(SELECT instr(lower(substr(json_extract(b.body, '$.arguments'), 1, ?)), ?)"
+                " FROM records b WHERE b.workspace = r.workspace AND b.kind = 'check'"
+                " AND b.ref_id = r.check_id) > 0"
+            )
+            args += [SEARCH_CHARS, ascii_lower(query.text)]
+        if query.outcome is not None:
+            conds.append(
+                "coalesce((SELECT json_extract(o.body, '$.status') FROM records o"
+                " WHERE o.workspace = r.workspace AND o.kind = 'outcome'"
+                " AND o.ref_id = r.check_id), 'none') IS ?"
+            )
+            args.append(query.outcome)
+        window = "SELECT * FROM check_index WHERE workspace = ? AND check_id >= ?"
+        wargs: list[Any] = [workspace, low]
+        if high is not None:
+            window += " AND check_id < ?"
+            wargs.append(high)
+        window += " ORDER BY check_id DESC LIMIT ?"
+        wargs.append(scan_limit)
+        hit = " AND ".join(conds) or "1"
+        sql = f"SELECT r.check_id, r.result, ({hit}) AS hit FROM ({window}) r"
+        return sql, [*args, *wargs]
+
+    def list_checks(
+        self,
+        workspace: str,
+        query: CheckQuery,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        scan_limit: int = 2_000,
+    ) -> CheckPage:
+        scan, args = self._check_scan(workspace, query, before, scan_limit)
+        sql = (
+            "SELECT s.check_id, CASE WHEN s.hit THEN (SELECT body FROM records b"
+            " WHERE b.workspace = ? AND b.kind = 'check' AND b.ref_id = s.check_id) END,"
+            " CASE WHEN s.hit THEN (SELECT body FROM records o WHERE o.workspace = ?"
+            " AND o.kind = 'outcome' AND o.ref_id = s.check_id) END"
+            f" FROM ({scan}) s ORDER BY s.check_id DESC"
+        )
+        rows: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        scanned = 0
+        last: str | None = None
+        for check_id, body, outcome in self._conn().execute(sql, [workspace, workspace, *args]):
+            scanned += 1
+            last = check_id
+            if body is None:
+                continue
+            rows.append((jsonutil.loads(body), jsonutil.loads(outcome) if outcome else None))
+            if len(rows) == limit:
+                # Whether anything older lies in the range is not known without reading on;
+                # the next page answers that (it may be empty, with no next).
+                return CheckPage(rows, scanned, check_id)
+        return CheckPage(rows, scanned, last if scanned == scan_limit else None)
+
+    def count_checks(
+        self, workspace: str, query: CheckQuery, *, scan_limit: int = 10_000
+    ) -> CheckCounts:
+        scan, args = self._check_scan(workspace, query, None, scan_limit)
+        sql = (
+            "SELECT CASE WHEN s.hit THEN s.result END AS res, count(*), min(s.check_id)"
+            f" FROM ({scan}) s GROUP BY res"
+        )
+        by_result: dict[str, int] = {}
+        scanned = 0
+        oldest: str | None = None
+        for result, n, first in self._conn().execute(sql, args):
+            scanned += n
+            oldest = first if oldest is None or first < oldest else oldest
+            if result is not None:
+                by_result[str(result)] = n
+        complete = True
+        if scanned == scan_limit and oldest is not None:
+            low, _ = check_key_range(query, None)
+            older = self._conn().execute(
+                "SELECT 1 FROM check_index WHERE workspace = ? AND check_id >= ?"
+                " AND check_id < ? LIMIT 1",
+                (workspace, low, oldest),
+            )
+            complete = older.fetchone() is None
+        return CheckCounts(by_result, scanned, complete)
+
+    def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT l.workspace, l.seq, l.kind, l.ref_id, l.ts, l.payload_sha256,"
+                " l.prev_hash, l.hash FROM records r JOIN ledger l"
+                " ON l.workspace = r.workspace AND l.seq = r.seq"
+                " AND l.kind = r.kind AND l.ref_id = r.ref_id"
+                " WHERE r.workspace = ? AND r.kind = ? AND r.ref_id = ?",
+                (workspace, kind, ref_id),
+            )
+            .fetchone()
+        )
+        return _entry(row) if row else None
