@@ -383,7 +383,8 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # --- activity (issue 13): key-ordered reads of check records, never a scan of the
-    # workspace: at most ``scan_limit`` check records read per call.
+    # workspace: at most ``scan_limit`` check records read per call (on DynamoDB up to one
+    # more per records partition: a round reads at least one item of each).
     def list_checks(
         self,
         workspace: str,
@@ -394,7 +395,8 @@ class Store(Protocol):
         scan_limit: int = 2_000,
     ) -> CheckPage:
         """Check records matching ``query``, newest first (by check id), with ids below
-        ``before``; reads at most ``scan_limit`` check records."""
+        ``before``; reads at most ``scan_limit`` check records (DynamoDB: plus one
+        per records partition)."""
         ...
 
     def count_checks(

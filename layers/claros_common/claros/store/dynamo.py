@@ -167,6 +167,12 @@ def _legacy_key(workspace: str, rid: str) -> Item:
     return {"workspace": _s(workspace), "rid": _s(rid)}
 
 
+def _just_below(rid: str) -> str:
+    """The greatest string a key below ``rid`` can be, for an inclusive upper bound:
+    the last character one less, then U+FFFF (above every character of an id)."""
+    return rid[:-1] + chr(ord(rid[-1]) - 1) + "\uffff"
+
+
 def _check_partitions(workspace: str) -> list[str]:
     """Every partition key that may hold a check record of ``workspace``: its spread keys
     and, for records written before the spread, the workspace itself."""
@@ -1240,8 +1246,10 @@ class DynamoStore:
         conds, names, values = _check_filter(query)
         names["#rid"] = "rid"
         values[":lo"] = _s(f"check#{low}")
-        # BETWEEN includes its bounds: the item at the upper bound (the cursor's) is skipped.
-        top = f"check#{high}" if high is not None else "check$"
+        # BETWEEN includes its bounds, so the upper one is the greatest key below the
+        # cursor's: its own item is never read again (a partition whose one read were that
+        # item would hold the round's safe point at the cursor and the listing in place).
+        top = _just_below(f"check#{high}") if high is not None else "check$"
         values[":hi"] = _s(top)
         request: dict[str, Any] = {
             "TableName": self.records_table,
