@@ -82,16 +82,7 @@ MINT = (
 ANSWER = "never answer asks: a person answers with their person key (or an admin key)"
 DEVICE = "never approve device sign-ins: a person approves with their person key (or an admin key)"
 HTML = "text/html; charset=utf-8"
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
+PAGE_HEADERS = pages.PAGE_HEADERS
 
 
 # --- inputs -----------------------------------------------------------------------------
