@@ -52,10 +52,8 @@ from claros.errors import (
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
-from claros.mapping.service import list_apps, list_mappings
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
-from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
 from claros.tamper import verify_with_tampering
@@ -340,6 +338,7 @@ def register(app: ClarosResolver) -> None:
     _admin_routes(app)
     _evidence_routes(app)
     _device_routes(app)
+    _more_routes(app)
 
     @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
     def static(name: str) -> Response[str | bytes]:
@@ -348,6 +347,13 @@ def register(app: ClarosResolver) -> None:
             raise NotFoundError(f"no static file {name!r}")
         headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
         return Response(200, content_type, pages.static_file(name).decode(), headers=headers)
+
+
+def _more_routes(app: ClarosResolver) -> None:
+    """Pages in modules of their own (they import this one)."""
+    from claros.api import web_rules
+
+    web_rules.register(app)
 
 
 _SIGN_IN_NOTES = {
@@ -496,24 +502,6 @@ SAVED_CHECKPOINTS = "claros-checkpoints/1"
 
 def _admin_routes(app: ClarosResolver) -> None:
     services = app.services
-    store = services.store
-
-    @page(app, "GET", "/app/rules", ADMINS)
-    def rules(principal: Principal) -> Response[str]:
-        workspace = principal.workspace
-        found = list_rules(store, workspace, versions=True)
-        query = app.current_event.query_string_parameters or {}
-        flash = Safe("")
-        if query.get("confirmed"):
-            flash = pages.notice(
-                render("Confirmed: <code>{t}</code> is a read.", t=query["confirmed"][:300]), "ok"
-            )
-        body = pages.rules_page(
-            _chrome(app, principal, "rules"), found, list_mappings(store, workspace),
-            list_apps(store, workspace), saved_rule_warnings(store, workspace, found),
-            flash=flash,
-        )  # fmt: skip
-        return html_response(body)
 
     @page(app, "POST", "/app/apps/{app}/tools/{tool}/confirm", ADMINS)
     def confirm(principal: Principal, **path: str) -> Response[str]:

@@ -7,8 +7,9 @@ plain forms and links; ``/app/static/claros.js`` only adds copy buttons.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -447,6 +448,8 @@ def rules_page(
     warnings: Mapping[str, Sequence[str]] | None = None,
     *,
     flash: Safe = NOTHING,
+    failed: Any = None,
+    dump: Callable[[Mapping[str, Any]], str] | None = None,
 ) -> str:
     """Each rule with its versions and push-time warnings, the mappings per tool, and each
     app's tools; a tool a guard now reports as a read but that was registered as a write
@@ -469,6 +472,8 @@ def rules_page(
         mappings=mappings,
         tool_rows=tool_rows,
         needs=mapping_needs,
+        failed=failed,
+        dump=dump or (lambda value: json.dumps(dict(value), indent=2, ensure_ascii=False)),
     )
 
 
