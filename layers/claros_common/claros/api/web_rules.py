@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 import yaml
@@ -57,6 +57,11 @@ MAX_TEXT = 50_000  # characters of YAML or JSON in an edit form
 class EditForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
+    WORDS: ClassVar[dict[str, str]] = {
+        "text": f"The text is too long: at most {MAX_TEXT:,} characters.",
+        "once": "This form is out of date: reload the page and send it again.",
+    }
+
     text: str = Field(max_length=MAX_TEXT)
     once: str = Field("", max_length=64)
 
@@ -64,18 +69,13 @@ class EditForm(BaseModel):
 class CloseForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
+    WORDS: ClassVar[dict[str, str]] = {
+        "reason": "The reason is too long: at most 2,000 characters.",
+        "once": "This form is out of date: reload the page and send it again.",
+    }
+
     reason: str = Field("", max_length=2000)
     once: str = Field("", max_length=64)
-
-
-EDIT_WORDS = {
-    "text": f"The text is too long: at most {MAX_TEXT:,} characters.",
-    "once": "This form is out of date: reload the page and send it again.",
-}
-CLOSE_WORDS = {
-    "reason": "The reason is too long: at most 2,000 characters.",
-    "once": "This form is out of date: reload the page and send it again.",
-}
 
 
 @dataclass(frozen=True)
@@ -112,14 +112,8 @@ def _parse(text: str, what: str) -> dict[str, Any]:
 
 
 def _form(app: ClarosResolver, model: type[EditForm] | type[CloseForm]) -> Any:
-    words = EDIT_WORDS if model is EditForm else CLOSE_WORDS
-    try:
-        return read_input(app, model, empty_ok=True)
-    except BadRequestError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, ValidationError):
-            raise BadRequestError(plain_problem(cause, words)) from None
-        raise
+    # read_input speaks the form's WORDS when a field is wrong.
+    return read_input(app, model, empty_ok=True)
 
 
 def rules_page_for(

@@ -555,6 +555,7 @@ _TITLES = {
     401: "Sign in again",
     403: "Not allowed",
     404: "Not found",
+    405: "Use the button",
     409: "Already changed",
     413: "Too large",
     429: "Slow down",
