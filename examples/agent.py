@@ -350,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--approver-key", help="answer Claros's questions (approve, then deny)")
     parser.add_argument("--ask-wait", type=float, default=15.0)
     parser.add_argument(
-        "--judge", default="none", help="the server's CLAROS_JUDGE (keyword: rules without "
+        "--judge",
+        default="none",
+        help="the server's CLAROS_JUDGE (keyword: rules without "
         "`when` are decided; none: they answer by on_unknown)",
     )
     args = parser.parse_args(argv)

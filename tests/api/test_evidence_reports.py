@@ -123,8 +123,10 @@ def test_report_as_a_printable_page(http: httpx.Client, october: Seeded) -> None
     page = got.text
     # The rule's title holds markup: it shows as text.
     assert "<b>over</b>" not in page
-    assert "Refunds &lt;b&gt;over&lt;/b&gt; 100 &amp; &quot;more&quot;" in page
-    assert "refund-half" in page and "7655" in page and "Evidence for an audit" in page
+    # (Jinja2 writes a quote as &#34;, where html.escape wrote &quot;: the same text.)
+    assert "Refunds &lt;b&gt;over&lt;/b&gt; 100 &amp; &#34;more&#34;" in page
+    # Amounts are shown with their currency, digits grouped.
+    assert "refund-half" in page and "7,655 EUR" in page and "Evidence for an audit" in page
 
 
 def test_report_escapes_what_it_shows(http: httpx.Client, october: Seeded) -> None:

@@ -12,17 +12,15 @@ import yaml
 from selenium.webdriver.common.by import By
 
 from tests.mapping.examples import EXAMPLES, registrations
+from tests.web import test_browser
 from tests.web.conftest import bearer
-from tests.web.test_browser import (  # noqa: F401 - fixtures
-    World,
-    _h1,
-    _sign_in,
-    _wait,
-    api,
-    driver,
-    pytestmark,
-    world,
-)
+from tests.web.test_browser import World, _h1, _sign_in, _wait
+
+# The browser tests' fixtures and marks, shared (assigned, so parameters may take the names).
+api = test_browser.api
+driver = test_browser.driver
+world = test_browser.world
+pytestmark = test_browser.pytestmark
 
 
 def _shots(driver: Any, world: World, tmp_path: Path, name: str) -> list[Path]:

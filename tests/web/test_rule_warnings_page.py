@@ -23,6 +23,6 @@ def test_rules_page_shows_what_a_rule_reads_that_nothing_provides(
     put_rule(http, keys.admin, id="fine", when="amount > 500")
     page = sign_in(keys.admin).get("/app/rules").text
     assert "Warnings" in page
-    assert "the rule reads &#x27;order_total&#x27;" in page
+    assert "the rule reads &#39;order_total&#39;" in page
     assert page.count('class="warn-text"') >= 1
     assert page.count("the rule reads") == 1  # the rule "fine" reads only arguments

@@ -117,4 +117,4 @@ def test_the_rules_page_says_why_a_mapping_is_suspended(
     turned = http.post("/v1/apps/shop/tools", json=body, headers=bearer(keys.agent)).json()
     assert turned["suspended"] == ["shop refund_create"]
     page = sign_in(keys.admin).get("/app/rules").text
-    assert "suspended" in page and "&#x27;order_read&#x27; of shop is not a read tool" in page
+    assert "suspended" in page and "&#39;order_read&#39; of shop is not a read tool" in page

@@ -61,6 +61,7 @@ KINDS = (
     "rule_version",
     "rule_version_close",
     "mapping_version",
+    "mapping_version_close",  # an admin closed a mapping (claros.mapping.service)
     "prune",
     "public_key",
     "mapping_status",  # a mapping suspended (or restored) as the tools it names changed
@@ -76,7 +77,9 @@ KINDS = (
 # a checkpoint the old key signs: that is how a key someone pinned introduces its successor.
 # Kept below a prune's cut like the versions, so the succession stays provable.
 PUBLIC_KEY_KIND = "public_key"
-NEVER_PRUNED = frozenset({"rule_version", "rule_version_close", "mapping_version", "public_key"})
+NEVER_PRUNED = frozenset(
+    {"rule_version", "rule_version_close", "mapping_version", "mapping_version_close", "public_key"}
+)
 # A prune leaves an entry of this kind in the chain, naming what it kept below its cut:
 # {"through_seq", "checkpoint": {"seq", "hash"}, "kept": {"count", "sha256"},
 # "retention_days"}. The kept records' own entries are gone, so this is what vouches for

@@ -12,7 +12,7 @@ from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
 from claros.mapping.proposals import confirm_of
-from claros.mapping.service import get_mapping, list_mappings, put_mapping
+from claros.mapping.service import close_mapping, get_mapping, list_mappings, put_mapping
 from claros.mapping.tools import confirm_tool
 from claros.outcomes import coverage
 from claros.overrides import OverrideRequest, record_override
@@ -127,6 +127,11 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
             confirm = confirm_of(store, principal, body.proposal, app_name, tool)
         state, changed = put_mapping(services, principal, body.mapping, confirm)
         return {**state, "changed": changed}
+
+    @routed(app, "POST", "/api/mappings/{app}/{tool}/close", ADMINS)
+    def close_map(principal: Principal, **path: str) -> Any:
+        body = parse_body(app, CloseRequest) if app.current_event.body else CloseRequest()
+        return close_mapping(services, principal, path["app"], path["tool"], body.reason)
 
     @routed(app, "POST", "/api/apps/{app}/tools/{tool}/confirm", ADMINS)
     def confirm(principal: Principal, **path: str) -> Any:

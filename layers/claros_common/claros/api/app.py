@@ -125,6 +125,9 @@ def _error_handlers(app: ClarosResolver) -> None:
     @app.not_found
     def not_found(exc: Exception) -> Response[str]:
         event = app.current_event
+        page = app.page_not_found() if app.page_not_found is not None else None
+        if page is not None:
+            return page
         return _error(
             404, "not_found", f"no route {event.request_context.http.method} {event.path}"
         )

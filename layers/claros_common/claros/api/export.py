@@ -17,6 +17,7 @@ from claros.auth import Principal
 from claros.errors import BadRequestError
 from claros.evidence.export import S3Exports, export_lines, export_name, prepare_export
 from claros.evidence.report import build_report, render_html, sign_report
+from claros.web.pages import PAGE_HEADERS
 
 __all__ = ["register"]
 
@@ -71,5 +72,8 @@ def register(app: ClarosResolver) -> None:
         )
         signed = sign_report(services, principal.workspace, built)
         if fmt == "html":
-            return Response(200, "text/html; charset=utf-8", render_html(signed))
+            # The app's page headers: the report is a page of the web app (never framed).
+            return Response(
+                200, "text/html; charset=utf-8", render_html(signed), headers=dict(PAGE_HEADERS)
+            )
         return json_response(signed)

@@ -73,6 +73,9 @@ class ClarosResolver(APIGatewayHttpResolver):
         super().__init__(serializer=jsonutil.dumps)
         self.services = services
         self._local = threading.local()
+        # Set by the web app's routes (claros.api.web): the page for a path no route serves
+        # (None: not one of its paths, the API's JSON 404 applies).
+        self.page_not_found: Callable[[], Response[str] | None] | None = None
 
     @property  # type: ignore[override]
     def current_event(self) -> APIGatewayProxyEventV2:

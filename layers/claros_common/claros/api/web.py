@@ -18,12 +18,12 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from claros import jsonutil
 from claros.api.http import (
@@ -36,6 +36,7 @@ from claros.api.http import (
     parse_json,
     public,
     validate_object,
+    validation_details,
 )
 from claros.asks import AnswerRequest, answer_ask
 from claros.auth import AUDIT_DAYS, MAX_AUDIT_DAYS, PERSON_KINDS, Principal, create_key
@@ -51,11 +52,9 @@ from claros.errors import (
 )
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
-from claros.evidence.retention import get_retention, set_retention
-from claros.mapping.service import list_apps, list_mappings
+from claros.evidence.retention import FLOOR_DAYS, MAX_DAYS, get_retention, set_retention
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
-from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
 from claros.tamper import verify_with_tampering
@@ -64,6 +63,7 @@ from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
+from claros.web.plain import plain_problem
 from claros.web.views import agents_of, answered_asks, waiting
 
 __all__ = ["register"]
@@ -82,21 +82,17 @@ MINT = (
 ANSWER = "never answer asks: a person answers with their person key (or an admin key)"
 DEVICE = "never approve device sign-ins: a person approves with their person key (or an admin key)"
 HTML = "text/html; charset=utf-8"
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
+PAGE_HEADERS = pages.PAGE_HEADERS
 
 
 # --- inputs -----------------------------------------------------------------------------
 class AnswerForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    WORDS: ClassVar[dict[str, str]] = {
+        "decision": "Choose Approve or Deny.",
+        "note": "The note is too long: at most 2,000 characters.",
+    }
 
     decision: Literal["approve", "deny"]
     note: str | None = Field(None, max_length=2000)
@@ -112,6 +108,11 @@ class AnswerForm(BaseModel):
 class SignInForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
+    WORDS: ClassVar[dict[str, str]] = {
+        "key": "That is not a Claros key: a key starts with ck_ and is about 45 characters.",
+        "next": "The page to go back to is too long: sign in from the sign-in page itself.",
+    }
+
     key: str | None = Field(None, max_length=200)
     next: str | None = Field(None, max_length=500)
 
@@ -119,13 +120,23 @@ class SignInForm(BaseModel):
 class RetentionForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    days: int = Field(ge=1, le=36_500)
+    WORDS: ClassVar[dict[str, str]] = {
+        "days": f"Retention must be a whole number of days, at least {FLOOR_DAYS} (six "
+        f"months) and at most {MAX_DAYS:,}.",
+    }
+
+    days: int = Field(ge=FLOOR_DAYS, le=MAX_DAYS)
 
 
 class KeyForm(BaseModel):
     """The form that makes an audit key (Evidence) or an agent key (Home)."""
 
     model_config = ConfigDict(extra="ignore")
+
+    WORDS: ClassVar[dict[str, str]] = {
+        "label": "The label is too long: at most 100 characters.",
+        "once": "This form is out of date: reload the page and send it again.",
+    }
 
     label: str = Field("", max_length=100)
     # The form's one-use token (pages.one_use_field): a reload does not make a second key.
@@ -167,12 +178,20 @@ class ConfirmForm(BaseModel):
     """The Rules page's "Confirm it is a read" button."""
 
     model_config = ConfigDict(extra="ignore")
+    WORDS: ClassVar[dict[str, str]] = {
+        "once": "This form is out of date: reload the page and send it again.",
+    }
 
     once: str = Field("", max_length=64)
 
 
 class DeviceAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    WORDS: ClassVar[dict[str, str]] = {
+        "user_code": "Type the code your terminal shows, like BCDF-GHJK.",
+        "decision": "Choose Approve or Deny.",
+    }
 
     user_code: str = Field(min_length=1, max_length=20)
     decision: Literal["approve", "deny"]
@@ -208,8 +227,18 @@ def read_input(app: ClarosResolver, model: type[M], *, empty_ok: bool = False) -
     """The request's form fields or JSON object, validated by ``model`` (400 with a reason)."""
     form = sessions.form_fields(app.current_event, app.services.settings.max_body_bytes)
     if form is not None:
-        value: Any = {k: v for k, v in form.items() if k != "csrf"}
-    elif empty_ok and not (app.current_event.body or "").strip():
+        fields = {k: v for k, v in form.items() if k != "csrf"}
+        try:
+            return model.model_validate(fields)
+        except ValidationError as exc:
+            # A person reads this: the form's own words, never the library's (the JSON
+            # answer below keeps the field-by-field details scripts use).
+            words = getattr(model, "WORDS", None)
+            raise BadRequestError(
+                plain_problem(exc, words), details=validation_details(exc)
+            ) from exc
+    value: Any
+    if empty_ok and not (app.current_event.body or "").strip():
         value = {}
     else:
         value = parse_json(app.current_event, app.services.settings)
@@ -369,6 +398,7 @@ def register(app: ClarosResolver) -> None:
     from claros.api import web_activity  # it imports this module: Activity and check pages
 
     web_activity.register(app)
+    _more_routes(app)
 
     @public(app, "GET", "/app/static/{name}", reason="the app's CSS and JS, before sign-in")
     def static(name: str) -> Response[str | bytes]:
@@ -377,6 +407,48 @@ def register(app: ClarosResolver) -> None:
             raise NotFoundError(f"no static file {name!r}")
         headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
         return Response(200, content_type, pages.static_file(name).decode(), headers=headers)
+
+
+def _more_routes(app: ClarosResolver) -> None:
+    """Pages in modules of their own (they import this one)."""
+    from claros.api import web_rules
+
+    web_rules.register(app)
+    app.page_not_found = functools.partial(_page_not_found, app)
+
+
+SIGN_OUT_BY_LINK = (
+    "Sign out with the Sign out button at the top of a page: opening a link or typing the "
+    "address does not sign you out."
+)
+
+
+def _page_not_found(app: ClarosResolver) -> Response[str] | None:
+    """An /app path no route serves: the web app's error page (signed in or not), not the
+    API's JSON, unless the client asks for JSON only. ``GET /app/signout`` is one: signing
+    out changes state, so it is a form's POST (with the CSRF token), never a link's GET."""
+    event = app.current_event
+    path = event.path
+    if not (path == "/app" or path.startswith("/app/")):
+        return None
+    accept = _headers(app).get("accept") or ""
+    if "application/json" in accept and "text/html" not in accept:
+        return None
+    principal: Principal | None = None
+    try:
+        principal = caller(app, PEOPLE, web=True)
+    except ClarosError:
+        pass  # signed out (or a key that may not use the app): the page without tabs
+    if path.rstrip("/") == "/app/signout":
+        status, message = 405, SIGN_OUT_BY_LINK
+    else:
+        status = 404
+        message = "There is no such page. Check the address, or start again from Home."
+    chrome = _chrome(app, principal)
+    response = html_response(pages.error_page(chrome, status, message), status)
+    if status == 405:
+        response.headers["Allow"] = "POST"
+    return response
 
 
 _SIGN_IN_NOTES = {
@@ -531,28 +603,6 @@ SAVED_CHECKPOINTS = "claros-checkpoints/1"
 
 def _admin_routes(app: ClarosResolver) -> None:
     services = app.services
-    store = services.store
-
-    @page(app, "GET", "/app/rules", ADMINS)
-    def rules(principal: Principal) -> Response[str]:
-        workspace = principal.workspace
-        found = list_rules(store, workspace, versions=True)
-        query = app.current_event.query_string_parameters or {}
-        flash = Safe("")
-        if query.get("confirmed"):
-            flash = pages.notice(
-                render("Confirmed: <code>{t}</code> is a read.", t=query["confirmed"][:300]), "ok"
-            )
-        elif query.get("saved"):  # a proposed mapping accepted (claros.api.proposals)
-            flash = pages.notice(
-                render("Mapping saved: <code>{t}</code>.", t=query["saved"][:300]), "ok"
-            )
-        body = pages.rules_page(
-            _chrome(app, principal, "rules"), found, list_mappings(store, workspace),
-            list_apps(store, workspace), saved_rule_warnings(store, workspace, found),
-            flash=flash,
-        )  # fmt: skip
-        return html_response(body)
 
     @page(app, "POST", "/app/apps/{app}/tools/{tool}/confirm", ADMINS)
     def confirm(principal: Principal, **path: str) -> Response[str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import calendar
 import hashlib
-import html
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
@@ -335,120 +334,13 @@ def verify_signed_report(doc: Any, keys: Iterable[PublicKey]) -> list[str]:
 
 
 # --- the printable page -----------------------------------------------------------------
-def _e(value: Any) -> str:
-    if value is None:
-        return "—"
-    return html.escape(str(value), quote=True)
-
-
-def _table(headers: list[str], rows: Iterable[Iterable[Any]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _counts(title: str, counts: Mapping[str, Any]) -> str:
-    return f"<h3>{_e(title)}</h3>" + _table(["", "count"], sorted(counts.items()))
-
-
 def render_html(signed: Mapping[str, Any]) -> str:
-    """The same report as a printable page; every value is escaped."""
-    r, sig = signed["report"], signed["signature"]
-    parts = [
-        f"<h1>Claros monthly report: {_e(r['workflow_id'])}, {_e(r['month'])}</h1>",
-        f"<p>Workspace {_e(r['workspace'])}. Generated at {_e(r['generated_at'])} (ms since "
-        "the epoch, UTC). Evidence for an audit, not a certification.</p>",
-        "<h2>Rules in force</h2>",
-        _table(
-            ["rule", "title", "version", "hash", "owners", "response", "confirmed by", "made by"],
-            [
-                (
-                    x["id"],
-                    x["title"],
-                    x["version"],
-                    x["hash"],
-                    ", ".join(x["owners"]) or None,
-                    x["response"],
-                    x["confirmed_by"],
-                    x["confirm"].get("made_by"),
-                )
-                for x in r["rules"]
-            ],  # fmt: skip
-        ),
-        "<h2>Checks</h2>",
-        f"<p>{_e(r['checks']['total'])} writes checked, each counted once by what the rules "
-        f"answered; {_e(r['checks'].get('approved_repeats', 0))} approved asks were repeated "
-        "with their approval (check rows of their own, not counted again).</p>",
-        _counts("By result", r["checks"]["by_result"]),
-        "<h2>Near-misses</h2>",
-        _counts("By severity", r["near_misses"]["by_severity"]),
-        _counts("Amounts by currency", r["near_misses"]["amounts_by_currency"]),
-        _table(
-            ["seq", "check", "tool", "result", "severity", "amount", "currency"],
-            [
-                (
-                    n["seq"],
-                    n["check_id"],
-                    f"{n['app']} {n['tool']}",
-                    n["result"],
-                    n["severity"],
-                    n["amount"],
-                    n["currency"],
-                )
-                for n in r["near_misses"]["latest"]
-            ],  # fmt: skip
-        ),
-        "<h2>Approvals</h2>",
-        _counts("By decision", r["approvals"]["by_decision"]),
-        _counts("By authority", r["approvals"]["by_authority"]),
-        "<h2>Overrides</h2>",
-        _counts("By verdict", r["overrides"]["by_verdict"]),
-        "<h2>Coverage by agent</h2>",
-        _table(
-            ["agent", "checked", "unchecked", "coverage", "ran after stop"],
-            [
-                (a["agent"], a["checked"], a["unchecked"], a["coverage"], a["ran_after_stop"])
-                for a in r["coverage"]
-            ],  # fmt: skip
-        ),
-        "<h2>Oversight per owner</h2>",
-        _table(
-            ["owner", "false stop rate", "miss rate", "approved too fast", "median s to decide"],
-            [
-                (
-                    o["owner"],
-                    o["false_stop_rate"],
-                    o["miss_rate"],
-                    o["approved_too_fast"],
-                    o["median_seconds_to_decide"],
-                )
-                for o in r["oversight"]
-            ],  # fmt: skip
-        ),
-        "<h2>The chain</h2>",
-        f"<p>Verify: {'OK' if r['chain']['ok'] else 'FAILED'}; {_e(r['chain']['entries'])} "
-        f"entries, {_e(r['chain']['checkpoints_verified'])} checkpoints verified.</p>",
-        _table(
-            ["seq", "kind", "problem"],
-            [(f["seq"], f["kind"], f["problem"]) for f in r["chain"]["failures"]],
-        ),  # fmt: skip
-        "<h3>Checkpoint signed for this report</h3>",
-        _table(
-            ["seq", "hash", "key", "signature"],
-            [(c["seq"], c["hash"], c["key_id"], c["signature"]) for c in [r["checkpoint"]] if c],
-        ),  # fmt: skip
-        "<h2>Signature</h2>",
-        f"<p>Ed25519 over sha256 <code>{_e(sig['sha256'])}</code> of the report as canonical "
-        f"JSON, key <code>{_e(sig['key_id'])}</code>: <code>{_e(sig['signature'])}</code>. "
-        "Check the JSON with <code>python -m claros.ledger verify-report</code>.</p>",
-    ]
-    style = (
-        "body{font-family:sans-serif;margin:2em;color:#111}table{border-collapse:collapse;"
-        "margin:.5em 0 1em}td,th{border:1px solid #999;padding:.2em .5em;text-align:left;"
-        "font-size:.9em}code{word-break:break-all}@media print{h2{break-before:auto}}"
-    )
-    title = f"Claros report {_e(r['workflow_id'])} {_e(r['month'])}"
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    """The same report as a printable page (templates/report.html): human dates, amounts
+    with their currency; every value is escaped (the template engine autoescapes)."""
+    from claros.web.pages import static_version
+    from claros.web.templating import environment
+
+    template = environment().get_template("report.html")
+    return template.render(
+        r=signed["report"], sig=signed["signature"], static_version=static_version()
     )

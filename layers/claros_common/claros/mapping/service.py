@@ -4,7 +4,9 @@ Guards register their app's tools and which are reads (``POST /v1/apps/{app}/too
 what the workspace makes of that, and suspended mappings: ``claros.mapping.tools``); a
 mapping is accepted only when every tool it names is a registered read tool of its app, or
 of the app a lookup names. Every saved mapping is a ``mapping_version`` ledger entry, so a
-check row's facts can be traced to the mapping that asked for them.
+check row's facts can be traced to the mapping that asked for them; closing one (its tool is
+then checked on the call's arguments alone) is a ``mapping_version_close`` entry, as a
+rule's close is.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from claros.wiring import Services
 __all__ = [
     "ToolInfo",
     "ToolsRequest",
+    "close_mapping",
     "get_mapping",
     "list_apps",
     "list_mappings",
     "mapping_for",
+    "mapping_versions",
     "put_mapping",
     "register_tools",
 ]
@@ -189,3 +193,60 @@ def put_mapping(
         [DocWrite(workspace, MAPPINGS, key, state, doc.rev if doc else 0), *guards],
     )
     return state, True
+
+
+def mapping_versions(store: Store, workspace: str, app: str, tool: str) -> list[dict[str, Any]]:
+    """Every saved version of the tool's mapping, oldest first, each with its close record
+    (``closed``: None while it is the one in force)."""
+    doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
+    if doc is None:
+        raise NotFoundError(f"no mapping for {app} {tool}")
+    out = []
+    for version in range(1, int(doc.value["version"]) + 1):
+        ref = f"{_key(app, tool)}@{version}"
+        saved = store.get_record(workspace, "mapping_version", ref)
+        if saved is None:
+            continue  # pruned long ago (versions are kept, but a store may predate that)
+        closed = store.get_record(workspace, CLOSE_KIND, ref)
+        if closed is None and version < int(doc.value["version"]):
+            # Replaced by a later save: no close entry of its own, the next version says when.
+            closed = {"replaced": True}
+        out.append({**saved, "closed": closed})
+    return out
+
+
+CLOSE_KIND = "mapping_version_close"
+
+
+def close_mapping(
+    services: Services, principal: Principal, app: str, tool: str, reason: str = ""
+) -> dict[str, Any]:
+    """Close the tool's mapping: its checks read only the call's arguments again, until a
+    new version is saved. A ``mapping_version_close`` ledger entry says who, when and why."""
+    store, workspace = services.store, principal.workspace
+    key = _key(app, tool)
+    doc = store.get_doc(workspace, MAPPINGS, key)
+    if doc is None:
+        raise NotFoundError(f"no mapping for {app} {tool}")
+    if doc.value.get("status") == "closed":
+        raise ConflictError(f"the mapping for {app} {tool} is closed already")
+    now = now_ms()
+    who = principal.person or principal.key_id
+    closed = {"closed_by": who, "closed_at": now, "reason": reason or "closed"}
+    state = {k: v for k, v in doc.value.items() if k != "suspended"}
+    state.update(status="closed", closed=closed)
+    entry = {
+        "workspace": workspace,
+        "app": app,
+        "tool": tool,
+        "version": doc.value["version"],
+        "hash": doc.value["hash"],
+        **closed,
+    }
+    record(
+        services,
+        workspace,
+        [NewRecord(CLOSE_KIND, f"{key}@{doc.value['version']}", entry)],
+        [DocWrite(workspace, MAPPINGS, key, state, doc.rev)],
+    )
+    return state

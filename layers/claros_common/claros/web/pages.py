@@ -7,13 +7,13 @@ plain forms and links; ``/app/static/claros.js`` only adds copy buttons.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
 
 from claros.auth import Principal
 from claros.web.html import (
@@ -25,12 +25,12 @@ from claros.web.html import (
     json_block,
     relative,
     render,
-    short_hash,
     time_tag,
 )
 from claros.web.views import COVERAGE_DAYS, AgentSummary
 
 __all__ = [
+    "PAGE_HEADERS",
     "STATIC",
     "Chrome",
     "audit_key_page",
@@ -42,6 +42,19 @@ __all__ = [
     "signin_page",
     "static_file",
 ]
+
+# Every page's headers (the app's, and the report's printable page): never cached, never
+# framed by another site, no script or style but this app's own.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
 
 STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript; charset=utf-8"}
 
@@ -166,24 +179,17 @@ def _approved(approval: Any) -> Safe:
 
 # --- sign-in ----------------------------------------------------------------------------
 def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
-    alert = notice(error, "danger") if error else (notice(note, "info") if note else Safe(""))
-    body = render(
-        '<div class="signin card">{alert}'
-        '<form method="post" action="/app/signin" class="stack">'
-        '<input type="hidden" name="next" value="{next}">'
-        '<div class="field"><label for="key">Your key</label>'
-        '<input id="key" name="key" type="password" required autofocus autocomplete="off" '
-        'spellcheck="false" aria-describedby="key-hint" placeholder="ck_…">'
-        '<p class="hint" id="key-hint">Your person key, made when you were added to the '
-        "workspace (admins may use the admin key). Agent, service and audit keys cannot "
-        "sign in. An admin makes a person key with "
-        "<code>python -m claros.auth create --kind person --person you@example.com</code>; "
-        "keep it out of your agents' environments.</p></div>"
-        '<button class="btn btn-primary" type="submit">Sign in</button></form></div>',
-        alert=alert,
-        next=next_path,
+    from claros.web.templating import render_page
+
+    return render_page(
+        "signin.html",
+        Chrome(None, None),
+        title="Sign in",
+        lede="Claros keeps agents in check.",
+        next_path=next_path,
+        error=error,
+        note=note,
     )
-    return layout("Sign in", body, Chrome(None, None), lede="Claros keeps agents in check.")
 
 
 # --- Home -------------------------------------------------------------------------------
@@ -433,85 +439,8 @@ def home_page(
 
 
 # --- Rules ------------------------------------------------------------------------------
-def _versions(versions: Sequence[Mapping[str, Any]]) -> Safe:
-    rows = join(
-        render(
-            "<tr><td>v{version}</td><td>{hash}</td><td>{made_by}</td><td>{by}</td>"
-            "<td>{at}</td><td>{closed}</td></tr>",
-            version=v.get("version"),
-            hash=short_hash(v.get("hash")),
-            made_by=badge((v.get("confirm") or {}).get("made_by"), "muted"),
-            by=(v.get("confirm") or {}).get("confirmed_by") or "",
-            at=time_tag((v.get("confirm") or {}).get("confirmed_at")),
-            closed=_closed(v.get("closed")),
-        )
-        for v in reversed(list(versions))
-    )
-    return render(
-        '<div class="table-wrap"><table class="versions"><caption>Versions</caption><thead><tr>'
-        '<th scope="col">Version</th><th scope="col">Hash (sha256)</th>'
-        '<th scope="col">Made by</th><th scope="col">Confirmed by</th>'
-        '<th scope="col">Confirmed</th><th scope="col">Closed</th></tr></thead>'
-        "<tbody>{rows}</tbody></table></div>",
-        rows=rows,
-    )
-
-
-def _closed(closed: Mapping[str, Any] | None) -> Safe:
-    if not closed:
-        return render('<span class="muted">in force</span>')
-    return render(
-        '{at} by {by}<br><span class="muted">{reason}</span>',
-        at=time_tag(closed.get("closed_at")),
-        by=closed.get("closed_by") or "",
-        reason=closed.get("reason") or "",
-    )
-
-
-def _rule_warnings(warnings: Sequence[str]) -> Safe:
-    """Fields the rule reads that nothing provides (claros.rules.warnings)."""
-    if not warnings:
-        return Safe("")
-    return render(
-        '<div><dt>Warnings</dt><dd><ul class="warnings">{items}</ul></dd></div>',
-        items=join(render('<li class="warn-text">{w}</li>', w=w) for w in warnings),
-    )
-
-
-def _rule_card(rule: Mapping[str, Any], warnings: Sequence[str] = ()) -> Safe:
-    written: Mapping[str, Any] = rule.get("rule") or {}
-    owners = written.get("owners") or []
-    when = written.get("when")
-    return render(
-        '<article class="card rule" id="rule-{id}" aria-labelledby="rule-{id}-t">'
-        '<header class="rule-head"><h3 id="rule-{id}-t">{title}</h3>'
-        '<div class="badges">{response}{mode}{status}</div></header>'
-        '<dl class="facts"><div><dt>Rule</dt><dd><code>{id}</code> v{version}</dd></div>'
-        "<div><dt>Hash</dt><dd>{hash}</dd></div>"
-        "<div><dt>Workflow</dt><dd>{workflow}</dd></div>"
-        "<div><dt>App · tools</dt><dd>{app} · {tools}</dd></div>"
-        "<div><dt>Owners</dt><dd>{owners}</dd></div>"
-        "<div><dt>When</dt><dd>{when}</dd></div>"
-        "<div><dt>Message</dt><dd>{message}</dd></div>{warnings}</dl>{versions}</article>",
-        id=rule.get("id"),
-        title=written.get("title") or rule.get("id"),
-        response=badge(str(written.get("response"))),
-        mode=badge("shadow", "info") if written.get("mode") == "shadow" else Safe(""),
-        status=badge(str(rule.get("status"))),
-        version=rule.get("version"),
-        hash=short_hash(rule.get("hash")),
-        workflow=written.get("workflow_id") or "",
-        app=written.get("app") or "",
-        tools=", ".join(written.get("tools") or []),
-        owners=", ".join(owners) if owners else Safe('<span class="warn-text">no owner</span>'),
-        when=render("<code>{w}</code>", w=when) if when else Safe("not judged (no expression)"),
-        message=written.get("message") or "",
-        versions=_versions(rule.get("versions") or []),
-        warnings=_rule_warnings(warnings),
-    )
-
-
-def _mapping_needs(mapping: Mapping[str, Any]) -> str:
+def mapping_needs(mapping: Mapping[str, Any]) -> str:
+    """What a mapping reads besides the call's arguments, in a few words."""
     parts = []
     if mapping.get("fetch"):
         parts.append(f"fetch {mapping['fetch'].get('tool')}")
@@ -524,99 +453,6 @@ def _mapping_needs(mapping: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "nothing"
 
 
-def _mapping_status(mapping: Mapping[str, Any]) -> Safe:
-    status = badge(str(mapping.get("status")), "danger" if mapping.get("suspended") else None)
-    reason = (mapping.get("suspended") or {}).get("reason")
-    return render('{b}<p class="hint">{r}</p>', b=status, r=reason) if reason else status
-
-
-def _mappings(mappings: Sequence[Mapping[str, Any]]) -> Safe:
-    if not mappings:
-        return empty("No mappings: tools are checked on their call's arguments alone.")
-    rows = join(
-        render(
-            "<tr><td>{app}</td><td><code>{tool}</code></td><td>v{version}</td><td>{hash}</td>"
-            "<td>{status}</td><td>{needs}</td><td>{by}<br>{at}</td>"
-            "<td><details><summary>Mapping</summary>{json}</details></td></tr>",
-            app=m.get("app"),
-            tool=m.get("tool"),
-            version=m.get("version"),
-            hash=short_hash(m.get("hash")),
-            status=_mapping_status(m),
-            needs=_mapping_needs(m.get("mapping") or {}),
-            by=m.get("saved_by") or "",
-            at=time_tag(m.get("saved_at")),
-            json=json_block(m.get("mapping") or {}),
-        )
-        for m in mappings
-    )
-    return render(
-        '<div class="table-wrap"><table><thead><tr><th scope="col">App</th>'
-        '<th scope="col">Tool</th><th scope="col">Version</th><th scope="col">Hash</th>'
-        '<th scope="col">Status</th><th scope="col">Needs</th><th scope="col">Saved</th>'
-        '<th scope="col">Details</th></tr></thead><tbody>{rows}</tbody></table></div>',
-        rows=rows,
-    )
-
-
-def _propose_button(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
-    """A write's "Propose" button: a mapping draft (claros.api.proposals)."""
-    return render(
-        '<form method="post" action="/app/mappings/propose" class="inline">{csrf}'
-        '<input type="hidden" name="app" value="{app}"><input type="hidden" name="tool" '
-        'value="{tool}"><button class="btn btn-quiet" type="submit" aria-label="Propose a '
-        'mapping for {tool}">Propose mapping</button></form>',
-        app=app,
-        tool=tool.get("name"),
-        csrf=csrf_field(chrome),
-    )
-
-
-def _tool_row(app: str, tool: Mapping[str, Any], chrome: Chrome) -> Safe:
-    if tool.get("held"):
-        what = render(
-            '{b} <span class="hint">a guard reports it as a read; Claros keeps it a '
-            "write until you confirm</span>",
-            b=badge("held as write", "warn"),
-        )
-        action = render(
-            '<form method="post" action="/app/apps/{app}/tools/{tool}/confirm" class="inline">'
-            '{csrf}{once}<button class="btn" type="submit">Confirm it is a read</button></form>',
-            app=quote(app, safe=""),
-            tool=quote(str(tool.get("name")), safe=""),
-            csrf=csrf_field(chrome),
-            once=one_use_field(),
-        )
-    else:
-        what = badge("read", "ok") if tool.get("read") else badge("write", "muted")
-        action = Safe("") if tool.get("read") else _propose_button(app, tool, chrome)
-    return render(
-        "<tr><td>{app}</td><td><code>{name}</code></td><td>{what}</td><td>{action}</td></tr>",
-        app=app,
-        name=tool.get("name"),
-        what=what,
-        action=action,
-    )
-
-
-def _tools(apps: Sequence[Mapping[str, Any]], chrome: Chrome) -> Safe:
-    """Each app's tools as the workspace counts them; a tool a guard now reports as a read
-    but that was registered as a write is held until an admin confirms it here."""
-    if not apps:
-        return empty("No tools yet: a guard registers its server's tools when it starts.")
-    rows = join(
-        _tool_row(str(a["app"]), t, chrome)
-        for a in apps
-        for t in sorted(a.get("tools") or [], key=lambda t: (not t.get("held"), t.get("name")))
-    )
-    return render(
-        '<div class="table-wrap"><table><thead><tr><th scope="col">App</th>'
-        '<th scope="col">Tool</th><th scope="col">Counts as</th><th scope="col"></th>'
-        "</tr></thead><tbody>{rows}</tbody></table></div>",
-        rows=rows,
-    )
-
-
 def rules_page(
     chrome: Chrome,
     rules: Sequence[Mapping[str, Any]],
@@ -625,26 +461,32 @@ def rules_page(
     warnings: Mapping[str, Sequence[str]] | None = None,
     *,
     flash: Safe = NOTHING,
+    failed: Any = None,
+    dump: Callable[[Mapping[str, Any]], str] | None = None,
 ) -> str:
-    warned = warnings or {}
-    cards = (
-        join(_rule_card(r, warned.get(str(r.get("id")), ())) for r in rules)
-        if rules
-        else empty(Safe("No rules yet. Push some with <code>claros rules push rules.yaml</code>."))
-    )
-    body = join(
-        [
-            section("rules", "Rules", cards, extra=_count(len(rules))),
-            section("mappings", "Mappings per tool", _mappings(mappings)),
-            section("tools", "Tools: reads and writes", _tools(apps, chrome)),
-        ]
-    )
-    return layout(
-        "Rules",
-        body,
+    """Each rule with its versions and push-time warnings, the mappings per tool, and each
+    app's tools; a tool a guard now reports as a read but that was registered as a write
+    is held until an admin confirms it here."""
+    from claros.web.templating import render_page
+
+    tool_rows = [
+        (str(a["app"]), t)
+        for a in apps
+        for t in sorted(a.get("tools") or [], key=lambda t: (not t.get("held"), t.get("name")))
+    ]
+    return render_page(
+        "rules.html",
         chrome,
+        title="Rules",
         lede="Each rule's versions as written, with hash, owner, response and who confirmed them.",
         flash=flash,
+        rules=rules,
+        warned=warnings or {},
+        mappings=mappings,
+        tool_rows=tool_rows,
+        needs=mapping_needs,
+        failed=failed,
+        dump=dump or (lambda value: json.dumps(dict(value), indent=2, ensure_ascii=False)),
     )
 
 
@@ -657,57 +499,23 @@ def device_page(
     error: str = "",
     now: int = 0,
 ) -> str:
+    """Three stages: type the code; see who asks and approve or deny; done."""
+    from claros.web.templating import render_page
+
     person = chrome.principal.person if chrome.principal else ""
-    alert = notice(error, "danger") if error else Safe("")
+    lede = "Approve a claros login."
     if view is None or view["status"] not in ("pending", "approved", "denied"):
+        stage = "code"
         if view is not None:
-            alert = notice(f"Code {view['user_code']} is {view['status']}.", "danger")
-        body = render(
-            '<div class="card narrow">{alert}<form method="get" action="/app/device" '
-            'class="stack"><div class="field"><label for="code">Code from your terminal</label>'
-            '<input id="code" name="code" required autofocus autocomplete="off" '
-            'autocapitalize="characters" spellcheck="false" class="code-input" value="{code}" '
-            'placeholder="BCDF-GHJK" aria-describedby="code-hint">'
-            '<p class="hint" id="code-hint"><code>claros login</code> shows it.</p></div>'
-            '<button class="btn btn-primary" type="submit">Continue</button></form></div>',
-            alert=alert,
-            code=code,
-        )
-        return layout("Sign in a device", body, chrome, lede="Approve a claros login.")
-    if view["status"] != "pending":
-        done = (
-            notice("Approved. Go back to your terminal: it is signed in.", "ok")
-            if view["status"] == "approved"
-            else notice("Denied. The terminal gets no key.", "warn")
-        )
-        body = render('<div class="card narrow">{done}</div>', done=done)
-        return layout("Sign in a device", body, chrome)
-    body = render(
-        '<div class="card narrow">{alert}<p class="bigcode" aria-label="Code">{code}</p>'
-        '<dl class="facts"><div><dt>Program</dt><dd>{client}</dd></div>'
-        "<div><dt>Machine</dt><dd>{name}</dd></div>"
-        "<div><dt>From</dt><dd>{address}</dd></div>"
-        "<div><dt>Started</dt><dd>{started}</dd></div>"
-        "<div><dt>Expires</dt><dd>{expires}</dd></div></dl>"
-        '<p class="warn-text">Approve only if you started this yourself, just now. The '
-        "terminal gets a new agent key that acts for you ({person}).</p>"
-        '<form method="post" action="/app/device" class="actions">{csrf}'
-        '<input type="hidden" name="user_code" value="{code}">'
-        '<button class="btn btn-primary" type="submit" name="decision" value="approve">'
-        "Approve</button>"
-        '<button class="btn btn-danger" type="submit" name="decision" value="deny">Deny</button>'
-        "</form></div>",
-        alert=alert,
-        code=view["user_code"],
-        client=view.get("client") or "",
-        name=view.get("name") or "unnamed",
-        address=view.get("address") or "",
-        started=relative(int(view["created_at"]), now),
-        expires=relative(int(view["expires_at"]), now),
-        person=person,
-        csrf=csrf_field(chrome),
-    )
-    return layout("Sign in a device", body, chrome, lede="A terminal asks to act for you.")
+            error = f"Code {view['user_code']} is {view['status']}."
+    elif view["status"] != "pending":
+        stage, lede = "done", ""
+    else:
+        stage, lede = "approve", "A terminal asks to act for you."
+    return render_page(
+        "device.html", chrome, title="Sign in a device", lede=lede, stage=stage, view=view,
+        code=code, error=error, now=now, person=person,
+    )  # fmt: skip
 
 
 # --- keys made in the web app, and errors -----------------------------------------------
@@ -732,47 +540,27 @@ def _agent_key_form(chrome: Chrome) -> Safe:
     )
 
 
-def _key_made(
-    chrome: Chrome, *, what: str, key: str, label: str, about: Safe, back: tuple[str, str]
-) -> str:
-    """The page a new key is shown on, once: ``what`` is "Agent key" or "Audit key"."""
-    field = what.lower().replace(" ", "-")
-    body = render(
-        '<div class="card narrow">{warn}<div class="field"><label for="{field}">{what}'
-        '{label}</label><div class="copy-row"><input id="{field}" class="mono" readonly '
-        'value="{key}"><button class="btn" type="button" data-copy="{field}">Copy</button>'
-        '</div></div><p>{about}</p><p><a class="btn btn-quiet" href="{href}">{back}</a></p>'
-        "</div>",
-        warn=notice("Shown only now. Copy it somewhere safe: Claros keeps only its hash.", "warn"),
-        field=field,
-        what=what,
-        label=f" ({label})" if label else "",
-        key=key,
-        about=about,
-        href=back[0],
-        back=back[1],
-    )
-    return layout(f"{what} made", body, chrome)
+def _key_made(chrome: Chrome, *, kind: str, key: str, label: str, back: tuple[str, str]) -> str:
+    """The page a new key is shown on, once: ``kind`` is "agent" or "audit"."""
+    from claros.web.templating import render_page
+
+    what = f"{kind.capitalize()} key"
+    return render_page(
+        "key_made.html", chrome, title=f"{what} made", kind=kind, what=what,
+        field=f"{kind}-key", key=key, label=label,
+        person=chrome.principal.person if chrome.principal else "",
+        back_href=back[0], back_label=back[1],
+    )  # fmt: skip
 
 
 def agent_key_page(chrome: Chrome, *, key: str, label: str) -> str:
-    person = chrome.principal.person if chrome.principal else ""
-    about = render(
-        "An agent using it acts for {person}. Set it as <code>CLAROS_KEY</code> where the "
-        "agent runs <code>claros guard</code> or the Claude Code hooks.",
-        person=person,
-    )
-    return _key_made(chrome, what="Agent key", key=key, label=label, about=about,
-                     back=("/app", "Back to Home"))  # fmt: skip
+    return _key_made(chrome, kind="agent", key=key, label=label, back=("/app", "Back to Home"))
 
 
 def audit_key_page(chrome: Chrome, *, key: str, label: str) -> str:
-    about = Safe(
-        "It reads the log and its records, nothing else, and only while you are an admin. "
-        "Give it to your auditor for <code>claros verify</code>."
+    return _key_made(
+        chrome, kind="audit", key=key, label=label, back=("/app/evidence", "Back to Evidence")
     )
-    return _key_made(chrome, what="Audit key", key=key, label=label, about=about,
-                     back=("/app/evidence", "Back to Evidence"))  # fmt: skip
 
 
 _TITLES = {
@@ -780,6 +568,7 @@ _TITLES = {
     401: "Sign in again",
     403: "Not allowed",
     404: "Not found",
+    405: "Use the button",
     409: "Already changed",
     413: "Too large",
     429: "Slow down",

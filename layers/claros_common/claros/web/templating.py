@@ -10,10 +10,12 @@ the viewer's local time and zone, and the UTC text stays for readers without scr
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -36,6 +38,17 @@ def _money(amount: Any, currency: Any = None) -> str:
     return f"{text} {currency}" if currency else text
 
 
+def _path_part(value: Any) -> str:
+    """A value as one segment of a URL path (``/`` and every other reserved byte encoded)."""
+    return quote(str(value), safe="")
+
+
+def one_use() -> str:
+    """A form's one-use token: sending the same form twice (a reload) does nothing twice
+    (claros.api.web._use_form_once)."""
+    return secrets.token_urlsafe(16)
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -52,7 +65,9 @@ def environment() -> jinja2.Environment:
         badge=html.badge,
         json_block=html.json_block,
         money=_money,
+        urlencode_path=_path_part,
     )
+    env.globals["one_use"] = one_use
     return env
 
 

@@ -14,6 +14,19 @@ document.addEventListener("DOMContentLoaded", () => {
     time.textContent = local.format(when);
   }
 
+  // Narrow screens show each table row as a card (claros.css, "Readable everywhere"):
+  // every cell is labelled with its column's heading.
+  for (const table of document.querySelectorAll("table")) {
+    const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+    if (!heads.length) continue;
+    table.classList.add("stackable");
+    for (const row of table.querySelectorAll("tbody tr")) {
+      [...row.children].forEach((cell, i) => {
+        if (heads[i] && !cell.hasAttribute("data-label")) cell.setAttribute("data-label", heads[i]);
+      });
+    }
+  }
+
   // Copy buttons: <button data-copy="id-of-input">.
   for (const button of document.querySelectorAll("button[data-copy]")) {
     button.addEventListener("click", async () => {
