@@ -144,16 +144,29 @@ class OversightCounter:
 
 
 def oversight(
-    store: Store, workspace: str, *, days: int, fast_seconds: int, now: int | None = None
+    store: Store,
+    workspace: str,
+    *,
+    days: int,
+    fast_seconds: int,
+    now: int | None = None,
+    scan: bool = False,
 ) -> dict[str, Any]:
-    """``GET /api/evidence/oversight``: per owner, over the last ``days``."""
+    """``GET /api/evidence/oversight``: per owner, over the last ``days``, from the hourly
+    aggregates (``scan=True``: from every record of the window, the tests' reference)."""
+    from claros.evidence.windowed import window_counters
+
     end = now if now is not None else now_ms()
     start = end - days * DAY_MS
-    counter = OversightCounter(
-        load_versions(store, workspace), start=start, end=end + 1, fast_seconds=fast_seconds
-    )
-    for entry, record in records_between(store, workspace, start, end + 1):
-        counter.add(entry.kind, record)
+    versions = load_versions(store, workspace)
+    if scan:
+        counter = OversightCounter(versions, start=start, end=end + 1, fast_seconds=fast_seconds)
+        for entry, record in records_between(store, workspace, start, end + 1):
+            counter.add(entry.kind, record)
+    else:
+        counter = window_counters(
+            store, workspace, versions, start=start, end=end + 1, fast_seconds=fast_seconds
+        ).oversight
     return {
         "workspace": workspace,
         "days": days,

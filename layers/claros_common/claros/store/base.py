@@ -261,3 +261,24 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # --- aggregates and the verified-through state (issue 13: pages that stay fast) ----
+    def aggregate_buckets(
+        self, workspace: str, first_hour: int, last_hour: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The hourly aggregates (``claros.aggregates``) of the hours in [first_hour,
+        last_hour), ascending; an hour with no entry has none. ``append``/``append_many``
+        fold their records into their hour's aggregate in the same transaction."""
+        ...
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        """How far the chain was verified (``claros.evidence.verified``), or None."""
+        ...
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        """Keep ``state`` (its ``seq``: verified through that entry) if the one stored is
+        still at ``expect_seq`` (None: none stored yet); False when another verify moved it
+        first (nothing written)."""
+        ...

@@ -14,7 +14,14 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#doc#{collection}``      doc key             ``rev`` (N), ``body`` (S JSON)
   ``{workspace}#checkpoint``            ``{seq:020d}``      the checkpoint's fields
   ``{workspace}#pubkey``                key id              the public key's fields
+  ``{workspace}#doc#_aggregates``       ``{hour:012d}``     ``rev`` (N), ``body`` (B zlib JSON)
+  ``{workspace}#doc#_verified``         ``state``           ``seq`` (N), ``body`` (S JSON)
   ====================================  ==================  ==============================
+
+The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
+conditional on the revision read (the chain's own conditions already serialize appends);
+they and the verified-through state sit under ``#doc#`` keys, which the roles that append
+may write.
 
 The chain head is the ledger's last entry (a descending Query, one item): there is no head
 item to move, so a role that may append cannot point the chain anywhere else. Checkpoints
@@ -44,6 +51,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
+from claros.aggregates import fold, hour_of
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
@@ -252,6 +260,7 @@ class DynamoStore:
                 )
             seen.add((new.kind, new.ref_id))
         doc_actions = self._doc_actions(writes)
+        parsed = [jsonutil.loads(zlib.decompress(p[1])) for p in prepared]
         known = self._heads.get(workspace)
         head = self._forward(known) if known else self.head(workspace)
         for attempt in range(self.max_attempts):
@@ -281,6 +290,7 @@ class DynamoStore:
                 *(self._ledger_put(e) for e in entries),
                 *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
                 *doc_actions,
+                self._aggregate_put(workspace, when, entries, parsed),
             ]
             try:
                 self.client.transact_write_items(
@@ -306,6 +316,94 @@ class DynamoStore:
             f"the chain head of {workspace!r} kept moving; gave up after "
             f"{self.max_attempts} attempts"
         )
+
+    def _aggregate_key(self, workspace: str, hour: int) -> Item:
+        return {"pk": _s(f"{workspace}#doc#_aggregates"), "sk": _s(f"{hour:012d}")}
+
+    def _aggregate_put(
+        self, workspace: str, when: int, entries: Sequence[Entry], records: Sequence[Any]
+    ) -> dict[str, Any]:
+        """The hour's aggregate with the batch folded in, read after the head (an append
+        that commits in between moves the head, and ours is retried), put on condition
+        that it is still at the revision read."""
+        hour = hour_of(when)
+        got = self.client.get_item(
+            TableName=self.state_table,
+            Key=self._aggregate_key(workspace, hour),
+            ConsistentRead=True,
+        ).get("Item")
+        bucket: dict[str, Any] = jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
+        rev = int(got["rev"]["N"]) if got else 0
+        for entry, record in zip(entries, records, strict=True):
+            fold(bucket, entry.seq, entry.kind, record)
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                **self._aggregate_key(workspace, hour),
+                "rev": _n(rev + 1),
+                "body": {"B": zlib.compress(jsonutil.dumps(bucket).encode())},
+            },
+        }
+        if got:
+            put["ConditionExpression"] = "#rev = :rev"
+            put["ExpressionAttributeNames"] = {"#rev": "rev"}
+            put["ExpressionAttributeValues"] = {":rev": _n(rev)}
+        else:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        return {"Put": put}
+
+    def aggregate_buckets(
+        self, workspace: str, first_hour: int, last_hour: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        if first_hour >= last_hour:
+            return []
+        request: dict[str, Any] = {
+            "TableName": self.state_table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": _s(f"{workspace}#doc#_aggregates"),
+                ":lo": _s(f"{first_hour:012d}"),
+                ":hi": _s(f"{last_hour - 1:012d}"),
+            },
+        }
+        return [
+            (int(item["sk"]["S"]), jsonutil.loads(zlib.decompress(item["body"]["B"])))
+            for item in self._query(request, None)
+        ]
+
+    def _verified_key(self, workspace: str) -> Item:
+        return {"pk": _s(f"{workspace}#doc#_verified"), "sk": _s("state")}
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.state_table, Key=self._verified_key(workspace), ConsistentRead=True
+        ).get("Item")
+        return jsonutil.loads(got["body"]["S"]) if got else None
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                **self._verified_key(workspace),
+                "seq": _n(int(state["seq"])),
+                "body": _s(jsonutil.dumps(dict(state))),
+            },
+        }
+        if expect_seq is None:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "#seq = :seq"
+            put["ExpressionAttributeNames"] = {"#seq": "seq"}
+            put["ExpressionAttributeValues"] = {":seq": _n(expect_seq)}
+        try:
+            self.client.put_item(**put)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _forward(self, head: Entry) -> Entry | None:
         """The chain's last entry, read forward from ``head`` (at most 16 reads, then one
@@ -378,6 +476,8 @@ class DynamoStore:
             if 2 * n + j in failed:
                 raise _doc_conflict(write, reasons[2 * n + j].get("Item")) from exc
         chain = set(range(n))  # an entry's seq is taken: someone appended first
+        # The hour's aggregate (the last action) moved: another append got in first.
+        chain.add(2 * n + len(writes))
         if stale or failed & chain or any(c in _RETRY_REASONS for c in codes):
             return stale
         raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from claros import jsonutil
+from claros.aggregates import fold, hour_of
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ConflictError,
@@ -70,6 +71,16 @@ CREATE TABLE IF NOT EXISTS docs (
     workspace TEXT NOT NULL, collection TEXT NOT NULL, key TEXT NOT NULL,
     rev INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (workspace, collection, key)
+) WITHOUT ROWID;
+
+-- Hourly aggregates (claros.aggregates), folded by each append in its transaction, and
+-- the verified-through state (claros.evidence.verified).
+CREATE TABLE IF NOT EXISTS aggregates (
+    workspace TEXT NOT NULL, hour INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (workspace, hour)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verified (
+    workspace TEXT PRIMARY KEY, seq INTEGER NOT NULL, body TEXT NOT NULL
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS prune_marks (
@@ -288,6 +299,7 @@ class SqliteStore:
                 entries.append(entry)
                 prev = entry.hash
             last = entries[-1]
+            self._fold(conn, workspace, when, entries, prepared)
             conn.execute(
                 "INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (workspace, last.seq, last.kind, last.ref_id, last.ts, last.payload_sha256,
@@ -299,6 +311,68 @@ class SqliteStore:
             conn.execute("ROLLBACK")
             raise
         return entries
+
+    @staticmethod
+    def _fold(
+        conn: sqlite3.Connection,
+        workspace: str,
+        when: int,
+        entries: Sequence[Entry],
+        prepared: Sequence[tuple[NewRecord, str, str]],
+    ) -> None:
+        """The records into their hour's aggregate, inside the append's transaction (all
+        the batch's entries carry one ts, so one hour)."""
+        hour = hour_of(when)
+        row = conn.execute(
+            "SELECT body FROM aggregates WHERE workspace = ? AND hour = ?", (workspace, hour)
+        ).fetchone()
+        bucket: dict[str, Any] = jsonutil.loads(row[0]) if row else {}
+        for entry, (_new, body, _payload) in zip(entries, prepared, strict=True):
+            fold(bucket, entry.seq, entry.kind, jsonutil.loads(body))
+        conn.execute(
+            "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?)",
+            (workspace, hour, jsonutil.dumps(bucket)),
+        )
+
+    def aggregate_buckets(
+        self, workspace: str, first_hour: int, last_hour: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        rows = self._conn().execute(
+            "SELECT hour, body FROM aggregates WHERE workspace = ? AND hour >= ? AND hour < ?"
+            " ORDER BY hour",
+            (workspace, first_hour, last_hour),
+        )
+        return [(int(hour), jsonutil.loads(body)) for hour, body in rows]
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        row = (
+            self._conn()
+            .execute("SELECT body FROM verified WHERE workspace = ?", (workspace,))
+            .fetchone()
+        )
+        return jsonutil.loads(row[0]) if row else None
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT seq FROM verified WHERE workspace = ?", (workspace,)
+            ).fetchone()
+            if (row[0] if row else None) != expect_seq:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO verified VALUES (?, ?, ?)",
+                (workspace, int(state["seq"]), jsonutil.dumps(dict(state))),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return True
 
     def head(self, workspace: str) -> Entry | None:
         row = (

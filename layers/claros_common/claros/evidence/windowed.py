@@ -1,0 +1,193 @@
+"""A window's counts from the hourly aggregates (``claros.aggregates``), never a scan of
+the whole window.
+
+The hours wholly inside [start, end) come from the aggregates the store keeps; the two
+partial hours at the edges (and any hour holding entries a prune removed since) are read
+from the ledger and folded the same way, so the sum is exactly what feeding every record
+of the window to the counters gives. ``scan_counters`` is that reference, kept for the
+tests that compare the two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from claros import jsonutil
+from claros.aggregates import FLAGGED_ITEMS, HOUR_MS, NEAR_ITEMS, SAMPLES, fold
+from claros.evidence.activity import Versions, records_between
+from claros.evidence.oversight import OversightCounter
+from claros.evidence.report import ActivityCounter
+from claros.outcomes import CoverageCounter
+from claros.store.base import Store
+
+__all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counters"]
+
+_DECIMALS = frozenset({"amounts", "sev_amounts"})
+_TAILS = {"near": NEAR_ITEMS, "flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
+
+
+def _keep(key: str) -> int:
+    return _TAILS.get(key, SAMPLES)
+
+
+def merge(into: dict[str, Any], other: Mapping[str, Any], *, decimals: bool = False) -> None:
+    """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples keep the
+    latest by seq, guard lists unite."""
+    for key, value in other.items():
+        if key == "seq_min":
+            into[key] = min(into.get(key, value), value)
+        elif key == "seq_max":
+            into[key] = max(into.get(key, value), value)
+        elif isinstance(value, dict):
+            merge(into.setdefault(key, {}), value, decimals=decimals or key in _DECIMALS)
+        elif isinstance(value, list):
+            if key == "guards":
+                into[key] = sorted(set(into.get(key, [])) | set(value))
+            else:
+                both = sorted([*into.get(key, []), *value], key=lambda item: int(item["seq"]))
+                into[key] = both[-_keep(key) :]
+        elif decimals:
+            into[key] = str(Decimal(into.get(key, "0")) + Decimal(str(value)))
+        else:
+            into[key] = into.get(key, 0) + value
+
+
+def _scan_into(bucket: dict[str, Any], store: Store, workspace: str, start: int, end: int) -> None:
+    for entry, record in records_between(store, workspace, start, end):
+        fold(bucket, entry.seq, entry.kind, record)
+
+
+def _first_seq(store: Store, workspace: str) -> int:
+    first = next(iter(store.entries(workspace, limit=1)), None)
+    return first.seq if first is not None else 1
+
+
+def window_bucket(store: Store, workspace: str, start: int, end: int) -> dict[str, Any]:
+    """Everything the aggregates count over the entries stamped in [start, end)."""
+    total: dict[str, Any] = {}
+    first_hour = -(-start // HOUR_MS)  # the first hour starting at or after start
+    last_hour = end // HOUR_MS  # hours before this one end by ``end``
+    if first_hour >= last_hour:
+        _scan_into(total, store, workspace, start, end)
+        return total
+    _scan_into(total, store, workspace, start, first_hour * HOUR_MS)
+    _scan_into(total, store, workspace, last_hour * HOUR_MS, end)
+    pruned_through = _first_seq(store, workspace) - 1
+    rescan: list[tuple[int, int]] = []
+    for hour, bucket in store.aggregate_buckets(workspace, first_hour, last_hour):
+        if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
+            # Entries a prune removed are counted in the bucket and gone from the ledger:
+            # what is left of that hour is read again.
+            if rescan and rescan[-1][1] == hour:
+                rescan[-1] = (rescan[-1][0], hour + 1)
+            else:
+                rescan.append((hour, hour + 1))
+            continue
+        merge(total, bucket)
+    for lo, hi in rescan:
+        _scan_into(total, store, workspace, lo * HOUR_MS, hi * HOUR_MS)
+    return total
+
+
+@dataclass
+class Counters:
+    """The counters the evidence reports read, filled for one window."""
+
+    activity: ActivityCounter
+    coverage: CoverageCounter
+    oversight: OversightCounter
+    bucket: Mapping[str, Any]  # the window's sum, for samples and Home
+
+
+def _activity(b: Mapping[str, Any]) -> ActivityCounter:
+    counter = ActivityCounter()
+    counter.checks = Counter(b.get("checks") or {})
+    counter.repeats = int(b.get("repeats", 0))
+    counter.severity = Counter(b.get("severity") or {})
+    counter.amounts = {c: Decimal(v) for c, v in (b.get("amounts") or {}).items()}
+    counter.near = deque(b.get("near") or [], maxlen=counter.near.maxlen)
+    counter.decisions = Counter(b.get("decisions") or {})
+    counter.authorities = Counter(b.get("authorities") or {})
+    counter.verdicts = Counter(b.get("verdicts") or {})
+    return counter
+
+
+def _coverage(b: Mapping[str, Any]) -> CoverageCounter:
+    counter = CoverageCounter()
+    for name, slot in (b.get("cov") or {}).items():
+        counter._agents[name] = {  # noqa: SLF001 - filled from the aggregate, read as usual
+            "agent": name,
+            "checked": int(slot.get("checked", 0)),
+            "unchecked": int(slot.get("unchecked", 0)),
+            "outcomes": int(slot.get("outcomes", 0)),
+            "ran_after_stop": int(slot.get("ran_after_stop", 0)),
+            "guards": set(slot.get("guards") or []),
+        }
+    return counter
+
+
+def _oversight(
+    b: Mapping[str, Any], versions: Versions, start: int, end: int, fast_seconds: int
+) -> OversightCounter:
+    counter = OversightCounter(versions, start=start, end=end, fast_seconds=fast_seconds)
+    for key, n in (b.get("ov_decided") or {}).items():
+        result, sig = jsonutil.loads(key)
+        refs = [{**ref, "matched": True} for ref in jsonutil.loads(sig)]
+        for owner in counter._owners(refs, result):  # noqa: SLF001
+            counter.stops_and_asks[owner] += n
+    for key, n in (b.get("ov_through") or {}).items():
+        app, tool = jsonutil.loads(key)
+        counter.through[(app, tool)] += n
+    for key, n in (b.get("ov_wrong") or {}).items():
+        result, sig = jsonutil.loads(key)
+        refs = [{**ref, "matched": True} for ref in jsonutil.loads(sig)]
+        for owner in counter._owners(refs, result):  # noqa: SLF001
+            counter.wrong_stops[owner] += n
+    for rule_id, n in (b.get("ov_missed") or {}).items():
+        for owner in counter.owners_of.get(rule_id, ()):
+            counter.missed[owner] += n
+    _answers(counter, b.get("ov_answers") or {})
+    return counter
+
+
+def _answers(counter: OversightCounter, answers: Mapping[str, Any]) -> None:
+    """OversightCounter._answer, for each (person, decision, ms waited) and its count."""
+    for person, decisions in answers.items():
+        for decision, waits in decisions.items():
+            for waited_text, n in waits.items():
+                waited = int(waited_text)
+                counter.seconds[person].extend([waited / 1000] * n)
+                if decision == "approve":
+                    counter.approvals[person] += n
+                    if waited < counter.fast_ms:
+                        counter.too_fast[person] += n
+
+
+def window_counters(
+    store: Store, workspace: str, versions: Versions, *, start: int, end: int, fast_seconds: int
+) -> Counters:
+    """The counters over the entries stamped in [start, end), from the aggregates."""
+    b = window_bucket(store, workspace, start, end)
+    return Counters(
+        _activity(b), _coverage(b), _oversight(b, versions, start, end, fast_seconds), b
+    )
+
+
+def scan_counters(
+    store: Store, workspace: str, versions: Versions, *, start: int, end: int, fast_seconds: int
+) -> Counters:
+    """The same counters fed every record of the window (the reference the tests compare
+    the aggregates with; no page calls it)."""
+    activity, coverage = ActivityCounter(), CoverageCounter()
+    oversight = OversightCounter(versions, start=start, end=end, fast_seconds=fast_seconds)
+    bucket: dict[str, Any] = {}
+    for entry, rec in records_between(store, workspace, start, end):
+        activity.add(entry.seq, entry.kind, rec)
+        coverage.add(entry.kind, rec)
+        oversight.add(entry.kind, rec)
+        fold(bucket, entry.seq, entry.kind, rec)
+    return Counters(activity, coverage, oversight, bucket)
