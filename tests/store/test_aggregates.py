@@ -63,6 +63,8 @@ def test_append_folds_records_into_their_hour(store: Store) -> None:
         {"decision": "approve", "decided_by": "dana", "opened_at": 1, "decided_at": 4001},
         ts=base + HOUR_MS,
     )
+    days = store.aggregate_buckets(WS, 0, 10**6, span="day")
+    assert [d for d, _ in days] == [500 // 24] and days[0][1]["entries"] == 4
     buckets = store.aggregate_buckets(WS, 500, 502)
     assert [h for h, _ in buckets] == [500, 501]
     first = buckets[0][1]

@@ -27,26 +27,21 @@ from typing import Any
 
 from claros.checks import approved_repeat
 
-__all__ = ["HOUR_MS", "NEAR_ITEMS", "SAMPLES", "FLAGGED_ITEMS", "fold", "hour_of", "new_bucket"]
+__all__ = ["DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "SAMPLES", "SPANS", "fold"]
 
 HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+# Each record is folded into its hour's and its day's (UTC) aggregate: a window adds up its
+# whole days, then the whole hours at its edges, then reads the minutes left over.
+SPANS = {"hour": HOUR_MS, "day": DAY_MS}
 # How many of the latest items a bucket keeps of each sort (what the readers show at most).
 SAMPLES = 3  # claros.evidence.aiuc1.SAMPLES
-NEAR_ITEMS = 50  # claros.evidence.report.NEAR_MISS_ITEMS
 FLAGGED_ITEMS = 5  # Home: what each agent was stopped, asked or nudged on
 
 _APPROVAL = ("ask_id", "check_id", "decision", "authority", "decided_by", "opened_at",
              "decided_at")  # fmt: skip
 _OVERRIDE = ("override_id", "check_id", "verdict", "rule_id", "by", "at")
 _FLAGGED = ("stop", "ask", "nudge")
-
-
-def hour_of(ts: int) -> int:
-    return ts // HOUR_MS
-
-
-def new_bucket() -> dict[str, Any]:
-    return {}
 
 
 def _inc(node: dict[str, Any], key: str, n: int = 1) -> None:
@@ -185,6 +180,7 @@ def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
     severity = rec.get("severity")
     if severity:
         _near(bucket, seq, rec, brief)
+        _near_of(_sub(_sub(bucket, "people_near"), str(person) if person else ""), rec)
     if rec.get("rules"):
         rules = [
             {k: r.get(k) for k in ("id", "version", "hash", "confirm", "matched")}
@@ -218,22 +214,14 @@ def _near(
     if amount is not None:
         _decimal_add(_sub(bucket, "amounts"), currency, amount)
         _decimal_add(_sub(_sub(bucket, "sev_amounts"), severity), currency, amount)
-    _tail(
-        bucket,
-        "near",
-        {
-            "seq": seq,
-            "check_id": rec.get("check_id"),
-            "ts": rec.get("ts"),
-            "app": rec.get("app"),
-            "tool": rec.get("tool"),
-            "result": rec.get("result"),
-            "severity": rec.get("severity"),
-            "amount": str(amount) if amount is not None else None,
-            "currency": rec.get("currency"),
-            "rules": [r.get("id") for r in rec.get("rules") or [] if r.get("matched")],
-        },
-        NEAR_ITEMS,
-    )
     near = {k: rec.get(k) for k in ("severity", "amount", "currency")}
     _tail(bucket, "s_near", {**brief, **near}, SAMPLES)
+
+
+def _near_of(node: dict[str, Any], rec: Mapping[str, Any]) -> None:
+    """Near-misses by severity, with amounts by currency, of one person's agents (Home)."""
+    severity = str(rec["severity"])
+    _inc(_sub(node, "severity"), severity)
+    if rec.get("amount") is not None:
+        currency = str(rec.get("currency") or "unknown")
+        _decimal_add(_sub(_sub(node, "sev_amounts"), severity), currency, rec["amount"])

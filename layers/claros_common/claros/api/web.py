@@ -58,7 +58,8 @@ from claros.rules.service import list_rules
 from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
-from claros.tamper import verify_with_tampering
+from claros.evidence.verified import state_json, verified_report, verify_now
+from claros.tamper import report as tampering_report
 from claros.timeline import timeline
 from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
@@ -118,6 +119,12 @@ class RetentionForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     days: int = Field(ge=1, le=36_500)
+
+
+class VerifyForm(BaseModel):
+    """ "Verify everything now" carries nothing but its CSRF token."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class KeyForm(BaseModel):
@@ -540,6 +547,10 @@ def _admin_routes(app: ClarosResolver) -> None:
         flash = Safe("")
         if query.get("retention") == "saved":
             flash = pages.notice("Retention saved.", "ok")
+        elif query.get("verified") == "ok":
+            flash = pages.notice("Verified everything: the whole chain holds.", "ok")
+        elif query.get("verified") == "failed":
+            flash = pages.notice("Verified everything: the chain does not verify.", "danger")
         return html_response(
             evidence_page(
                 _chrome(app, principal, "evidence"), _evidence(app, principal), flash=flash
@@ -580,6 +591,16 @@ def _evidence_routes(app: ClarosResolver) -> None:
             "Cache-Control": "no-store",
         }
         return json_response(body, headers=headers)
+
+    @page(app, "POST", "/app/evidence/verify", ADMINS)
+    def verify_everything(principal: Principal) -> Response[str]:
+        """Verify everything now: the whole chain again, not only its new segments."""
+        read_input(app, VerifyForm, empty_ok=True)
+        state = verify_now(store, principal.workspace)
+        if _wants_html(app):
+            verdict = "ok" if not state["failures"] else "failed"
+            return redirect(f"/app/evidence?verified={verdict}#chain")
+        return json_response(state)
 
     @page(app, "POST", "/app/evidence/retention", ADMINS)
     def retention(principal: Principal) -> Response[str]:
@@ -643,8 +664,10 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
     workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
     return EvidenceData(
         workspace=workspace,
+        # The verified-through state brought up to the head (claros.evidence.verified);
         # AWS: unacknowledged tampering fails the verify shown here too.
-        verify=verify_with_tampering(store, app.services.tamper, workspace).to_json(),
+        verify=_verify_shown(app, workspace),
+        verified=state_json(store, workspace),
         checkpoint=store.latest_checkpoint(workspace),
         public_keys=len(store.public_keys(workspace)),
         available={
@@ -667,6 +690,14 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
         month=now.strftime("%Y-%m"),
         today=now.date().isoformat(),
     )
+
+
+def _verify_shown(app: ClarosResolver, workspace: str) -> dict[str, Any]:
+    store, tamper = app.services.store, app.services.tamper
+    report = verified_report(store, workspace)
+    if tamper is not None:
+        report.failures.extend(tampering_report(store, tamper, workspace)[1])
+    return report.to_json()
 
 
 def _base_url(app: ClarosResolver) -> str:

@@ -27,7 +27,14 @@ from claros.evidence.verify import verify_workspace
 from claros.ledger import PRUNE_KIND, ChainVerifier, Failure, VerifyReport
 from claros.store.base import Store
 
-__all__ = ["advance", "advance_quietly", "state_json", "verified_report", "verify_now"]
+__all__ = [
+    "advance",
+    "advance_quietly",
+    "keep_full",
+    "state_json",
+    "verified_report",
+    "verify_now",
+]
 
 log = logging.getLogger("claros.evidence.verified")
 
@@ -112,7 +119,12 @@ def _combined(state: Mapping[str, Any], seg: VerifyReport, now: int) -> dict[str
 
 
 def _save(store: Store, workspace: str, new: dict[str, Any], expect: int | None) -> dict[str, Any]:
-    if store.save_verified_state(workspace, new, expect_seq=expect):
+    try:
+        saved = store.save_verified_state(workspace, new, expect_seq=expect)
+    except Exception:  # noqa: BLE001 - in AWS only the signer role may keep it: shown, not kept
+        log.info("verified-through state of %s shown but not kept (not this role's)", workspace)
+        return new
+    if saved:
         return new
     # Another verify moved the state first: theirs stands when it got as far.
     theirs = store.verified_state(workspace)
@@ -123,18 +135,18 @@ def _save(store: Store, workspace: str, new: dict[str, Any], expect: int | None)
 
 def verify_now(store: Store, workspace: str) -> dict[str, Any]:
     """The whole chain verified again; the state starts from this."""
+    return keep_full(store, workspace, verify_workspace(store, workspace))
+
+
+def keep_full(store: Store, workspace: str, report: VerifyReport) -> dict[str, Any]:
+    """A full verify's ``report`` as the new state (kept where this role may keep it)."""
     now = now_ms()
     before = store.verified_state(workspace)
-    report = verify_workspace(store, workspace)
     new = _state(report, full_at=now, now=now)
-    saved = store.save_verified_state(
-        workspace, new, expect_seq=int(before["seq"]) if before else None
-    )
-    if not saved:  # a segment landed meanwhile: the full verify's answer is the one to keep
+    kept = _save(store, workspace, new, int(before["seq"]) if before else None)
+    if kept is not new:  # a segment landed meanwhile: the full verify's answer is kept
         current = store.verified_state(workspace)
-        store.save_verified_state(
-            workspace, new, expect_seq=int(current["seq"]) if current else None
-        )
+        _save(store, workspace, new, int(current["seq"]) if current else None)
     return new
 
 

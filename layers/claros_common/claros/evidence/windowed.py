@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from claros import jsonutil
-from claros.aggregates import FLAGGED_ITEMS, HOUR_MS, NEAR_ITEMS, SAMPLES, fold
+from claros.aggregates import DAY_MS, FLAGGED_ITEMS, HOUR_MS, SAMPLES, SPANS, fold
 from claros.evidence.activity import Versions, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
@@ -27,7 +27,7 @@ from claros.store.base import Store
 __all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counters"]
 
 _DECIMALS = frozenset({"amounts", "sev_amounts"})
-_TAILS = {"near": NEAR_ITEMS, "flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
+_TAILS = {"flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
 
 
 def _keep(key: str) -> int:
@@ -66,30 +66,46 @@ def _first_seq(store: Store, workspace: str) -> int:
     return first.seq if first is not None else 1
 
 
+def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tuple[int, int]]]:
+    """[start, end) as whole days, whole hours at their edges, and the minutes left over:
+    (span, first, last) aggregate ranges and (from, until) ranges to read."""
+    spans: list[tuple[str, int, int]] = []
+    reads: list[tuple[int, int]] = []
+
+    def hours(a: int, b: int) -> None:
+        first, last = -(-a // HOUR_MS), b // HOUR_MS
+        if first >= last:
+            reads.append((a, b))
+            return
+        reads.extend([(a, first * HOUR_MS), (last * HOUR_MS, b)])
+        spans.append(("hour", first, last))
+
+    first_day, last_day = -(-start // DAY_MS), end // DAY_MS
+    if first_day >= last_day:
+        hours(start, end)
+    else:
+        spans.append(("day", first_day, last_day))
+        hours(start, first_day * DAY_MS)
+        hours(last_day * DAY_MS, end)
+    return spans, [(a, b) for a, b in reads if a < b]
+
+
 def window_bucket(store: Store, workspace: str, start: int, end: int) -> dict[str, Any]:
     """Everything the aggregates count over the entries stamped in [start, end)."""
     total: dict[str, Any] = {}
-    first_hour = -(-start // HOUR_MS)  # the first hour starting at or after start
-    last_hour = end // HOUR_MS  # hours before this one end by ``end``
-    if first_hour >= last_hour:
-        _scan_into(total, store, workspace, start, end)
-        return total
-    _scan_into(total, store, workspace, start, first_hour * HOUR_MS)
-    _scan_into(total, store, workspace, last_hour * HOUR_MS, end)
-    pruned_through = _first_seq(store, workspace) - 1
-    rescan: list[tuple[int, int]] = []
-    for hour, bucket in store.aggregate_buckets(workspace, first_hour, last_hour):
-        if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
-            # Entries a prune removed are counted in the bucket and gone from the ledger:
-            # what is left of that hour is read again.
-            if rescan and rescan[-1][1] == hour:
-                rescan[-1] = (rescan[-1][0], hour + 1)
-            else:
-                rescan.append((hour, hour + 1))
-            continue
-        merge(total, bucket)
-    for lo, hi in rescan:
-        _scan_into(total, store, workspace, lo * HOUR_MS, hi * HOUR_MS)
+    spans, reads = _pieces(start, end)
+    pruned_through = _first_seq(store, workspace) - 1 if spans else 0
+    for span, first, last in spans:
+        size = SPANS[span]
+        for n, bucket in store.aggregate_buckets(workspace, first, last, span=span):
+            if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
+                # Entries a prune removed are counted in it and gone from the ledger: what
+                # is left of that hour or day is read again.
+                reads.append((n * size, (n + 1) * size))
+                continue
+            merge(total, bucket)
+    for a, b in reads:
+        _scan_into(total, store, workspace, a, b)
     return total
 
 
@@ -109,7 +125,8 @@ def _activity(b: Mapping[str, Any]) -> ActivityCounter:
     counter.repeats = int(b.get("repeats", 0))
     counter.severity = Counter(b.get("severity") or {})
     counter.amounts = {c: Decimal(v) for c, v in (b.get("amounts") or {}).items()}
-    counter.near = deque(b.get("near") or [], maxlen=counter.near.maxlen)
+    # The latest near-misses are the monthly report's (it reads its month); not kept here.
+    counter.near = deque(maxlen=counter.near.maxlen)
     counter.decisions = Counter(b.get("decisions") or {})
     counter.authorities = Counter(b.get("authorities") or {})
     counter.verdicts = Counter(b.get("verdicts") or {})

@@ -264,11 +264,12 @@ class Store(Protocol):
 
     # --- aggregates and the verified-through state (issue 13: pages that stay fast) ----
     def aggregate_buckets(
-        self, workspace: str, first_hour: int, last_hour: int
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
     ) -> list[tuple[int, dict[str, Any]]]:
-        """The hourly aggregates (``claros.aggregates``) of the hours in [first_hour,
-        last_hour), ascending; an hour with no entry has none. ``append``/``append_many``
-        fold their records into their hour's aggregate in the same transaction."""
+        """The aggregates (``claros.aggregates``) of the hours (``span="hour"``, numbered
+        ts // 1 h) or UTC days (``"day"``) in [first, last), ascending; one with no entry
+        has none. ``append``/``append_many`` fold their records into their hour's and
+        day's aggregates in the same transaction."""
         ...
 
     def verified_state(self, workspace: str) -> dict[str, Any] | None:

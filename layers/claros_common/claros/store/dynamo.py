@@ -14,14 +14,15 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#doc#{collection}``      doc key             ``rev`` (N), ``body`` (S JSON)
   ``{workspace}#checkpoint``            ``{seq:020d}``      the checkpoint's fields
   ``{workspace}#pubkey``                key id              the public key's fields
-  ``{workspace}#doc#_aggregates``       ``{hour:012d}``     ``rev`` (N), ``body`` (B zlib JSON)
-  ``{workspace}#doc#_verified``         ``state``           ``seq`` (N), ``body`` (S JSON)
+  ``{workspace}#doc#_aggregates``       ``{span}#{n:012d}`` ``rev`` (N), ``body`` (B zlib JSON)
+  ``{workspace}#verified``              ``state``           ``seq`` (N), ``body`` (S JSON)
   ====================================  ==================  ==============================
 
 The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
-conditional on the revision read (the chain's own conditions already serialize appends);
-they and the verified-through state sit under ``#doc#`` keys, which the roles that append
-may write.
+conditional on the revision read (the chain's own conditions already serialize appends),
+under a ``#doc#`` key, which the roles that append may write. The verified-through state
+(``claros.evidence.verified``) is written by the signer role only, as checkpoints are: a
+role that serves requests cannot claim the chain verified.
 
 The chain head is the ledger's last entry (a descending Query, one item): there is no head
 item to move, so a role that may append cannot point the chain anywhere else. Checkpoints
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
-from claros.aggregates import fold, hour_of
+from claros.aggregates import SPANS, fold
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
@@ -290,7 +291,10 @@ class DynamoStore:
                 *(self._ledger_put(e) for e in entries),
                 *(self._record_put(e, p[1]) for e, p in zip(entries, prepared, strict=True)),
                 *doc_actions,
-                self._aggregate_put(workspace, when, entries, parsed),
+                *(
+                    self._aggregate_put(workspace, span, when // size, entries, parsed)
+                    for span, size in SPANS.items()
+                ),
             ]
             try:
                 self.client.transact_write_items(
@@ -317,21 +321,24 @@ class DynamoStore:
             f"{self.max_attempts} attempts"
         )
 
-    def _aggregate_key(self, workspace: str, hour: int) -> Item:
-        return {"pk": _s(f"{workspace}#doc#_aggregates"), "sk": _s(f"{hour:012d}")}
+    def _aggregate_key(self, workspace: str, span: str, start: int) -> Item:
+        return {"pk": _s(f"{workspace}#doc#_aggregates"), "sk": _s(f"{span}#{start:012d}")}
 
     def _aggregate_put(
-        self, workspace: str, when: int, entries: Sequence[Entry], records: Sequence[Any]
+        self,
+        workspace: str,
+        span: str,
+        start: int,
+        entries: Sequence[Entry],
+        records: Sequence[Any],
     ) -> dict[str, Any]:
-        """The hour's aggregate with the batch folded in, read after the head (an append
-        that commits in between moves the head, and ours is retried), put on condition
-        that it is still at the revision read."""
-        hour = hour_of(when)
-        got = self.client.get_item(
-            TableName=self.state_table,
-            Key=self._aggregate_key(workspace, hour),
-            ConsistentRead=True,
-        ).get("Item")
+        """The hour's or day's aggregate with the batch folded in, read after the head (an
+        append that commits in between moves the head, and ours is retried), put on
+        condition that it is still at the revision read."""
+        key = self._aggregate_key(workspace, span, start)
+        got = self.client.get_item(TableName=self.state_table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
         bucket: dict[str, Any] = jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
         rev = int(got["rev"]["N"]) if got else 0
         for entry, record in zip(entries, records, strict=True):
@@ -339,7 +346,7 @@ class DynamoStore:
         put: dict[str, Any] = {
             "TableName": self.state_table,
             "Item": {
-                **self._aggregate_key(workspace, hour),
+                **key,
                 "rev": _n(rev + 1),
                 "body": {"B": zlib.compress(jsonutil.dumps(bucket).encode())},
             },
@@ -353,26 +360,29 @@ class DynamoStore:
         return {"Put": put}
 
     def aggregate_buckets(
-        self, workspace: str, first_hour: int, last_hour: int
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
     ) -> list[tuple[int, dict[str, Any]]]:
-        if first_hour >= last_hour:
+        if first >= last:
             return []
         request: dict[str, Any] = {
             "TableName": self.state_table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
             "ExpressionAttributeValues": {
                 ":pk": _s(f"{workspace}#doc#_aggregates"),
-                ":lo": _s(f"{first_hour:012d}"),
-                ":hi": _s(f"{last_hour - 1:012d}"),
+                ":lo": _s(f"{span}#{first:012d}"),
+                ":hi": _s(f"{span}#{last - 1:012d}"),
             },
         }
         return [
-            (int(item["sk"]["S"]), jsonutil.loads(zlib.decompress(item["body"]["B"])))
+            (
+                int(item["sk"]["S"].split("#")[1]),
+                jsonutil.loads(zlib.decompress(item["body"]["B"])),
+            )
             for item in self._query(request, None)
         ]
 
     def _verified_key(self, workspace: str) -> Item:
-        return {"pk": _s(f"{workspace}#doc#_verified"), "sk": _s("state")}
+        return {"pk": _s(f"{workspace}#verified"), "sk": _s("state")}
 
     def verified_state(self, workspace: str) -> dict[str, Any] | None:
         got = self.client.get_item(
@@ -476,8 +486,8 @@ class DynamoStore:
             if 2 * n + j in failed:
                 raise _doc_conflict(write, reasons[2 * n + j].get("Item")) from exc
         chain = set(range(n))  # an entry's seq is taken: someone appended first
-        # The hour's aggregate (the last action) moved: another append got in first.
-        chain.add(2 * n + len(writes))
+        # The hour's or day's aggregate (the last actions) moved: another append got in.
+        chain |= {2 * n + len(writes), 2 * n + len(writes) + 1}
         if stale or failed & chain or any(c in _RETRY_REASONS for c in codes):
             return stale
         raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc

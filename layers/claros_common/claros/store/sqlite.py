@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from claros import jsonutil
-from claros.aggregates import fold, hour_of
+from claros.aggregates import SPANS, fold
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ConflictError,
@@ -76,8 +76,8 @@ CREATE TABLE IF NOT EXISTS docs (
 -- Hourly aggregates (claros.aggregates), folded by each append in its transaction, and
 -- the verified-through state (claros.evidence.verified).
 CREATE TABLE IF NOT EXISTS aggregates (
-    workspace TEXT NOT NULL, hour INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (workspace, hour)
+    workspace TEXT NOT NULL, span TEXT NOT NULL, start INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (workspace, span, start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS verified (
     workspace TEXT PRIMARY KEY, seq INTEGER NOT NULL, body TEXT NOT NULL
@@ -320,29 +320,32 @@ class SqliteStore:
         entries: Sequence[Entry],
         prepared: Sequence[tuple[NewRecord, str, str]],
     ) -> None:
-        """The records into their hour's aggregate, inside the append's transaction (all
-        the batch's entries carry one ts, so one hour)."""
-        hour = hour_of(when)
-        row = conn.execute(
-            "SELECT body FROM aggregates WHERE workspace = ? AND hour = ?", (workspace, hour)
-        ).fetchone()
-        bucket: dict[str, Any] = jsonutil.loads(row[0]) if row else {}
-        for entry, (_new, body, _payload) in zip(entries, prepared, strict=True):
-            fold(bucket, entry.seq, entry.kind, jsonutil.loads(body))
-        conn.execute(
-            "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?)",
-            (workspace, hour, jsonutil.dumps(bucket)),
-        )
+        """The records into their hour's and day's aggregates, inside the append's
+        transaction (all the batch's entries carry one ts)."""
+        records = [jsonutil.loads(body) for _new, body, _payload in prepared]
+        for span, size in SPANS.items():
+            start = when // size
+            row = conn.execute(
+                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?",
+                (workspace, span, start),
+            ).fetchone()
+            bucket: dict[str, Any] = jsonutil.loads(row[0]) if row else {}
+            for entry, record in zip(entries, records, strict=True):
+                fold(bucket, entry.seq, entry.kind, record)
+            conn.execute(
+                "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)",
+                (workspace, span, start, jsonutil.dumps(bucket)),
+            )
 
     def aggregate_buckets(
-        self, workspace: str, first_hour: int, last_hour: int
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
     ) -> list[tuple[int, dict[str, Any]]]:
         rows = self._conn().execute(
-            "SELECT hour, body FROM aggregates WHERE workspace = ? AND hour >= ? AND hour < ?"
-            " ORDER BY hour",
-            (workspace, first_hour, last_hour),
+            "SELECT start, body FROM aggregates WHERE workspace = ? AND span = ?"
+            " AND start >= ? AND start < ? ORDER BY start",
+            (workspace, span, first, last),
         )
-        return [(int(hour), jsonutil.loads(body)) for hour, body in rows]
+        return [(int(start), jsonutil.loads(body)) for start, body in rows]
 
     def verified_state(self, workspace: str) -> dict[str, Any] | None:
         row = (
