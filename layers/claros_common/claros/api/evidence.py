@@ -10,10 +10,10 @@ from aws_lambda_powertools.event_handler import Response
 
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.auth import ALL_KINDS, Principal
+from claros.errors import BadRequestError
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.lines import entry_line, kept_line
 from claros.evidence.oversight import oversight
-from claros.errors import BadRequestError
 from claros.evidence.verified import keep_full, state_json, verified_report
 from claros.evidence.verify import verify_workspace
 from claros.ledger import READ_KINDS, Entry

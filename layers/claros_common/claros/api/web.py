@@ -52,13 +52,13 @@ from claros.errors import (
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
+from claros.evidence.verified import state_json, verified_report, verify_now
 from claros.mapping.service import list_apps, list_mappings
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
 from claros.rules.warnings import saved_rule_warnings
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
-from claros.evidence.verified import state_json, verified_report, verify_now
 from claros.tamper import report as tampering_report
 from claros.timeline import timeline
 from claros.web import pages, sessions

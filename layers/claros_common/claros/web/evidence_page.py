@@ -1,4 +1,4 @@
-"""Admin → Evidence (``templates/evidence.html``): the chain's verify result, the latest checkpoint, downloads, retention,
+"""Admin → Evidence (``templates/evidence.html``): the chain's verify result, the latest
 audit keys, the AIUC-1 pack, oversight per owner and the monthly reports.
 
 Parts served by evidence routes this server may not have yet arrive as ``Fetched`` with
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claros.ledger import Checkpoint
-from claros.web.html import NOTHING, Safe, esc, time_tag
+from claros.web.html import NOTHING, Safe, esc, render, time_tag
 from claros.web.pages import Chrome
 from claros.web.templating import render_page
 
