@@ -53,6 +53,7 @@ from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
 from claros.evidence.verified import state_json, verified_report, verify_now
+from claros.evidence.windowed import window_bucket
 from claros.mapping.service import list_apps, list_mappings
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
@@ -65,7 +66,14 @@ from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
-from claros.web.views import agents_of, answered_asks, open_asks
+from claros.web.views import (
+    WINDOWS,
+    agents_of,
+    answered_asks,
+    checks_by_day,
+    near_misses,
+    open_asks,
+)
 
 __all__ = ["register"]
 
@@ -448,6 +456,16 @@ def _sign_in_routes(app: ClarosResolver) -> None:
         return response
 
 
+def _home_days(text: str | None) -> int:
+    """Home's window (?days=): one of WINDOWS, 30 when not given."""
+    if text is None or text == "":
+        return 30
+    if not text.isascii() or not text.isdigit() or int(text) not in WINDOWS:
+        shown = ", ".join(str(d) for d in WINDOWS)
+        raise BadRequestError(f"The window must be {shown} days; {text[:20]!r} is not one of them.")
+    return int(text)
+
+
 def _home_routes(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
@@ -464,15 +482,26 @@ def _home_routes(app: ClarosResolver) -> None:
                 render("You {d} ask <code>{a}</code>.", d=query["decision"], a=query["answered"]),
                 "ok",
             )
+        days = _home_days(query.get("days"))
+        now = now_ms()
+        # An admin's Home shows the workspace's agents (the demo's act for its members,
+        # not for the admin); a member's, the agents acting for them.
+        wide = principal.is_admin
+        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1)
         body = pages.home_page(
             _chrome(app, principal, "home"),
             asks=open_asks(store, principal),
             answered=answered_asks(store, principal),
-            agents=agents_of(store, principal),
+            agents=agents_of(store, principal, days=days, now=now, workspace_wide=wide,
+                             bucket=window),
             timeline=timeline(store, principal, limit=25, before=before),
-            now=now_ms(),
+            now=now,
+            days=days,
+            workspace_wide=wide,
+            by_day=checks_by_day(store, principal, now=now, workspace_wide=wide),
+            near=near_misses(window, principal, workspace_wide=wide),
             flash=flash,
-        )
+        )  # fmt: skip
         return html_response(body)
 
     @page(app, "POST", "/app/keys", PEOPLE, MINT)

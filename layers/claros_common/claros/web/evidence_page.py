@@ -1,5 +1,6 @@
 """Admin → Evidence (``templates/evidence.html``): the chain's verify result, the latest
-audit keys, the AIUC-1 pack, oversight per owner and the monthly reports.
+checkpoint, downloads, retention, audit keys, the AIUC-1 pack, oversight per owner and the
+monthly reports.
 
 Parts served by evidence routes this server may not have yet arrive as ``Fetched`` with
 ``status=None`` and show a clear "not available" note naming the route they need.
