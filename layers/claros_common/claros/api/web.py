@@ -49,11 +49,12 @@ from claros.errors import (
     NotFoundError,
     UnavailableError,
 )
+from claros.evidence.activity import DAY_MS, load_versions
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import get_retention, set_retention
 from claros.evidence.verified import state_json, verified_report, verify_now
-from claros.evidence.windowed import window_bucket
+from claros.evidence.windowed import HOME_PARTS, window_bucket, window_counters
 from claros.mapping.service import list_apps, list_mappings
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
@@ -487,7 +488,8 @@ def _home_routes(app: ClarosResolver) -> None:
         # An admin's Home shows the workspace's agents (the demo's act for its members,
         # not for the admin); a member's, the agents acting for them.
         wide = principal.is_admin
-        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1)
+        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1,
+                               only=HOME_PARTS)  # fmt: skip
         body = pages.home_page(
             _chrome(app, principal, "home"),
             asks=open_asks(store, principal),
@@ -691,6 +693,9 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
     fast = app.services.settings.fast_approval_s
     now = utc_now()
     workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
+    end = now_ms()
+    window = window_counters(store, workspace, load_versions(store, workspace),
+                             start=end - 90 * DAY_MS, end=end + 1, fast_seconds=fast)  # fmt: skip
     return EvidenceData(
         workspace=workspace,
         # The verified-through state brought up to the head (claros.evidence.verified);
@@ -707,13 +712,18 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
         presigned_export=bool(app.services.settings.export_bucket),
         # Domain calls, not routes: in AWS those routes live in other functions.
         retention=_direct("GET /api/evidence/retention", lambda: get_retention(store, workspace)),
+        # Both over the same 90 days: the window is counted once.
         aiuc1=_direct(
             "GET /api/evidence/aiuc1",
-            lambda: aiuc1_pack(store, workspace, days=90, fast_seconds=fast),
+            lambda: aiuc1_pack(
+                store, workspace, days=90, fast_seconds=fast, now=end, counters=window
+            ),
         ),
         oversight=_direct(
             "GET /api/evidence/oversight",
-            lambda: oversight(store, workspace, days=90, fast_seconds=fast),
+            lambda: oversight(
+                store, workspace, days=90, fast_seconds=fast, now=end, counter=window.oversight
+            ),
         ),
         workflows=workflows,
         month=now.strftime("%Y-%m"),

@@ -18,7 +18,7 @@ from claros.evidence.activity import DAY_MS, Versions, load_versions, records_be
 from claros.evidence.report import ActivityCounter
 from claros.evidence.retention import get_retention
 from claros.evidence.verified import verified_report
-from claros.evidence.windowed import scan_counters, window_counters
+from claros.evidence.windowed import Counters, scan_counters, window_counters
 from claros.rules.service import list_rules
 from claros.store.base import Store
 from claros.webhook import get_webhook
@@ -137,9 +137,11 @@ def aiuc1_pack(
     fast_seconds: int,
     now: int | None = None,
     scan: bool = False,
+    counters: Counters | None = None,
 ) -> dict[str, Any]:
     """The pack over the last ``days``, counted from the hourly aggregates; ``scan=True``
-    feeds every record of the window instead (the reference the tests compare with)."""
+    feeds every record of the window instead (the reference the tests compare with).
+    ``counters``: that window's, counted already (the Evidence page shares them)."""
     end = now if now is not None else now_ms()
     start = end - days * DAY_MS
     versions = load_versions(store, workspace)
@@ -150,7 +152,8 @@ def aiuc1_pack(
         for entry, rec in records_between(store, workspace, start, end + 1):
             samples.add(entry.seq, entry.kind, rec)
     else:
-        counters = window_counters(store, workspace, versions, **window)
+        if counters is None:
+            counters = window_counters(store, workspace, versions, **window)
         samples = _Samples.from_bucket(counters.bucket)
     activity, coverage, oversight = counters.activity, counters.coverage, counters.oversight
     rules = _rules(store, workspace, versions)

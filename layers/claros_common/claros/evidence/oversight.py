@@ -151,6 +151,7 @@ def oversight(
     fast_seconds: int,
     now: int | None = None,
     scan: bool = False,
+    counter: OversightCounter | None = None,
 ) -> dict[str, Any]:
     """``GET /api/evidence/oversight``: per owner, over the last ``days``, from the hourly
     aggregates (``scan=True``: from every record of the window, the tests' reference)."""
@@ -163,7 +164,7 @@ def oversight(
         counter = OversightCounter(versions, start=start, end=end + 1, fast_seconds=fast_seconds)
         for entry, record in records_between(store, workspace, start, end + 1):
             counter.add(entry.kind, record)
-    else:
+    elif counter is None:
         counter = window_counters(
             store, workspace, versions, start=start, end=end + 1, fast_seconds=fast_seconds
         ).oversight

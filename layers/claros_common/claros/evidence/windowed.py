@@ -34,10 +34,19 @@ def _keep(key: str) -> int:
     return _TAILS.get(key, SAMPLES)
 
 
-def merge(into: dict[str, Any], other: Mapping[str, Any], *, decimals: bool = False) -> None:
-    """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples keep the
-    latest by seq, guard lists unite."""
+def merge(
+    into: dict[str, Any],
+    other: Mapping[str, Any],
+    *,
+    decimals: bool = False,
+    only: frozenset[str] | None = None,
+) -> None:
+    """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples gather
+    (``trim`` keeps the latest by seq), guard lists unite. ``only``: the top-level parts
+    wanted (the others are left out)."""
     for key, value in other.items():
+        if only is not None and key not in only:
+            continue
         if key == "seq_min":
             into[key] = min(into.get(key, value), value)
         elif key == "seq_max":
@@ -48,12 +57,22 @@ def merge(into: dict[str, Any], other: Mapping[str, Any], *, decimals: bool = Fa
             if key == "guards":
                 into[key] = sorted(set(into.get(key, [])) | set(value))
             else:
-                both = sorted([*into.get(key, []), *value], key=lambda item: int(item["seq"]))
-                into[key] = both[-_keep(key) :]
+                into.setdefault(key, []).extend(value)
         elif decimals:
             into[key] = str(Decimal(into.get(key, "0")) + Decimal(str(value)))
         else:
             into[key] = into.get(key, 0) + value
+
+
+def trim(bucket: dict[str, Any]) -> dict[str, Any]:
+    """Each gathered list of samples cut to the latest few by seq, as one bucket keeps."""
+    for key, value in bucket.items():
+        if isinstance(value, dict):
+            trim(value)
+        elif isinstance(value, list) and key != "guards":
+            value.sort(key=lambda item: int(item["seq"]))
+            del value[: -_keep(key)]
+    return bucket
 
 
 def _scan_into(bucket: dict[str, Any], store: Store, workspace: str, start: int, end: int) -> None:
@@ -90,8 +109,21 @@ def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tupl
     return spans, [(a, b) for a, b in reads if a < b]
 
 
-def window_bucket(store: Store, workspace: str, start: int, end: int) -> dict[str, Any]:
-    """Everything the aggregates count over the entries stamped in [start, end)."""
+# The parts each reader needs (the rest of a bucket is not merged).
+EVIDENCE_PARTS = frozenset(
+    {"checks", "repeats", "severity", "amounts", "decisions", "authorities", "verdicts",
+     "obo", "cov", "s_stops", "s_approvals", "s_near", "s_with_rules", "s_overrides",
+     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_answers"}
+)  # fmt: skip
+HOME_PARTS = frozenset({"people", "people_near", "keys", "flagged", "checks", "severity",
+                        "sev_amounts"})  # fmt: skip
+
+
+def window_bucket(
+    store: Store, workspace: str, start: int, end: int, *, only: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """Everything the aggregates count over the entries stamped in [start, end) (``only``:
+    those parts)."""
     total: dict[str, Any] = {}
     spans, reads = _pieces(start, end)
     pruned_through = _first_seq(store, workspace) - 1 if spans else 0
@@ -103,10 +135,12 @@ def window_bucket(store: Store, workspace: str, start: int, end: int) -> dict[st
                 # is left of that hour or day is read again.
                 reads.append((n * size, (n + 1) * size))
                 continue
-            merge(total, bucket)
+            merge(total, bucket, only=only)
     for a, b in reads:
-        _scan_into(total, store, workspace, a, b)
-    return total
+        part: dict[str, Any] = {}
+        _scan_into(part, store, workspace, a, b)
+        merge(total, part, only=only)
+    return trim(total)
 
 
 @dataclass
@@ -188,7 +222,7 @@ def window_counters(
     store: Store, workspace: str, versions: Versions, *, start: int, end: int, fast_seconds: int
 ) -> Counters:
     """The counters over the entries stamped in [start, end), from the aggregates."""
-    b = window_bucket(store, workspace, start, end)
+    b = window_bucket(store, workspace, start, end, only=EVIDENCE_PARTS)
     return Counters(
         _activity(b), _coverage(b), _oversight(b, versions, start, end, fast_seconds), b
     )
@@ -207,4 +241,4 @@ def scan_counters(
         coverage.add(entry.kind, rec)
         oversight.add(entry.kind, rec)
         fold(bucket, entry.seq, entry.kind, rec)
-    return Counters(activity, coverage, oversight, bucket)
+    return Counters(activity, coverage, oversight, trim(bucket))

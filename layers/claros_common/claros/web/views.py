@@ -18,7 +18,7 @@ from claros.asks import list_my_asks
 from claros.auth import Principal
 from claros.checks import approved_repeat
 from claros.clock import now_ms
-from claros.evidence.windowed import window_bucket
+from claros.evidence.windowed import HOME_PARTS, window_bucket
 from claros.outcomes import OUTCOME_GUARDS
 from claros.store.base import GLOBAL, Store
 from claros.timeline import timeline
@@ -212,7 +212,7 @@ def agents_of(
     now = now or now_ms()
     since_ts = now - days * 86_400_000
     if bucket is None:
-        bucket = window_bucket(store, principal.workspace, since_ts, now + 1)
+        bucket = window_bucket(store, principal.workspace, since_ts, now + 1, only=HOME_PARTS)
     agents = _agent_slots(store, principal, bucket, workspace_wide)
     titles: dict[str, str] = {}
 
