@@ -14,7 +14,8 @@ from typing import Any
 __all__ = ["RESULTS", "coverage_chart", "days_chart", "near_chart"]
 
 RESULTS = ("allow", "nudge", "ask", "stop")  # stacked bottom to top
-WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 640, 200, 36, 28, 8
+WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 400, 170, 30, 24, 8
+BAR = 170  # the longest horizontal bar (near-misses, coverage), in the 400-wide box
 
 
 def _nice(top: int) -> int:
@@ -52,7 +53,7 @@ def days_chart(days: Sequence[tuple[int, Mapping[str, int]]]) -> dict[str, Any]:
                 "x": round(x, 1),
                 "w": round(slot * 0.7, 1),
                 "label": day.strftime("%b %-d"),
-                "show_label": i % 5 == 0 or i == len(days) - 1,
+                "show_label": (len(days) - 1 - i) % 7 == 0,  # back from today
                 "segments": segments,
                 "total": total,
                 "counts": {r: counts.get(r, 0) for r in RESULTS},
@@ -101,7 +102,7 @@ def near_chart(near: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                 "severity": severity,
                 "count": count,
                 "y": 8 + i * 34,
-                "w": round(300 * count / top, 1),
+                "w": round(BAR * count / top, 1),
                 "amounts": _amounts_text(amounts),
             }
         )
@@ -123,7 +124,7 @@ def coverage_chart(agents: Sequence[Any]) -> dict[str, Any]:
                 "name": agent.name,
                 "y": 8 + i * 30,
                 "pct": None if value is None else round(value * 100),
-                "w": 0 if value is None else round(300 * value, 1),
+                "w": 0 if value is None else round(BAR * value, 1),
                 "checked": agent.checked,
                 "unchecked": agent.unchecked,
             }
@@ -132,4 +133,4 @@ def coverage_chart(agents: Sequence[Any]) -> dict[str, Any]:
         f"{r['name']}: {r['pct']}%" if r["pct"] is not None else f"{r['name']}: unknown"
         for r in rows
     )
-    return {"rows": rows, "height": 16 + 30 * max(len(rows), 1), "desc": desc or "No agents."}
+    return {"rows": rows, "height": 10 + 30 * max(len(rows), 1), "desc": desc or "No agents."}
