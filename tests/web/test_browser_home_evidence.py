@@ -32,7 +32,7 @@ def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def traffic(world: World) -> Iterator[dict[str, Any]]:
+def traffic(world: World) -> Iterator[dict[str, Any]]:  # noqa: F811
     """Dana's agent asks, is stopped and is let through; an outcome is reported."""
     with httpx.Client(base_url=world.url, timeout=30) as api:
         api.put("/api/rules/refund-half", json={"rule": rule(), "made_by": "expert"},

@@ -199,7 +199,7 @@ def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
             "currency": rec.get("currency"),
             "rules": [str(r.get("id")) for r in rec.get("rules") or [] if r.get("matched")],
         }
-        _tail(mine, "flagged", item, FLAGGED_ITEMS)
+        # A member's flagged checks come from their timeline; the workspace's from here.
         _tail(_sub(_sub(bucket, "flagged"), home_name), "items", item, FLAGGED_ITEMS)
     _inc(_sub(_sub(bucket, "agents"), home_name), result)
 

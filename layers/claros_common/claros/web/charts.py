@@ -22,7 +22,7 @@ def _nice(top: int) -> int:
     """A round axis maximum at or above ``top``."""
     if top <= 5:
         return 5
-    step = 10 ** (len(str(top)) - 1)
+    step: int = 10 ** (len(str(top)) - 1)
     for mult in (1, 2, 5, 10):
         if top <= mult * step:
             return mult * step
@@ -93,7 +93,7 @@ def _amounts_text(amounts: Mapping[str, str]) -> str:
 def near_chart(near: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Near-misses by severity (high: stops, medium: asks, low: nudges) with amounts."""
     top = max((int(v["count"]) for v in near.values()), default=0) or 1
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, severity in enumerate(("high", "medium", "low")):
         count = int(near.get(severity, {}).get("count", 0))
         amounts = near.get(severity, {}).get("amounts") or {}
