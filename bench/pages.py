@@ -37,7 +37,7 @@ SIZES = (10_000, 100_000, 1_000_000)
 REPEAT = 5
 EVERY = 100
 SPAN_DAYS = 120
-GENERATION = 2  # bumped when the workload changes, so a stale cache is not reused
+GENERATION = 3  # bumped when the workload changes, so a stale cache is not reused
 URLS = (
     "/app",
     "/app?days=90",

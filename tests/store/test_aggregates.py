@@ -71,7 +71,7 @@ def test_append_folds_records_into_their_hour(store: Store) -> None:
     assert first["checks"] == {"stop": 2, "allow": 1}
     assert first["amounts"] == {"EUR": "19.50"}
     assert (first["seq_min"], first["seq_max"], first["entries"]) == (1, 3, 3)
-    assert buckets[1][1]["ov_answers"] == {"dana": {"approve": {"4000": 1}}}
+    assert buckets[1][1]["ov_waits"] == {"dana": {"approve": [4000]}}
     assert store.aggregate_buckets(WS, 501, 501) == []
     assert store.aggregate_buckets("other", 0, 10**9) == []
 

@@ -148,7 +148,8 @@ def _answer(bucket: dict[str, Any], rec: Mapping[str, Any]) -> None:
         waited = int(rec["decided_at"]) - int(rec["opened_at"])
     except (KeyError, TypeError, ValueError):
         return
-    _inc(_sub(_sub(_sub(bucket, "ov_answers"), str(person)), str(rec["decision"])), str(waited))
+    # Every wait kept (a list adds up by extending it): the median must be exact.
+    _sub(_sub(bucket, "ov_waits"), str(person)).setdefault(str(rec["decision"]), []).append(waited)
 
 
 def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:

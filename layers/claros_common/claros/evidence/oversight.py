@@ -75,6 +75,8 @@ class OversightCounter:
         self.too_fast: Counter[str] = Counter()
         self.approvals: Counter[str] = Counter()
         self.seconds: dict[str, list[float]] = defaultdict(list)
+        # Filled by the aggregates' reader instead of ``seconds``: (median, answers).
+        self.medians: dict[str, tuple[float, int]] = {}
 
     def _owners(self, refs: Any, result: Any) -> set[str]:
         deciding = deciding_rules(refs, result, self.versions)
@@ -118,9 +120,13 @@ class OversightCounter:
 
     def result(self) -> list[dict[str, Any]]:
         rows = []
-        for person in sorted(set(self.rules) | set(self.seconds)):
+        for person in sorted(set(self.rules) | set(self.seconds) | set(self.medians)):
             through = sum(self.through[m] for m in self.maps.get(person, ()))
             answers = self.seconds.get(person, [])
+            median = round(statistics.median(answers), 3) if answers else None
+            count = len(answers)
+            if person in self.medians:
+                median, count = round(self.medians[person][0], 3), self.medians[person][1]
             stops = self.stops_and_asks[person]
             rows.append(
                 {
@@ -134,10 +140,8 @@ class OversightCounter:
                     "let_through": through,
                     "approved_too_fast": self.too_fast[person],
                     "approvals": self.approvals[person],
-                    "median_seconds_to_decide": (
-                        round(statistics.median(answers), 3) if answers else None
-                    ),
-                    "answers": len(answers),
+                    "median_seconds_to_decide": median,
+                    "answers": count,
                 }
             )
         return rows

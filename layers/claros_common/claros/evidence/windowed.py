@@ -67,11 +67,13 @@ def merge(
 def trim(bucket: dict[str, Any]) -> dict[str, Any]:
     """Each gathered list of samples cut to the latest few by seq, as one bucket keeps."""
     for key, value in bucket.items():
-        if isinstance(value, dict):
-            trim(value)
-        elif isinstance(value, list) and key != "guards":
+        if key.startswith("s_"):
             value.sort(key=lambda item: int(item["seq"]))
             del value[: -_keep(key)]
+    for node in (bucket.get("flagged") or {}).values():
+        items = node.get("items") or []
+        items.sort(key=lambda item: int(item["seq"]))
+        del items[:-FLAGGED_ITEMS]
     return bucket
 
 
@@ -113,7 +115,7 @@ def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tupl
 EVIDENCE_PARTS = frozenset(
     {"checks", "repeats", "severity", "amounts", "decisions", "authorities", "verdicts",
      "obo", "cov", "s_stops", "s_approvals", "s_near", "s_with_rules", "s_overrides",
-     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_answers"}
+     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_waits"}
 )  # fmt: skip
 HOME_PARTS = frozenset({"people", "people_near", "keys", "flagged", "checks", "severity",
                         "sev_amounts"})  # fmt: skip
@@ -201,21 +203,29 @@ def _oversight(
     for rule_id, n in (b.get("ov_missed") or {}).items():
         for owner in counter.owners_of.get(rule_id, ()):
             counter.missed[owner] += n
-    _answers(counter, b.get("ov_answers") or {})
+    _answers(counter, b.get("ov_waits") or {})
     return counter
 
 
-def _answers(counter: OversightCounter, answers: Mapping[str, Any]) -> None:
-    """OversightCounter._answer, for each (person, decision, ms waited) and its count."""
-    for person, decisions in answers.items():
-        for decision, waits in decisions.items():
-            for waited_text, n in waits.items():
-                waited = int(waited_text)
-                counter.seconds[person].extend([waited / 1000] * n)
-                if decision == "approve":
-                    counter.approvals[person] += n
-                    if waited < counter.fast_ms:
-                        counter.too_fast[person] += n
+def _answers(counter: OversightCounter, waits: Mapping[str, Any]) -> None:
+    """OversightCounter._answer, for every (person, decision, ms waited); the median from
+    the sorted waits (``counter.medians``), without a list of floats per answer."""
+    for person, decisions in waits.items():
+        every: list[int] = []
+        for decision, waited in decisions.items():
+            every.extend(waited)
+            if decision == "approve":
+                counter.approvals[person] += len(waited)
+                counter.too_fast[person] += sum(1 for w in waited if w < counter.fast_ms)
+        every.sort()
+        n = len(every)
+        if n:
+            middle = (
+                every[n // 2] / 1000
+                if n % 2
+                else (every[n // 2 - 1] / 1000 + every[n // 2] / 1000) / 2
+            )
+            counter.medians[person] = (middle, n)
 
 
 def window_counters(
