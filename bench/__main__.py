@@ -14,6 +14,7 @@ from bench import (
     export,
     guard,
     hooks,
+    pages,
     server,
     verify,
 )
@@ -42,6 +43,7 @@ BENCHES = {
     "export": export.main,
     "hooks": hooks.main,
     "server": server.main,
+    "pages": pages.main,
 }
 
 

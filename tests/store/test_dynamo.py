@@ -97,8 +97,11 @@ def test_items_are_laid_out_as_designed(
         (i["pk"]["S"], i["sk"]["S"]): i for i in _scan(dynamodb_client, dynamo_tables["StateTable"])
     }
     # No head item: the chain's head is its last entry, which no role can move.
+    # The hour's and the day's aggregates (issue 13) land with the entry, under #doc# keys.
     assert set(state) == {
         (f"{WS}#doc#asks", "q1"),
+        (f"{WS}#doc#_aggregates", "hour#000000000000"),
+        (f"{WS}#doc#_aggregates", "day#000000000000"),
         (f"{WS}#checkpoint", "00000000000000000001"),
         (f"{WS}#pubkey", "ed25519:k"),
     }

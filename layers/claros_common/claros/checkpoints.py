@@ -123,6 +123,10 @@ def sign_checkpoint(
             cp = existing[0]
     if anchor is not None:
         anchor(cp)
+    # The segment up to this checkpoint verified once, for the Evidence page (issue 13).
+    from claros.evidence.verified import advance_quietly
+
+    advance_quietly(store, entry.workspace)
     return cp
 
 

@@ -10,9 +10,11 @@ from aws_lambda_powertools.event_handler import Response
 
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.auth import ALL_KINDS, Principal
+from claros.errors import BadRequestError
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.lines import entry_line, kept_line
 from claros.evidence.oversight import oversight
+from claros.evidence.verified import keep_full, state_json, verified_report
 from claros.evidence.verify import verify_workspace
 from claros.ledger import READ_KINDS, Entry
 from claros.tamper import report as tampering_report
@@ -57,14 +59,26 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "GET", "/api/evidence/verify", ADMINS)
     def verify(principal: Principal) -> Any:
-        report = verify_workspace(store, principal.workspace)
+        """The verified-through state brought up to the head (only the new segment is
+        verified: fast at any size); ``full=true`` verifies the whole chain now."""
+        full = (app.current_event.query_string_parameters or {}).get("full", "false")
+        if full not in ("true", "false"):
+            raise BadRequestError("full must be true or false")
+        workspace = principal.workspace
+        if full == "true":
+            report = verify_workspace(store, workspace)
+            keep_full(store, workspace, report)
+        else:
+            report = verified_report(store, workspace)
+        body = {**report.to_json(), "verified": state_json(store, workspace)}
         tamper = app.services.tamper
         if tamper is None:
-            return json_response(report.to_json())
+            return json_response(body)
         # AWS: what the tables' streams showed; unacknowledged tampering fails the verify.
-        listed, failures = tampering_report(store, tamper, principal.workspace)
-        report.failures.extend(failures)
-        return json_response({**report.to_json(), "tampering": listed})
+        listed, failures = tampering_report(store, tamper, workspace)
+        body["failures"] = [*body["failures"], *(f.to_json() for f in failures)]
+        body["ok"] = not body["failures"]
+        return json_response({**body, "tampering": listed})
 
     @routed(app, "GET", "/api/evidence/stream", ADMINS)
     def stream(principal: Principal) -> Response[str]:

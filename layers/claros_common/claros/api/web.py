@@ -50,21 +50,31 @@ from claros.errors import (
     NotFoundError,
     UnavailableError,
 )
+from claros.evidence.activity import DAY_MS, load_versions
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
 from claros.evidence.retention import FLOOR_DAYS, MAX_DAYS, get_retention, set_retention
+from claros.evidence.verified import state_json, verified_report, verify_now
+from claros.evidence.windowed import HOME_PARTS, window_bucket, window_counters
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite
-from claros.tamper import verify_with_tampering
+from claros.tamper import report as tampering_report
 from claros.timeline import timeline
 from claros.web import pages, sessions
 from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
 from claros.web.plain import plain_problem
-from claros.web.views import agents_of, answered_asks, waiting
+from claros.web.views import (
+    WINDOWS,
+    agents_of,
+    answered_asks,
+    checks_by_day,
+    near_misses,
+    waiting,
+)
 
 __all__ = ["register"]
 
@@ -126,6 +136,12 @@ class RetentionForm(BaseModel):
     }
 
     days: int = Field(ge=FLOOR_DAYS, le=MAX_DAYS)
+
+
+class VerifyForm(BaseModel):
+    """ "Verify everything now" carries nothing but its CSRF token."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class KeyForm(BaseModel):
@@ -533,6 +549,16 @@ def _sign_in_routes(app: ClarosResolver) -> None:
         return response
 
 
+def _home_days(text: str | None) -> int:
+    """Home's window (?days=): one of WINDOWS, 30 when not given."""
+    if text is None or text == "":
+        return 30
+    if not text.isascii() or not text.isdigit() or int(text) not in WINDOWS:
+        shown = ", ".join(str(d) for d in WINDOWS)
+        raise BadRequestError(f"The window must be {shown} days; {text[:20]!r} is not one of them.")
+    return int(text)
+
+
 def _home_routes(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
@@ -550,17 +576,29 @@ def _home_routes(app: ClarosResolver) -> None:
                 "ok",
             )
         asks, queue = waiting(store, principal)
+        days = _home_days(query.get("days"))
+        now = now_ms()
+        # An admin's Home shows the workspace's agents (the demo's act for its members,
+        # not for the admin); a member's, the agents acting for them.
+        wide = principal.is_admin
+        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1,
+                               only=HOME_PARTS)  # fmt: skip
         body = pages.home_page(
             _chrome(app, principal, "home"),
             asks=asks,
             asks_open=queue.open,
             asks_more="/app/asks?mine=1" if queue.next else "",
             answered=answered_asks(store, principal),
-            agents=agents_of(store, principal),
+            agents=agents_of(store, principal, days=days, now=now, workspace_wide=wide,
+                             bucket=window),
             timeline=timeline(store, principal, limit=25, before=before),
-            now=now_ms(),
+            now=now,
+            days=days,
+            workspace_wide=wide,
+            by_day=checks_by_day(store, principal, now=now, workspace_wide=wide),
+            near=near_misses(window, principal, workspace_wide=wide),
             flash=flash,
-        )
+        )  # fmt: skip
         return html_response(body)
 
     @page(app, "POST", "/app/keys", PEOPLE, MINT)
@@ -620,6 +658,10 @@ def _admin_routes(app: ClarosResolver) -> None:
         flash = Safe("")
         if query.get("retention") == "saved":
             flash = pages.notice("Retention saved.", "ok")
+        elif query.get("verified") == "ok":
+            flash = pages.notice("Verified everything: the whole chain holds.", "ok")
+        elif query.get("verified") == "failed":
+            flash = pages.notice("Verified everything: the chain does not verify.", "danger")
         return html_response(
             evidence_page(
                 _chrome(app, principal, "evidence"), _evidence(app, principal), flash=flash
@@ -660,6 +702,16 @@ def _evidence_routes(app: ClarosResolver) -> None:
             "Cache-Control": "no-store",
         }
         return json_response(body, headers=headers)
+
+    @page(app, "POST", "/app/evidence/verify", ADMINS)
+    def verify_everything(principal: Principal) -> Response[str]:
+        """Verify everything now: the whole chain again, not only its new segments."""
+        read_input(app, VerifyForm, empty_ok=True)
+        state = verify_now(store, principal.workspace)
+        if _wants_html(app):
+            verdict = "ok" if not state["failures"] else "failed"
+            return redirect(f"/app/evidence?verified={verdict}#chain")
+        return json_response(state)
 
     @page(app, "POST", "/app/evidence/retention", ADMINS)
     def retention(principal: Principal) -> Response[str]:
@@ -724,10 +776,15 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
     fast = app.services.settings.fast_approval_s
     now = utc_now()
     workflows = sorted({str(r["rule"]["workflow_id"]) for r in list_rules(store, workspace)})
+    end = now_ms()
+    window = window_counters(store, workspace, load_versions(store, workspace),
+                             start=end - 90 * DAY_MS, end=end + 1, fast_seconds=fast)  # fmt: skip
     return EvidenceData(
         workspace=workspace,
+        # The verified-through state brought up to the head (claros.evidence.verified);
         # AWS: unacknowledged tampering fails the verify shown here too.
-        verify=verify_with_tampering(store, app.services.tamper, workspace).to_json(),
+        verify=_verify_shown(app, workspace),
+        verified=state_json(store, workspace),
         checkpoint=store.latest_checkpoint(workspace),
         public_keys=len(store.public_keys(workspace)),
         available={
@@ -738,18 +795,31 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
         presigned_export=bool(app.services.settings.export_bucket),
         # Domain calls, not routes: in AWS those routes live in other functions.
         retention=_direct("GET /api/evidence/retention", lambda: get_retention(store, workspace)),
+        # Both over the same 90 days: the window is counted once.
         aiuc1=_direct(
             "GET /api/evidence/aiuc1",
-            lambda: aiuc1_pack(store, workspace, days=90, fast_seconds=fast),
+            lambda: aiuc1_pack(
+                store, workspace, days=90, fast_seconds=fast, now=end, counters=window
+            ),
         ),
         oversight=_direct(
             "GET /api/evidence/oversight",
-            lambda: oversight(store, workspace, days=90, fast_seconds=fast),
+            lambda: oversight(
+                store, workspace, days=90, fast_seconds=fast, now=end, counter=window.oversight
+            ),
         ),
         workflows=workflows,
         month=now.strftime("%Y-%m"),
         today=now.date().isoformat(),
     )
+
+
+def _verify_shown(app: ClarosResolver, workspace: str) -> dict[str, Any]:
+    store, tamper = app.services.store, app.services.tamper
+    report = verified_report(store, workspace)
+    if tamper is not None:
+        report.failures.extend(tampering_report(store, tamper, workspace)[1])
+    return report.to_json()
 
 
 def _base_url(app: ClarosResolver) -> str:

@@ -15,11 +15,10 @@ from typing import Any
 from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import DAY_MS, Versions, load_versions, records_between
-from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
 from claros.evidence.retention import get_retention
-from claros.evidence.verify import verify_workspace
-from claros.outcomes import CoverageCounter
+from claros.evidence.verified import verified_report
+from claros.evidence.windowed import Counters, scan_counters, window_counters
 from claros.rules.service import list_rules
 from claros.store.base import Store
 from claros.webhook import get_webhook
@@ -54,6 +53,16 @@ class _Samples:
         self.overrides: deque[dict[str, Any]] = deque(maxlen=SAMPLES)
         self.obo: Counter[str] = Counter()
         self.checks = 0
+
+    @classmethod
+    def from_bucket(cls, bucket: Mapping[str, Any]) -> _Samples:
+        """The same samples from a window's aggregate (``claros.evidence.windowed``)."""
+        samples = cls()
+        for name in ("stops", "approvals", "near", "with_rules", "overrides"):
+            getattr(samples, name).extend(bucket.get(f"s_{name}") or [])
+        samples.obo = Counter(bucket.get("obo") or {})
+        samples.checks = sum((bucket.get("checks") or {}).values())
+        return samples
 
     def add(self, seq: int, kind: str, rec: Mapping[str, Any]) -> None:
         if kind == "check":
@@ -121,21 +130,36 @@ def _rules(store: Store, workspace: str, versions: Versions) -> dict[str, Any]:
 
 
 def aiuc1_pack(
-    store: Store, workspace: str, *, days: int, fast_seconds: int, now: int | None = None
+    store: Store,
+    workspace: str,
+    *,
+    days: int,
+    fast_seconds: int,
+    now: int | None = None,
+    scan: bool = False,
+    counters: Counters | None = None,
 ) -> dict[str, Any]:
+    """The pack over the last ``days``, counted from the hourly aggregates; ``scan=True``
+    feeds every record of the window instead (the reference the tests compare with).
+    ``counters``: that window's, counted already (the Evidence page shares them)."""
     end = now if now is not None else now_ms()
     start = end - days * DAY_MS
     versions = load_versions(store, workspace)
-    activity, samples, coverage = ActivityCounter(), _Samples(), CoverageCounter()
-    oversight = OversightCounter(versions, start=start, end=end + 1, fast_seconds=fast_seconds)
-    for entry, rec in records_between(store, workspace, start, end + 1):
-        activity.add(entry.seq, entry.kind, rec)
-        samples.add(entry.seq, entry.kind, rec)
-        coverage.add(entry.kind, rec)
-        oversight.add(entry.kind, rec)
+    window = {"start": start, "end": end + 1, "fast_seconds": fast_seconds}
+    if scan:
+        counters = scan_counters(store, workspace, versions, **window)
+        samples = _Samples()
+        for entry, rec in records_between(store, workspace, start, end + 1):
+            samples.add(entry.seq, entry.kind, rec)
+    else:
+        if counters is None:
+            counters = window_counters(store, workspace, versions, **window)
+        samples = _Samples.from_bucket(counters.bucket)
+    activity, coverage, oversight = counters.activity, counters.coverage, counters.oversight
     rules = _rules(store, workspace, versions)
     retention = get_retention(store, workspace)
-    chain = verify_workspace(store, workspace).to_json()
+    # The verified-through state (claros.evidence.verified), brought up to the head.
+    chain = verified_report(store, workspace).to_json()
     chain["failures"] = chain["failures"][:20]
     agents = coverage.agents()
     checks = activity.checks_json()

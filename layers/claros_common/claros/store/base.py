@@ -409,3 +409,25 @@ class Store(Protocol):
         """The ledger entry that wrote a record (None: no such record, or its entry was
         pruned): one keyed read of each."""
         ...
+
+    # --- aggregates and the verified-through state (issue 13: pages that stay fast) ----
+    def aggregate_buckets(
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The aggregates (``claros.aggregates``) of the hours (``span="hour"``, numbered
+        ts // 1 h) or UTC days (``"day"``) in [first, last), ascending; one with no entry
+        has none. ``append``/``append_many`` fold their records into their hour's and
+        day's aggregates in the same transaction."""
+        ...
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        """How far the chain was verified (``claros.evidence.verified``), or None."""
+        ...
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        """Keep ``state`` (its ``seq``: verified through that entry) if the one stored is
+        still at ``expect_seq`` (None: none stored yet); False when another verify moved it
+        first (nothing written)."""
+        ...

@@ -14,7 +14,15 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#doc#{collection}``      doc key             ``rev`` (N), ``body`` (S JSON)
   ``{workspace}#checkpoint``            ``{seq:020d}``      the checkpoint's fields
   ``{workspace}#pubkey``                key id              the public key's fields
+  ``{workspace}#doc#_aggregates``       ``{span}#{n:012d}`` ``rev`` (N), ``body`` (B zlib JSON)
+  ``{workspace}#verified``              ``state``           ``seq`` (N), ``body`` (S JSON)
   ====================================  ==================  ==============================
+
+The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
+conditional on the revision read (the chain's own conditions already serialize appends),
+under a ``#doc#`` key, which the roles that append may write. The verified-through state
+(``claros.evidence.verified``) is written by the signer role only, as checkpoints are: a
+role that serves requests cannot claim the chain verified.
 
 The chain head is the ledger's last entry (a descending Query, one item): there is no head
 item to move, so a role that may append cannot point the chain anywhere else. Checkpoints
@@ -45,6 +53,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from claros import jsonutil
+from claros.aggregates import SPANS, fold
 from claros.ledger import NEVER_PRUNED, PRUNE_KIND, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     ChainBusyError,
@@ -253,8 +262,13 @@ class _Append:
 
 def _fits(batch: list[_Append], item: _Append) -> bool:
     """Whether ``item`` joins ``batch``'s transaction: within 100 actions (one is the link
-    check) and the size limit, and touching no item the batch touches."""
-    if 1 + sum(b.actions for b in batch) + item.actions > MAX_TRANSACT_ACTIONS:
+    check, some the aggregates) and the size limit, and touching no item the batch
+    touches."""
+    group = [*batch, item]
+    # One put per span and bucket: appends timed now fall in at most two hours (and two
+    # days) of a group; one with its own ts may add a bucket per span.
+    aggregates = len(SPANS) * (2 + sum(b.ts is not None for b in group))
+    if 1 + sum(b.actions for b in group) + aggregates > MAX_TRANSACT_ACTIONS:
         return False
     if sum(b.size for b in batch) + item.size > _MAX_TRANSACT_BYTES:
         return False
@@ -451,6 +465,7 @@ class DynamoStore:
     ) -> list[Entry]:
         """The append before group commit: one transaction per append, racing the other
         writers for the head (kept for ``group_commit=False`` and the bench's baseline)."""
+        parsed = [jsonutil.loads(zlib.decompress(p[1])) for p in prepared]
         known = self._heads.get(workspace)
         head = self._forward(known) if known else self.head(workspace)
         for attempt in range(self.max_attempts):
@@ -483,6 +498,10 @@ class DynamoStore:
                     for e, p in zip(entries, prepared, strict=True)
                 ),
                 *doc_actions,
+                *(
+                    self._aggregate_put(workspace, span, when // size, entries, parsed)
+                    for span, size in SPANS.items()
+                ),
             ]
             try:
                 self.client.transact_write_items(
@@ -577,6 +596,7 @@ class DynamoStore:
         built: dict[int, list[Entry]] = {}
         offsets: dict[int, int] = {}
         seq, prev = (head.seq, head.hash) if head else (0, ZERO_HASH)
+        folds: dict[tuple[str, int], list[tuple[Entry, Any]]] = {}
         for i in live:
             item = batch[i]
             when = item.ts if item.ts is not None else _now_ms()
@@ -596,6 +616,18 @@ class DynamoStore:
                 for e, p in zip(entries, item.prepared, strict=True)
             ]
             actions += item.doc_actions
+            for (_new, packed, _), entry in zip(item.prepared, entries, strict=True):
+                for span, size in SPANS.items():
+                    folds.setdefault((span, when // size), []).append(
+                        (entry, jsonutil.loads(zlib.decompress(packed)))
+                    )
+        # Each hour's and day's aggregate once, with every append of the group folded in:
+        # a transaction may name an item only once (at the end: offsets[-1]).
+        offsets[-1] = len(actions)
+        workspace = batch[live[0]].workspace
+        for (span, start), folded in folds.items():
+            entries_, records = zip(*folded, strict=True)
+            actions.append(self._aggregate_put(workspace, span, start, entries_, records))
         return actions, built, offsets
 
     def _group_failed(
@@ -620,7 +652,8 @@ class DynamoStore:
         failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
         has_link = min(offsets.values()) == 1
         stale = has_link and 0 in failed
-        moved = stale
+        # An aggregate at another revision: another process appended in between.
+        moved = stale or any(i >= offsets[-1] for i in failed)
         culprits: dict[int, BaseException] = {}
         for i in live:
             entries, start = built[i], offsets[i]
@@ -645,6 +678,100 @@ class DynamoStore:
         if culprits or moved or any(c in _RETRY_REASONS for c in codes):
             return stale, culprits
         return StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}")
+
+    def _aggregate_key(self, workspace: str, span: str, start: int) -> Item:
+        return {"pk": _s(f"{workspace}#doc#_aggregates"), "sk": _s(f"{span}#{start:012d}")}
+
+    def _aggregate_put(
+        self,
+        workspace: str,
+        span: str,
+        start: int,
+        entries: Sequence[Entry],
+        records: Sequence[Any],
+    ) -> dict[str, Any]:
+        """The hour's or day's aggregate with the batch folded in, read after the head (an
+        append that commits in between moves the head, and ours is retried), put on
+        condition that it is still at the revision read."""
+        key = self._aggregate_key(workspace, span, start)
+        got = self.client.get_item(TableName=self.state_table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        bucket: dict[str, Any] = jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
+        rev = int(got["rev"]["N"]) if got else 0
+        for entry, record in zip(entries, records, strict=True):
+            fold(bucket, entry.seq, entry.kind, record)
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                **key,
+                "rev": _n(rev + 1),
+                "body": {"B": zlib.compress(jsonutil.dumps(bucket).encode())},
+            },
+        }
+        if got:
+            put["ConditionExpression"] = "#rev = :rev"
+            put["ExpressionAttributeNames"] = {"#rev": "rev"}
+            put["ExpressionAttributeValues"] = {":rev": _n(rev)}
+        else:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        return {"Put": put}
+
+    def aggregate_buckets(
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
+    ) -> list[tuple[int, dict[str, Any]]]:
+        if first >= last:
+            return []
+        request: dict[str, Any] = {
+            "TableName": self.state_table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": _s(f"{workspace}#doc#_aggregates"),
+                ":lo": _s(f"{span}#{first:012d}"),
+                ":hi": _s(f"{span}#{last - 1:012d}"),
+            },
+        }
+        return [
+            (
+                int(item["sk"]["S"].split("#")[1]),
+                jsonutil.loads(zlib.decompress(item["body"]["B"])),
+            )
+            for item in self._query(request, None)
+        ]
+
+    def _verified_key(self, workspace: str) -> Item:
+        return {"pk": _s(f"{workspace}#verified"), "sk": _s("state")}
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.state_table, Key=self._verified_key(workspace), ConsistentRead=True
+        ).get("Item")
+        return jsonutil.loads(got["body"]["S"]) if got else None
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                **self._verified_key(workspace),
+                "seq": _n(int(state["seq"])),
+                "body": _s(jsonutil.dumps(dict(state))),
+            },
+        }
+        if expect_seq is None:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "#seq = :seq"
+            put["ExpressionAttributeNames"] = {"#seq": "seq"}
+            put["ExpressionAttributeValues"] = {":seq": _n(expect_seq)}
+        try:
+            self.client.put_item(**put)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _forward(self, head: Entry) -> Entry | None:
         """The chain's last entry, read forward from ``head`` (at most 16 reads, then one
@@ -717,6 +844,8 @@ class DynamoStore:
             if 2 * n + j in failed:
                 raise _doc_conflict(write, reasons[2 * n + j].get("Item")) from exc
         chain = set(range(n))  # an entry's seq is taken: someone appended first
+        # The hour's or day's aggregate (the last actions) moved: another append got in.
+        chain |= {2 * n + len(writes), 2 * n + len(writes) + 1}
         if stale or failed & chain or any(c in _RETRY_REASONS for c in codes):
             return stale
         raise StoreError(f"DynamoDB cancelled the append: {', '.join(codes)}") from exc

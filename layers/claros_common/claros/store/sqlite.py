@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from claros import jsonutil
+from claros.aggregates import SPANS, fold
 from claros.ledger import NEVER_PRUNED, ZERO_HASH, Checkpoint, Entry, PublicKey
 from claros.store.base import (
     SEARCH_CHARS,
@@ -81,6 +82,16 @@ CREATE TABLE IF NOT EXISTS docs (
     workspace TEXT NOT NULL, collection TEXT NOT NULL, key TEXT NOT NULL,
     rev INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (workspace, collection, key)
+) WITHOUT ROWID;
+
+-- Hourly aggregates (claros.aggregates), folded by each append in its transaction, and
+-- the verified-through state (claros.evidence.verified).
+CREATE TABLE IF NOT EXISTS aggregates (
+    workspace TEXT NOT NULL, span TEXT NOT NULL, start INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (workspace, span, start)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verified (
+    workspace TEXT PRIMARY KEY, seq INTEGER NOT NULL, body TEXT NOT NULL
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS prune_marks (
@@ -446,8 +457,74 @@ class SqliteStore:
             (workspace, last.seq, last.kind, last.ref_id, last.ts, last.payload_sha256,
              last.prev_hash, last.hash),
         )  # fmt: skip
+        self._fold(conn, workspace, when, entries, item.prepared)
         self._apply(conn, item.writes)
         return entries
+
+    @staticmethod
+    def _fold(
+        conn: sqlite3.Connection,
+        workspace: str,
+        when: int,
+        entries: Sequence[Entry],
+        prepared: Sequence[tuple[NewRecord, str, str]],
+    ) -> None:
+        """The records into their hour's and day's aggregates, inside the append's
+        transaction (all the batch's entries carry one ts)."""
+        records = [jsonutil.loads(body) for _new, body, _payload in prepared]
+        for span, size in SPANS.items():
+            start = when // size
+            row = conn.execute(
+                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?",
+                (workspace, span, start),
+            ).fetchone()
+            bucket: dict[str, Any] = jsonutil.loads(row[0]) if row else {}
+            for entry, record in zip(entries, records, strict=True):
+                fold(bucket, entry.seq, entry.kind, record)
+            conn.execute(
+                "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)",
+                (workspace, span, start, jsonutil.dumps(bucket)),
+            )
+
+    def aggregate_buckets(
+        self, workspace: str, first: int, last: int, *, span: str = "hour"
+    ) -> list[tuple[int, dict[str, Any]]]:
+        rows = self._conn().execute(
+            "SELECT start, body FROM aggregates WHERE workspace = ? AND span = ?"
+            " AND start >= ? AND start < ? ORDER BY start",
+            (workspace, span, first, last),
+        )
+        return [(int(start), jsonutil.loads(body)) for start, body in rows]
+
+    def verified_state(self, workspace: str) -> dict[str, Any] | None:
+        row = (
+            self._conn()
+            .execute("SELECT body FROM verified WHERE workspace = ?", (workspace,))
+            .fetchone()
+        )
+        return jsonutil.loads(row[0]) if row else None
+
+    def save_verified_state(
+        self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
+    ) -> bool:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT seq FROM verified WHERE workspace = ?", (workspace,)
+            ).fetchone()
+            if (row[0] if row else None) != expect_seq:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO verified VALUES (?, ?, ?)",
+                (workspace, int(state["seq"]), jsonutil.dumps(dict(state))),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return True
 
     def head(self, workspace: str) -> Entry | None:
         row = (

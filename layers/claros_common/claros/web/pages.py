@@ -19,13 +19,8 @@ from claros.auth import Principal
 from claros.web.html import (
     NOTHING,
     Safe,
-    attrs,
     badge,
-    join,
-    json_block,
-    relative,
     render,
-    time_tag,
 )
 from claros.web.views import COVERAGE_DAYS, AgentSummary
 
@@ -193,194 +188,6 @@ def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
 
 
 # --- Home -------------------------------------------------------------------------------
-def _arguments(arguments: Mapping[str, Any]) -> Safe:
-    if not arguments:
-        return Safe("")
-    rows = join(
-        render(
-            "<div><dt>{k}</dt><dd>{v}</dd></div>",
-            k=k,
-            v=v if isinstance(v, str | int | float) else json_block(v),
-        )
-        for k, v in list(arguments.items())[:12]
-    )
-    return render('<dl class="args">{rows}</dl>', rows=rows)
-
-
-def _ask_card(ask: Mapping[str, Any], chrome: Chrome, now: int) -> Safe:
-    messages = join(
-        render("<li>{m}</li>", m=m.get("message", "")) for m in ask.get("messages") or []
-    )
-    agent = ask.get("agent") or {}
-    disabled = bool(ask.get("own_key"))
-    own = (
-        notice(
-            "You signed in with the key that asked, or one made from it: it cannot answer "
-            "this ask. Sign in with your person key to answer.",
-            "warn",
-        )
-        if disabled
-        else Safe("")
-    )
-    money = _money(ask.get("amount"), ask.get("currency"))
-    return render(
-        '<article class="card ask" aria-labelledby="{id}-t">'
-        '<header class="ask-head"><h3 id="{id}-t"><span class="app">{app}</span> · '
-        '<span class="tool">{tool}</span></h3>{badge}{amount}</header>'
-        '<ul class="messages">{messages}</ul>'
-        '<p class="meta">For {obo} · by {agent} · opened {opened} · expires {expires}</p>'
-        "{args}{own}"
-        '<form method="post" action="/app/asks/{id}/answer" class="answer">{csrf}'
-        '<div class="field"><label for="{id}-note">Note <span class="opt">(optional)</span>'
-        '</label><input id="{id}-note" name="note" type="text" maxlength="2000" {dis}></div>'
-        '<div class="actions">'
-        '<button class="btn btn-primary" type="submit" name="decision" value="approve" {dis}>'
-        'Approve</button><button class="btn btn-danger" type="submit" name="decision" '
-        'value="deny" {dis}>Deny</button></div></form></article>',
-        id=ask["ask_id"],
-        app=ask.get("app"),
-        tool=ask.get("tool"),
-        badge=badge("ask"),
-        amount=render('<span class="amount">{m}</span>', m=money) if money else Safe(""),
-        messages=messages,
-        obo=ask.get("on_behalf_of") or "nobody",
-        agent=agent.get("name") or "an agent",
-        opened=relative(int(ask["opened_at"]), now),
-        expires=relative(int(ask["expires_at"]), now),
-        args=_arguments(ask.get("arguments") or {}),
-        own=own,
-        csrf=csrf_field(chrome),
-        dis=attrs(disabled=disabled),
-    )
-
-
-def _meter(agent: AgentSummary) -> Safe:
-    value = agent.coverage
-    if value is None:
-        why = (
-            "no writes counted yet"
-            if agent.reports_outcomes
-            else "unknown: this agent's guard does not send outcomes"
-        )
-        return render('<p class="coverage muted">Coverage {why}</p>', why=why)
-    pct = round(value * 100)
-    return render(
-        '<div class="coverage"><div class="coverage-label"><span>Coverage</span>'
-        "<strong>{pct}%</strong></div>"
-        '<meter min="0" max="100" value="{pct}" aria-label="Coverage {pct} percent">'
-        "{pct}%</meter>"
-        '<p class="hint">{checked} checked · {unchecked} ran unchecked · {stop} ran after a '
-        "stop</p></div>",
-        pct=pct,
-        checked=agent.checked,
-        unchecked=agent.unchecked,
-        stop=agent.ran_after_stop,
-    )
-
-
-def _agent_card(agent: AgentSummary, now: int) -> Safe:
-    pills = join(
-        render('<li>{badge}<span class="n">{n}</span></li>', badge=badge(result), n=n)
-        for result, n in sorted(agent.counts.items())
-    )
-    flagged = join(
-        render(
-            '<li>{badge} <span class="call">{app} · {tool}</span> {rules}'
-            '<span class="amount">{money}</span> <span class="when">{when}</span>'
-            "{approved} {outcome}</li>",
-            badge=badge(str(item.get("result"))),
-            approved=_approved(item.get("approval")),
-            outcome=_outcome(item.get("outcome")),
-            app=item.get("app"),
-            tool=item.get("tool"),
-            rules=join(
-                render('<span class="rule">{t}</span>', t=r.get("title")) for r in item["rules"]
-            ),
-            money=_money(item.get("amount"), item.get("currency")),
-            when=relative(int(item["ts"]), now),
-        )
-        for item in agent.flagged
-    )
-    flagged_list = (
-        render('<h4>Stopped, asked or nudged on</h4><ul class="flagged">{f}</ul>', f=flagged)
-        if agent.flagged
-        else empty("Nothing stopped, asked or nudged.")
-    )
-    return render(
-        '<article class="card agent"><h3>{name}</h3><ul class="pills">{pills}</ul>'
-        "{meter}{flagged}</article>",
-        name=agent.name,
-        pills=pills,
-        meter=_meter(agent),
-        flagged=flagged_list,
-    )
-
-
-def _answered(asks: Sequence[Mapping[str, Any]]) -> Safe:
-    if not asks:
-        return empty("You have not answered any ask yet.")
-    rows = join(
-        render(
-            "<tr><td>{app} · {tool}</td><td>{decision}</td><td>{by}</td><td>{authority}</td>"
-            '<td class="note">{note}</td><td>{when}</td></tr>',
-            app=a.get("app"),
-            tool=a.get("tool"),
-            decision=badge(str(a.get("status"))),
-            by=a.get("decided_by") or "",
-            authority=a.get("authority") or "",
-            note=a.get("note") or "",
-            when=time_tag(a.get("decided_at")),
-        )
-        for a in asks
-    )
-    return render(
-        '<div class="table-wrap"><table><thead><tr><th scope="col">Call</th>'
-        '<th scope="col">Answer</th><th scope="col">By</th><th scope="col">As</th>'
-        '<th scope="col">Note</th><th scope="col">When</th></tr></thead>'
-        "<tbody>{rows}</tbody></table></div>",
-        rows=rows,
-    )
-
-
-def _timeline(body: Mapping[str, Any]) -> Safe:
-    items = body.get("items") or []
-    if not items:
-        return empty("No checks for you yet.")
-    rows = join(
-        render(
-            "<tr><td>{when}</td><td>{agent}</td><td>{app} · {tool}</td><td>{result}</td>"
-            '<td>{severity}</td><td class="num">{money}</td><td>{outcome}</td></tr>',
-            when=time_tag(i.get("ts")),
-            outcome=_outcome(i.get("outcome")),
-            agent=i.get("agent") or "",
-            app=i.get("app"),
-            tool=i.get("tool"),
-            result=join([badge(str(i.get("result"))), _approved(i.get("approval"))]),
-            severity=i.get("severity") or "",
-            money=_money(i.get("amount"), i.get("currency")),
-        )
-        for i in items
-    )
-    more = (
-        render(
-            '<p class="pager"><a class="btn btn-quiet" href="/app?before={n}#timeline">'
-            "Older checks</a></p>",
-            n=body["next"],
-        )
-        if body.get("next")
-        else Safe("")
-    )
-    return render(
-        '<div class="table-wrap"><table><thead><tr><th scope="col">When</th>'
-        '<th scope="col">Agent</th><th scope="col">Call</th><th scope="col">Result</th>'
-        '<th scope="col">Severity</th><th scope="col" class="num">Amount</th>'
-        '<th scope="col">Outcome</th></tr></thead>'
-        "<tbody>{rows}</tbody></table></div>{more}",
-        rows=rows,
-        more=more,
-    )
-
-
 def home_page(
     chrome: Chrome,
     *,
@@ -389,52 +196,43 @@ def home_page(
     agents: Sequence[AgentSummary],
     timeline: Mapping[str, Any],
     now: int,
+    days: int = COVERAGE_DAYS,
+    workspace_wide: bool = False,
+    by_day: Sequence[tuple[int, Mapping[str, int]]] = (),
+    near: Mapping[str, Mapping[str, Any]] | None = None,
     flash: Safe = NOTHING,
     asks_open: int | None = None,
     asks_more: str = "",
 ) -> str:
-    ask_cards = (
-        join(_ask_card(a, chrome, now) for a in asks)
-        if asks
-        else empty("Nothing is waiting for you.")
-    )
-    if asks_more:  # a cut list says so and links to the rest (the Asks page)
-        ask_cards = join([ask_cards, render(
-            '<p class="more" role="status">Showing {n} of {t} open asks. '
-            '<a href="{href}">See them all in Asks</a></p>',
-            n=len(asks), t=asks_open if asks_open is not None else "more", href=asks_more,
-        )])  # fmt: skip
-    agent_cards = (
-        render('<div class="grid">{c}</div>', c=join(_agent_card(a, now) for a in agents))
-        if agents
-        else empty(
-            Safe(
-                f"No agent has acted for you in the last {COVERAGE_DAYS} days. Sign a machine "
-                "in with <code>claros login</code>."
-            )
-        )
-    )
-    body = join(
-        [
-            section(
-                "asks",
-                "Waiting for you",
-                ask_cards,
-                extra=_count(len(asks) if asks_open is None else asks_open),
-            ),  # fmt: skip
-            section("agents", "Your agents", agent_cards),
-            section("answered", "Recently answered", _answered(answered)),
-            section("timeline", "Your timeline", _timeline(timeline)),
-            section("keys", "Agent keys", _agent_key_form(chrome)),
-        ]
-    )
+    """Home (``templates/home.html``): asks, agents over the chosen window, charts, the
+    person's answers and timeline."""
+    from claros.web.charts import RESULTS, coverage_chart, days_chart, near_chart
+    from claros.web.templating import render_page
+    from claros.web.views import WINDOWS
+
     person = chrome.principal.person if chrome.principal else ""
-    return layout(
-        "Home",
-        body,
+    return render_page(
+        "home.html",
         chrome,
+        title="Home",
         lede=f"Asks, agents and checks for {person}.",
         flash=flash,
+        asks=asks,
+        answered=answered,
+        agents=agents,
+        timeline=timeline,
+        now=now,
+        days=days,
+        windows=WINDOWS,
+        workspace_wide=workspace_wide,
+        agents_title="Agents in this workspace" if workspace_wide else "Your agents",
+        results=RESULTS,
+        days_chart=days_chart(by_day),
+        near_chart=near_chart(near or {}),
+        coverage_chart=coverage_chart(agents),
+        once=secrets.token_urlsafe(16),
+        asks_open=len(asks) if asks_open is None else asks_open,
+        asks_more=asks_more,
     )
 
 
@@ -522,22 +320,6 @@ def device_page(
 def one_use_field() -> Safe:
     """A form's one-use token: sending the same form twice (a reload) makes nothing twice."""
     return render('<input type="hidden" name="once" value="{v}">', v=secrets.token_urlsafe(16))
-
-
-def _agent_key_form(chrome: Chrome) -> Safe:
-    return render(
-        '<div class="card"><p>An agent key lets an agent act for you: its checks, asks and '
-        "timeline are yours. Put it in the agent's environment as <code>CLAROS_KEY</code> (or "
-        "sign the machine in with <code>claros login</code>, which makes one for you). "
-        "It is shown once.</p>"
-        '<form method="post" action="/app/keys" class="inline">{csrf}{once}'
-        '<div class="field"><label for="agent-label">Label <span class="opt">(optional)'
-        '</span></label><input id="agent-label" name="label" maxlength="100" '
-        'placeholder="Laptop, Claude Code"></div>'
-        '<button class="btn" type="submit">Make an agent key</button></form></div>',
-        csrf=csrf_field(chrome),
-        once=one_use_field(),
-    )
 
 
 def _key_made(chrome: Chrome, *, kind: str, key: str, label: str, back: tuple[str, str]) -> str:

@@ -18,12 +18,17 @@ from claros.asks import ask_view, list_my_asks
 from claros.auth import Principal
 from claros.checks import approved_repeat
 from claros.clock import now_ms
+from claros.evidence.windowed import HOME_PARTS, window_bucket
 from claros.outcomes import OUTCOME_GUARDS
 from claros.store.base import GLOBAL, Store
 from claros.timeline import timeline
 
 __all__ = [
     "AgentSummary",
+    "CHART_DAYS",
+    "WINDOWS",
+    "checks_by_day",
+    "near_misses",
     "COVERAGE_DAYS",
     "COVERAGE_WINDOW",
     "agents_of",
@@ -107,6 +112,8 @@ class AgentSummary:
 
 
 def _tail(store: Store, workspace: str, since_ts: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    # person_coverage's read of the ledger's tail (kept for its callers; Home counts from
+    # the aggregates).
     head = store.head(workspace)
     if head is None:
         return
@@ -172,12 +179,60 @@ def person_coverage(
     return agents
 
 
-def agents_of(store: Store, principal: Principal, *, now: int | None = None) -> list[AgentSummary]:
-    """Your agents: what each was stopped, asked or nudged on (from the person's timeline),
-    with coverage per agent."""
+WINDOWS = (7, 30, 90)  # the window selector on Home (?days=)
+CHART_DAYS = 30  # checks over time: the last 30 UTC days
+
+
+def _agent_slots(
+    store: Store, principal: Principal, bucket: Mapping[str, Any], workspace_wide: bool
+) -> dict[str, AgentSummary]:
+    """Counts per agent from a window's aggregate: the person's (checks made for them,
+    unchecked writes and outcomes of their keys), or for an admin the workspace's."""
+    agents: dict[str, AgentSummary] = {}
+    owner = _KeyOwners(store)
+
+    def slot(name: str) -> AgentSummary:
+        return agents.setdefault(name, AgentSummary(name))
+
+    people: Mapping[str, Any] = bucket.get("people") or {}
+    for person, per_agent in people.items():
+        if not workspace_wide and person != principal.person:
+            continue
+        for name, node in per_agent.items():
+            s = slot(name)
+            for result, n in (node.get("counts") or {}).items():
+                s.counts[result] = s.counts.get(result, 0) + int(n)
+                s.checked += int(n)
+            s.guards |= set(node.get("guards") or [])
+    for key_id, per_agent in (bucket.get("keys") or {}).items():
+        if not workspace_wide and owner(key_id) != principal.person:
+            continue
+        for name, node in per_agent.items():
+            s = slot(name)
+            s.unchecked += int(node.get("unchecked", 0))
+            s.outcomes += int(node.get("outcomes", 0))
+            s.ran_after_stop += int(node.get("ran_after_stop", 0))
+            s.guards |= set(node.get("guards") or [])
+    return agents
+
+
+def agents_of(
+    store: Store,
+    principal: Principal,
+    *,
+    days: int = COVERAGE_DAYS,
+    now: int | None = None,
+    workspace_wide: bool = False,
+    bucket: Mapping[str, Any] | None = None,
+) -> list[AgentSummary]:
+    """Your agents over the last ``days``: what each did (counted from the aggregates, every
+    check of the window), what it was stopped, asked or nudged on, and coverage per agent.
+    ``workspace_wide`` (admins): every agent of the workspace, for whomever it acts."""
     now = now or now_ms()
-    since_ts = now - COVERAGE_DAYS * 86_400_000
-    agents = person_coverage(store, principal, now=now)
+    since_ts = now - days * 86_400_000
+    if bucket is None:
+        bucket = window_bucket(store, principal.workspace, since_ts, now + 1, only=HOME_PARTS)
+    agents = _agent_slots(store, principal, bucket, workspace_wide)
     titles: dict[str, str] = {}
 
     def title(rule_id: str) -> str:
@@ -186,16 +241,53 @@ def agents_of(store: Store, principal: Principal, *, now: int | None = None) -> 
             titles[rule_id] = str(doc.value["rule"]["title"]) if doc else rule_id
         return titles[rule_id]
 
+    if workspace_wide:
+        _flagged_from_aggregate(store, principal.workspace, bucket, agents, title)
+    else:
+        _flagged_from_timeline(store, principal, agents, title, since_ts)
+    return sorted(agents.values(), key=lambda a: (-sum(a.counts.values()), a.name))
+
+
+def _flagged_from_aggregate(
+    store: Store,
+    workspace: str,
+    bucket: Mapping[str, Any],
+    agents: dict[str, AgentSummary],
+    title: Any,
+) -> None:
+    """The latest flagged checks of each agent, with the answer to their ask and their
+    outcome read from their records (a few reads per agent)."""
+    for name, node in (bucket.get("flagged") or {}).items():
+        summary = agents.setdefault(name, AgentSummary(name))
+        for item in reversed(node.get("items") or []):
+            shown = dict(item)
+            check = store.get_record(workspace, "check", str(item["check_id"])) or {}
+            ask_id = check.get("ask_id")
+            approval = store.get_record(workspace, "approval", str(ask_id)) if ask_id else None
+            if approval:
+                shown["approval"] = approval
+            outcome = store.get_record(workspace, "outcome", str(item["check_id"]))
+            if outcome:
+                shown["outcome"] = outcome
+            shown["rules"] = [{"id": r, "title": title(r)} for r in item.get("rules") or []]
+            summary.flagged.append(shown)
+
+
+def _flagged_from_timeline(
+    store: Store, principal: Principal, agents: dict[str, AgentSummary], title: Any, since: int
+) -> None:
+    """The person's flagged checks from their timeline (the newest few hundred): each with
+    its outcome and approval, taken from the repeat of an approved write."""
     items = timeline(store, principal, limit=AGENT_ITEMS, before=None)["items"]
-    # An approved write's outcome is reported against its repeat; its ask, the row that is
-    # flagged, shows it (when the repeat is among the items read).
     repeats = {
         str(item["approval"].get("ask_id")): item
         for item in items
         if isinstance(item.get("approval"), Mapping)
     }
     for item in items:
-        if int(item.get("ts") or 0) < since_ts or approved_repeat(item):
+        if int(item.get("ts") or 0) < since or approved_repeat(item):
+            continue
+        if str(item.get("result")) not in FLAGGED:
             continue
         repeat = repeats.get(str(item.get("ask_id"))) if item.get("ask_id") else None
         if repeat is not None and item.get("outcome") is None:
@@ -203,14 +295,53 @@ def agents_of(store: Store, principal: Principal, *, now: int | None = None) -> 
         summary = agents.setdefault(
             str(item.get("agent") or "unknown"), AgentSummary(str(item.get("agent") or "unknown"))
         )
-        result = str(item.get("result"))
-        summary.counts[result] = summary.counts.get(result, 0) + 1
-        if result in FLAGGED and len(summary.flagged) < 5:
-            check = store.get_record(principal.workspace, "check", str(item["check_id"]))
-            rules = [
-                {**r, "title": title(str(r["id"]))}
-                for r in (check or {}).get("rules") or []
-                if r.get("matched")
-            ]
-            summary.flagged.append({**item, "rules": rules})
-    return sorted(agents.values(), key=lambda a: (-sum(a.counts.values()), a.name))
+        if len(summary.flagged) >= 5:
+            continue
+        check = store.get_record(principal.workspace, "check", str(item["check_id"]))
+        rules = [
+            {**r, "title": title(str(r["id"]))}
+            for r in (check or {}).get("rules") or []
+            if r.get("matched")
+        ]
+        summary.flagged.append({**item, "rules": rules})
+
+
+def checks_by_day(
+    store: Store, principal: Principal, *, now: int, workspace_wide: bool, days: int = CHART_DAYS
+) -> list[tuple[int, dict[str, int]]]:
+    """Checks per UTC day by result over the last ``days`` days (today included), from the
+    day aggregates: the person's, or the workspace's for an admin."""
+    today = now // 86_400_000
+    first = today - days + 1
+    found = dict(store.aggregate_buckets(principal.workspace, first, today + 1, span="day"))
+    out = []
+    for day in range(first, today + 1):
+        bucket = found.get(day) or {}
+        counts: dict[str, int] = {}
+        if workspace_wide:
+            counts = {k: int(v) for k, v in (bucket.get("checks") or {}).items()}
+        else:
+            for node in ((bucket.get("people") or {}).get(principal.person or "") or {}).values():
+                for result, n in (node.get("counts") or {}).items():
+                    counts[result] = counts.get(result, 0) + int(n)
+        out.append((day * 86_400_000, counts))
+    return out
+
+
+def near_misses(
+    bucket: Mapping[str, Any], principal: Principal, *, workspace_wide: bool
+) -> dict[str, Any]:
+    """Near-misses by severity, each with its amounts by currency, over the window."""
+    if workspace_wide:
+        node: Mapping[str, Any] = bucket
+    else:
+        node = (bucket.get("people_near") or {}).get(principal.person or "") or {}
+    severity = node.get("severity") or {}
+    amounts = node.get("sev_amounts") or {}
+    return {
+        s: {
+            "count": int(severity.get(s, 0)),
+            "amounts": dict(sorted((amounts.get(s) or {}).items())),
+        }
+        for s in ("high", "medium", "low")
+    }

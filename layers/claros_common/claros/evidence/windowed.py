@@ -1,0 +1,254 @@
+"""A window's counts from the hourly aggregates (``claros.aggregates``), never a scan of
+the whole window.
+
+The hours wholly inside [start, end) come from the aggregates the store keeps; the two
+partial hours at the edges (and any hour holding entries a prune removed since) are read
+from the ledger and folded the same way, so the sum is exactly what feeding every record
+of the window to the counters gives. ``scan_counters`` is that reference, kept for the
+tests that compare the two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from claros import jsonutil
+from claros.aggregates import DAY_MS, FLAGGED_ITEMS, HOUR_MS, SAMPLES, SPANS, fold
+from claros.evidence.activity import Versions, records_between
+from claros.evidence.oversight import OversightCounter
+from claros.evidence.report import ActivityCounter
+from claros.outcomes import CoverageCounter
+from claros.store.base import Store
+
+__all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counters"]
+
+_DECIMALS = frozenset({"amounts", "sev_amounts"})
+_TAILS = {"flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
+
+
+def _keep(key: str) -> int:
+    return _TAILS.get(key, SAMPLES)
+
+
+def merge(
+    into: dict[str, Any],
+    other: Mapping[str, Any],
+    *,
+    decimals: bool = False,
+    only: frozenset[str] | None = None,
+) -> None:
+    """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples gather
+    (``trim`` keeps the latest by seq), guard lists unite. ``only``: the top-level parts
+    wanted (the others are left out)."""
+    for key, value in other.items():
+        if only is not None and key not in only:
+            continue
+        if key == "seq_min":
+            into[key] = min(into.get(key, value), value)
+        elif key == "seq_max":
+            into[key] = max(into.get(key, value), value)
+        elif isinstance(value, dict):
+            merge(into.setdefault(key, {}), value, decimals=decimals or key in _DECIMALS)
+        elif isinstance(value, list):
+            if key == "guards":
+                into[key] = sorted(set(into.get(key, [])) | set(value))
+            else:
+                into.setdefault(key, []).extend(value)
+        elif decimals:
+            into[key] = str(Decimal(into.get(key, "0")) + Decimal(str(value)))
+        else:
+            into[key] = into.get(key, 0) + value
+
+
+def trim(bucket: dict[str, Any]) -> dict[str, Any]:
+    """Each gathered list of samples cut to the latest few by seq, as one bucket keeps."""
+    for key, value in bucket.items():
+        if key.startswith("s_"):
+            value.sort(key=lambda item: int(item["seq"]))
+            del value[: -_keep(key)]
+    for node in (bucket.get("flagged") or {}).values():
+        items = node.get("items") or []
+        items.sort(key=lambda item: int(item["seq"]))
+        del items[:-FLAGGED_ITEMS]
+    return bucket
+
+
+def _scan_into(bucket: dict[str, Any], store: Store, workspace: str, start: int, end: int) -> None:
+    for entry, record in records_between(store, workspace, start, end):
+        fold(bucket, entry.seq, entry.kind, record)
+
+
+def _first_seq(store: Store, workspace: str) -> int:
+    first = next(iter(store.entries(workspace, limit=1)), None)
+    return first.seq if first is not None else 1
+
+
+def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tuple[int, int]]]:
+    """[start, end) as whole days, whole hours at their edges, and the minutes left over:
+    (span, first, last) aggregate ranges and (from, until) ranges to read."""
+    spans: list[tuple[str, int, int]] = []
+    reads: list[tuple[int, int]] = []
+
+    def hours(a: int, b: int) -> None:
+        first, last = -(-a // HOUR_MS), b // HOUR_MS
+        if first >= last:
+            reads.append((a, b))
+            return
+        reads.extend([(a, first * HOUR_MS), (last * HOUR_MS, b)])
+        spans.append(("hour", first, last))
+
+    first_day, last_day = -(-start // DAY_MS), end // DAY_MS
+    if first_day >= last_day:
+        hours(start, end)
+    else:
+        spans.append(("day", first_day, last_day))
+        hours(start, first_day * DAY_MS)
+        hours(last_day * DAY_MS, end)
+    return spans, [(a, b) for a, b in reads if a < b]
+
+
+# The parts each reader needs (the rest of a bucket is not merged).
+EVIDENCE_PARTS = frozenset(
+    {"checks", "repeats", "severity", "amounts", "decisions", "authorities", "verdicts",
+     "obo", "cov", "s_stops", "s_approvals", "s_near", "s_with_rules", "s_overrides",
+     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_waits"}
+)  # fmt: skip
+HOME_PARTS = frozenset({"people", "people_near", "keys", "flagged", "checks", "severity",
+                        "sev_amounts"})  # fmt: skip
+
+
+def window_bucket(
+    store: Store, workspace: str, start: int, end: int, *, only: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """Everything the aggregates count over the entries stamped in [start, end) (``only``:
+    those parts)."""
+    total: dict[str, Any] = {}
+    spans, reads = _pieces(start, end)
+    pruned_through = _first_seq(store, workspace) - 1 if spans else 0
+    for span, first, last in spans:
+        size = SPANS[span]
+        for n, bucket in store.aggregate_buckets(workspace, first, last, span=span):
+            if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
+                # Entries a prune removed are counted in it and gone from the ledger: what
+                # is left of that hour or day is read again.
+                reads.append((n * size, (n + 1) * size))
+                continue
+            merge(total, bucket, only=only)
+    for a, b in reads:
+        part: dict[str, Any] = {}
+        _scan_into(part, store, workspace, a, b)
+        merge(total, part, only=only)
+    return trim(total)
+
+
+@dataclass
+class Counters:
+    """The counters the evidence reports read, filled for one window."""
+
+    activity: ActivityCounter
+    coverage: CoverageCounter
+    oversight: OversightCounter
+    bucket: Mapping[str, Any]  # the window's sum, for samples and Home
+
+
+def _activity(b: Mapping[str, Any]) -> ActivityCounter:
+    counter = ActivityCounter()
+    counter.checks = Counter(b.get("checks") or {})
+    counter.repeats = int(b.get("repeats", 0))
+    counter.severity = Counter(b.get("severity") or {})
+    counter.amounts = {c: Decimal(v) for c, v in (b.get("amounts") or {}).items()}
+    # The latest near-misses are the monthly report's (it reads its month); not kept here.
+    counter.near = deque(maxlen=counter.near.maxlen)
+    counter.decisions = Counter(b.get("decisions") or {})
+    counter.authorities = Counter(b.get("authorities") or {})
+    counter.verdicts = Counter(b.get("verdicts") or {})
+    return counter
+
+
+def _coverage(b: Mapping[str, Any]) -> CoverageCounter:
+    counter = CoverageCounter()
+    for name, slot in (b.get("cov") or {}).items():
+        counter._agents[name] = {  # noqa: SLF001 - filled from the aggregate, read as usual
+            "agent": name,
+            "checked": int(slot.get("checked", 0)),
+            "unchecked": int(slot.get("unchecked", 0)),
+            "outcomes": int(slot.get("outcomes", 0)),
+            "ran_after_stop": int(slot.get("ran_after_stop", 0)),
+            "guards": set(slot.get("guards") or []),
+        }
+    return counter
+
+
+def _oversight(
+    b: Mapping[str, Any], versions: Versions, start: int, end: int, fast_seconds: int
+) -> OversightCounter:
+    counter = OversightCounter(versions, start=start, end=end, fast_seconds=fast_seconds)
+    for key, n in (b.get("ov_decided") or {}).items():
+        result, sig = jsonutil.loads(key)
+        refs = [{**ref, "matched": True} for ref in jsonutil.loads(sig)]
+        for owner in counter._owners(refs, result):  # noqa: SLF001
+            counter.stops_and_asks[owner] += n
+    for key, n in (b.get("ov_through") or {}).items():
+        app, tool = jsonutil.loads(key)
+        counter.through[(app, tool)] += n
+    for key, n in (b.get("ov_wrong") or {}).items():
+        result, sig = jsonutil.loads(key)
+        refs = [{**ref, "matched": True} for ref in jsonutil.loads(sig)]
+        for owner in counter._owners(refs, result):  # noqa: SLF001
+            counter.wrong_stops[owner] += n
+    for rule_id, n in (b.get("ov_missed") or {}).items():
+        for owner in counter.owners_of.get(rule_id, ()):
+            counter.missed[owner] += n
+    _answers(counter, b.get("ov_waits") or {})
+    return counter
+
+
+def _answers(counter: OversightCounter, waits: Mapping[str, Any]) -> None:
+    """OversightCounter._answer, for every (person, decision, ms waited); the median from
+    the sorted waits (``counter.medians``), without a list of floats per answer."""
+    for person, decisions in waits.items():
+        every: list[int] = []
+        for decision, waited in decisions.items():
+            every.extend(waited)
+            if decision == "approve":
+                counter.approvals[person] += len(waited)
+                counter.too_fast[person] += sum(1 for w in waited if w < counter.fast_ms)
+        every.sort()
+        n = len(every)
+        if n:
+            middle = (
+                every[n // 2] / 1000
+                if n % 2
+                else (every[n // 2 - 1] / 1000 + every[n // 2] / 1000) / 2
+            )
+            counter.medians[person] = (middle, n)
+
+
+def window_counters(
+    store: Store, workspace: str, versions: Versions, *, start: int, end: int, fast_seconds: int
+) -> Counters:
+    """The counters over the entries stamped in [start, end), from the aggregates."""
+    b = window_bucket(store, workspace, start, end, only=EVIDENCE_PARTS)
+    return Counters(
+        _activity(b), _coverage(b), _oversight(b, versions, start, end, fast_seconds), b
+    )
+
+
+def scan_counters(
+    store: Store, workspace: str, versions: Versions, *, start: int, end: int, fast_seconds: int
+) -> Counters:
+    """The same counters fed every record of the window (the reference the tests compare
+    the aggregates with; no page calls it)."""
+    activity, coverage = ActivityCounter(), CoverageCounter()
+    oversight = OversightCounter(versions, start=start, end=end, fast_seconds=fast_seconds)
+    bucket: dict[str, Any] = {}
+    for entry, rec in records_between(store, workspace, start, end):
+        activity.add(entry.seq, entry.kind, rec)
+        coverage.add(entry.kind, rec)
+        oversight.add(entry.kind, rec)
+        fold(bucket, entry.seq, entry.kind, rec)
+    return Counters(activity, coverage, oversight, trim(bucket))
