@@ -18,8 +18,10 @@ app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key id
 ancestor, parent first), so that nothing derived from the key that made a check answers
 that check's ask.
 
-``python -m claros.auth create [--data DIR] [--workspace W] [--kind K] [--person EMAIL]``
-prints the new key as the last line of stdout.
+``claros keys create [--stack NAME | --data DIR] [--workspace W] [--kind K] [--person EMAIL]``
+(the same as ``python -m claros.auth create ...``) prints the new key as the last line of
+stdout. ``--stack`` finds a deployed stack's tables from its outputs (AWS credentials from
+the environment, as the AWS CLI finds them).
 """
 
 from __future__ import annotations
@@ -272,16 +274,56 @@ def require(
 
 
 # --- python -m claros.auth create ------------------------------------------------------
+class StackError(Exception):
+    """The stack named by --stack cannot be read (no such stack, no credentials)."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+# The stack's outputs (template.yaml) -> the settings they fill.
+_STACK_OUTPUTS = {
+    "LedgerTableName": "ledger_table",
+    "RecordsTableName": "records_table",
+    "StateTableName": "state_table",
+}
+
+
+def stack_tables(stack: str) -> dict[str, str]:
+    """Settings for a deployed stack's tables, read from its outputs."""
+    import boto3  # the server extra; only this option needs it
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        [found] = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as exc:
+        why = exc.response["Error"]["Message"]
+        raise StackError(f"cannot read the stack {stack!r}: {why}") from None
+    except BotoCoreError as exc:
+        raise StackError(f"cannot read the stack {stack!r}: {exc}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])}
+    missing = sorted(set(_STACK_OUTPUTS) - set(outputs))
+    if missing:
+        raise StackError(f"the stack {stack!r} is not a Claros stack (no {', '.join(missing)})")
+    tables = {setting: outputs[output] for output, setting in _STACK_OUTPUTS.items()}
+    return {"store": "dynamodb", **tables}
+
+
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.auth") -> int:
     from claros.config import ConfigError, Settings
     from claros.wiring import open_store
 
-    parser = argparse.ArgumentParser(prog="python -m claros.auth", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Make a Claros key (the first admin key of a new install, a service key, "
+        "a person's agent key) straight in the store; the key is the last line printed.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     create = sub.add_parser("create", help="make a key and print it as the last line")
-    create.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    where = create.add_mutually_exclusive_group()
+    where.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    where.add_argument(
+        "--stack", help="a deployed Claros stack's name: its tables, from the stack's outputs"
+    )
     create.add_argument("--workspace", default="default")
     create.add_argument("--kind", choices=KEY_KINDS, default="service")
     create.add_argument(
@@ -296,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env()
         if args.data:
             settings = settings.model_copy(update={"data_dir": args.data})
+        if args.stack:
+            settings = settings.model_copy(update=stack_tables(args.stack))
         store = open_store(settings)  # the first key of a new install makes its data
         try:
             # A new member (an agent key for someone not in the workspace yet) gets their
@@ -307,10 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             store.close()
     except (BadRequestError, ForbiddenError) as exc:
-        print(f"claros.auth: {exc.message}", file=sys.stderr)
+        print(f"{prog}: {exc.message}", file=sys.stderr)
         return 2
-    except (ConfigError, StoreError, OSError) as exc:
-        print(f"claros.auth: {exc}", file=sys.stderr)
+    except (ConfigError, StoreError, OSError, StackError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     who = f" for {args.person}" if args.person else ""
     if sign_in:
