@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import append, canonical, decide, export, guard, hooks, verify
+from bench import append, canonical, coldstart, decide, export, guard, hooks, verify
 
 BENCHES = {
     "append": append.main,
@@ -14,6 +14,7 @@ BENCHES = {
     "guard": guard.main,
     "export": export.main,
     "hooks": hooks.main,
+    "coldstart": coldstart.main,
 }
 
 

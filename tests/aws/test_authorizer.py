@@ -60,7 +60,9 @@ def test_every_route_has_the_authorizer_its_declaration_calls_for(aws_env: None)
             seen[(method.upper(), path)] = name
     declared = set(PERMISSIONS) | set(PUBLIC)
     assert set(seen) == declared
-    wrong = {r: (seen[r], _expected_authorizer(r)) for r in seen if seen[r] != _expected_authorizer(r)}
+    wrong = {
+        r: (seen[r], _expected_authorizer(r)) for r in seen if seen[r] != _expected_authorizer(r)
+    }
     assert not wrong, wrong
     # The public routes are the reviewed few; the pages check the session themselves.
     assert {r for r, name in seen.items() if name == "NONE"} == set(PUBLIC) | PAGES
@@ -120,7 +122,9 @@ def test_sam_deploy_guided_finds_authentication_on_every_route(aws_env: None) ->
     bare = load_template()
     del bare["Resources"]["HttpApi"]["Properties"]["Auth"]
     for event in (
-        e for r in bare["Resources"].values() for e in r.get("Properties", {}).get("Events", {}).values()
+        e
+        for r in bare["Resources"].values()
+        for e in r.get("Properties", {}).get("Events", {}).values()
     ):
         event.get("Properties", {}).pop("Auth", None)
     unasked = auth_per_resource([SamStack("", "", "template.yaml", {}, bare)])

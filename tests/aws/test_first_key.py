@@ -49,7 +49,9 @@ def _tables_stack(endpoint: str) -> Any:
         name: {"Type": "AWS::DynamoDB::Table", "Properties": _plain(props)}
         for name, props in template_tables(sam).items()
     }
-    outputs = {k: sam["Outputs"][k] for k in ("LedgerTableName", "RecordsTableName", "StateTableName")}
+    outputs = {
+        k: sam["Outputs"][k] for k in ("LedgerTableName", "RecordsTableName", "StateTableName")
+    }
     cloudformation = boto3.client("cloudformation", endpoint_url=endpoint)
     cloudformation.create_stack(
         StackName=STACK,
@@ -76,7 +78,16 @@ def test_the_first_admin_key_comes_from_the_stack_name(moto_server: str) -> None
     client = _tables_stack(moto_server)
     env = {**os.environ, "AWS_ENDPOINT_URL": moto_server}
     done = _run(
-        ["--stack", STACK, "--workspace", "acme", "--kind", "admin", "--person", "you@acme.example"],
+        [
+            "--stack",
+            STACK,
+            "--workspace",
+            "acme",
+            "--kind",
+            "admin",
+            "--person",
+            "you@acme.example",
+        ],
         env,
     )
     assert done.returncode == 0, done.stderr

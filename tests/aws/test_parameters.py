@@ -83,7 +83,9 @@ def _failures(params: dict[str, str]) -> list[str]:
     for rule in template.get("Rules", {}).values():
         if "RuleCondition" in rule and not _holds(rule["RuleCondition"], values):
             continue
-        failed += [a["AssertDescription"] for a in rule["Assertions"] if not _holds(a["Assert"], values)]
+        failed += [
+            a["AssertDescription"] for a in rule["Assertions"] if not _holds(a["Assert"], values)
+        ]
     return failed
 
 

@@ -226,7 +226,9 @@ def test_checkpoint_route_signs_with_the_workspace_kms_key(
     _verify_checkpoint(functions, keys.agent, cp)
     kms = boto3.client("kms")
     # The stack's own alias: aliases are the account's, so each stack has its prefix.
-    assert stack.env("checkpoint")["CLAROS_KMS_ALIAS_PREFIX"] == f"alias/claros/{stack.name}/ledger-"
+    assert (
+        stack.env("checkpoint")["CLAROS_KMS_ALIAS_PREFIX"] == f"alias/claros/{stack.name}/ledger-"
+    )
     meta = kms.describe_key(KeyId=f"alias/claros/{stack.name}/ledger-{WS}")["KeyMetadata"]
     assert meta["KeySpec"] == "ECC_NIST_EDWARDS25519"
     # The signature is the KMS key's: verify it with KMS too.
@@ -606,7 +608,9 @@ def test_two_stacks_in_one_region_sign_with_their_own_keys(
         alias = f"alias/claros/{name}/ledger-{WS}"
         signed[name] = kms.describe_key(KeyId=alias)["KeyMetadata"]["KeyId"]
         policy = json.loads(kms.get_key_policy(KeyId=signed[name], PolicyName="default")["Policy"])
-        signers = [s["Principal"]["AWS"] for s in policy["Statement"] if "kms:Sign" in s.get("Action", [])]
+        signers = [
+            s["Principal"]["AWS"] for s in policy["Statement"] if "kms:Sign" in s.get("Action", [])
+        ]
         assert signers == [f"arn:aws:iam::123456789012:role/{name}-us-east-1-signer"], signers
         store.close()
     assert signed["claros-one"] != signed["claros-two"]

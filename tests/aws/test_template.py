@@ -152,10 +152,10 @@ def test_layer_and_globals(template: dict[str, Any]) -> None:
     assert props["ContentUri"] == "layers/claros_common"
     assert props["CompatibleRuntimes"] == ["python3.13"]
     assert props["CompatibleArchitectures"] == ["arm64"]
-    assert layer["Metadata"]["BuildMethod"] == "python3.13"
+    assert layer["Metadata"]["BuildMethod"] == "makefile"  # tests/aws/test_layer.py
     assert (REPO / "layers/claros_common/claros/__init__.py").is_file()
     requirements = (REPO / "layers/claros_common/requirements.txt").read_text()
-    for package in ("pydantic", "pynacl", "aws-lambda-powertools[tracer]", "pyyaml", "httpx"):
+    for package in ("pydantic", "pynacl", "aws-lambda-powertools", "httpx", "jinja2"):
         assert package in requirements
     fn = template["Globals"]["Function"]
     assert (fn["Runtime"], fn["Architectures"], fn["Tracing"]) == (

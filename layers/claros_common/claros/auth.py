@@ -306,8 +306,6 @@ def stack_tables(stack: str) -> dict[str, str]:
     return {"store": "dynamodb", **tables}
 
 
-
-
 def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.auth") -> int:
     from claros.config import ConfigError, Settings
     from claros.wiring import open_store

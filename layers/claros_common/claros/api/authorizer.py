@@ -51,7 +51,6 @@ def authorize(services: Services, event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-
 LambdaHandler = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 
 
