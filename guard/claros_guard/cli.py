@@ -256,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from claros_guard.hook_gate import run_hook
 
         return run_hook(words[1])
+    if words[:1] == ["keys"]:  # the key command parses its own options, --help included
+        return _keys(argparse.Namespace(rest=words[1:]))
     args = _parser_for(words).parse_args(words)
     try:
         return int(args.run(args))
