@@ -10,6 +10,7 @@ from bench import (
     append_dynamo,
     append_sqlite,
     canonical,
+    coldstart,
     decide,
     export,
     guard,
@@ -44,6 +45,7 @@ BENCHES = {
     "hooks": hooks.main,
     "server": server.main,
     "pages": pages.main,
+    "coldstart": coldstart.main,
 }
 
 

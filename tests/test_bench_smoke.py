@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench import __main__ as bench_main
-from bench import append, canonical, decide, export, guard, hooks, server, verify
+from bench import append, canonical, coldstart, decide, export, guard, hooks, pages, server, verify
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,8 @@ TINY: dict[str, Callable[[], Any]] = {
     "guard": lambda: guard.main(calls=2, rounds=3),
     "hooks": lambda: hooks.main(pairs=1, rounds_=3),
     "server": lambda: server.main(requests=8, clients=(1, 2)),
+    "pages": lambda: pages.main(["300"]) or True,
+    "coldstart": lambda: coldstart.main() or True,
     "verify": lambda: verify.main(sizes=(200,)),
 }
 
@@ -38,6 +40,8 @@ def test_bench_runs_at_a_tiny_size(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(verify, "RESULTS", tmp_path / "results")  # not the checkout's cache
+    monkeypatch.setenv("BENCH_COLDSTART_ROUNDS", "1")
+    monkeypatch.setenv("BENCH_PAGES_CACHE", str(tmp_path / "ledgers"))
     result = TINY[name]()
     assert result
     out = capsys.readouterr().out

@@ -1,3 +1,3 @@
-from claros.api.lambda_entry import handler_for
+from claros.api.entry import handler_for
 
 lambda_handler = handler_for("outcome")

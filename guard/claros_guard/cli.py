@@ -10,6 +10,7 @@
     claros hook pre|post                             run a Claude Code hook
     claros verify [--export FILE] [--checkpoints F]  re-check the ledger or an export here
     claros login [--url URL]                         sign this machine in (saves a key)
+    claros keys create [--stack S|--data D] ...      make a key in the store (server extra)
 
 Server-side commands import the server package only when they run, so the client side
 (guard, hooks, verify) installs and starts without it.
@@ -93,6 +94,16 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys(args: argparse.Namespace) -> int:
+    try:
+        from claros.auth import main as keys_main
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        print(f"claros keys needs the server extra (pip install 'getclaros[server]'): {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    return keys_main(list(args.rest), prog="claros keys")
+
+
 def _push(args: argparse.Namespace) -> int:
     from claros_guard.client import Client, ClientError
     from claros_guard.push import push_mappings, push_rules
@@ -172,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=_port_arg, help=f"{PORTS}; 0 picks a free one (default $CLAROS_PORT or 8787)"
     )
     serve.set_defaults(run=_serve)
+
+    keys = sub.add_parser(
+        "keys",
+        help="make a key in the store: the first admin key (server extra)",
+        add_help=False,  # `claros keys --help` is the key command's own help
+    )
+    keys.add_argument("rest", nargs=argparse.REMAINDER)
+    keys.set_defaults(run=_keys)
 
     rules = sub.add_parser("rules", help="manage rules")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="COMMAND")
@@ -261,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from claros_guard.hook_gate import run_hook
 
         return run_hook(words[1])
+    if words[:1] == ["keys"]:  # the key command parses its own options, --help included
+        return _keys(argparse.Namespace(rest=words[1:]))
     args = _parser_for(words).parse_args(words)
     try:
         return int(args.run(args))

@@ -214,7 +214,7 @@ def _checkpoints(functions: Functions, key: str) -> list[Json]:
 
 
 def test_checkpoint_route_signs_with_the_workspace_kms_key(
-    functions: Functions, keys: Keys
+    stack: Stack, functions: Functions, keys: Keys
 ) -> None:
     import boto3
 
@@ -226,7 +226,11 @@ def test_checkpoint_route_signs_with_the_workspace_kms_key(
     assert cp["seq"] == 1 and cp["workspace"] == WS
     _verify_checkpoint(functions, keys.agent, cp)
     kms = boto3.client("kms")
-    meta = kms.describe_key(KeyId=f"alias/claros-ledger-{WS}")["KeyMetadata"]
+    # The stack's own alias: aliases are the account's, so each stack has its prefix.
+    assert (
+        stack.env("checkpoint")["CLAROS_KMS_ALIAS_PREFIX"] == f"alias/claros/{stack.name}/ledger-"
+    )
+    meta = kms.describe_key(KeyId=f"alias/claros/{stack.name}/ledger-{WS}")["KeyMetadata"]
     assert meta["KeySpec"] == "ECC_NIST_EDWARDS25519"
     # The signature is the KMS key's: verify it with KMS too.
     verified = kms.verify(
@@ -334,6 +338,8 @@ def _template_routes(sam: Json) -> dict[str, dict[tuple[str, str], str]]:
             continue
         name = code_name(resource["Properties"]["CodeUri"])
         events = resource["Properties"].get("Events", {})
+        if name == "authorizer":  # serves no route: in front of them (test_authorizer.py)
+            continue
         routes[name] = {
             (e["Properties"]["Method"].upper(), e["Properties"]["Path"]): event_name
             for event_name, e in events.items()
@@ -410,9 +416,10 @@ def test_the_translated_api_sends_each_route_to_its_function(aws_env: None) -> N
     assert set(integrations) == {route for r in routes.values() for route in r}
     permissions = {
         r["Properties"]["SourceArn"]["Fn::Sub"][0].split("${__Stage__}", 1)[1]: r["Properties"]
-        for r in cfn["Resources"].values()
+        for k, r in cfn["Resources"].items()
         if r["Type"] == "AWS::Lambda::Permission"
         and r["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        and not k.endswith("AuthorizerPermission")  # test_authorizer.py checks those
     }
     stack = Stack(sam, cfn, {}, {})
     for name, function_routes in routes.items():
@@ -592,3 +599,40 @@ def test_an_overloaded_ledger_is_a_503_and_the_overloaded_metric(
     # Powertools writes the metrics as an EMF line on stdout (CloudWatch reads it there).
     metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     assert any(m.get("Overloaded") == [1.0] or m.get("Overloaded") == 1.0 for m in metrics), metrics
+
+
+def test_two_stacks_in_one_region_sign_with_their_own_keys(
+    dynamodb_client: Any,
+    kms_ed25519: Any,
+    stream_batches: list[tuple[str, Json]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KMS aliases are the account's, per region: with one alias per workspace, the second
+    stack would find the first stack's key, whose policy lets only the first stack's signer
+    role sign. Each stack names its own aliases, so both sign, each with its own key, and
+    each checkpoint verifies against its own stack's public key."""
+    import boto3
+
+    from claros.auth import create_key
+
+    kms = boto3.client("kms")
+    signed: dict[str, str] = {}
+    for name in ("claros-one", "claros-two"):
+        stack = deploy(load_template(), name)
+        store = stack.store(dynamodb_client)
+        admin = create_key(store, WS, "admin", person="admin@acme.test")
+        agent = create_key(store, WS, "agent", person=PERSON)
+        functions = Functions(stack, monkeypatch)
+        run_check(functions, agent)
+        status, cp = functions.http("checkpoint", load_event("checkpoint-checkpoint-now", admin))
+        assert status == 201, (name, cp)
+        _verify_checkpoint(functions, agent, cp)
+        alias = f"alias/claros/{name}/ledger-{WS}"
+        signed[name] = kms.describe_key(KeyId=alias)["KeyMetadata"]["KeyId"]
+        policy = json.loads(kms.get_key_policy(KeyId=signed[name], PolicyName="default")["Policy"])
+        signers = [
+            s["Principal"]["AWS"] for s in policy["Statement"] if "kms:Sign" in s.get("Action", [])
+        ]
+        assert signers == [f"arn:aws:iam::123456789012:role/{name}-us-east-1-signer"], signers
+        store.close()
+    assert signed["claros-one"] != signed["claros-two"]

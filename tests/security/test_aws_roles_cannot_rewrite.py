@@ -446,7 +446,11 @@ def _workspace_key(world: World) -> str:
         "checkpoint", load_event("checkpoint-checkpoint-now", world.keys.admin)
     )
     assert status == 201
-    return str(world.kms.describe_key(KeyId=f"alias/claros-ledger-{WS}")["KeyMetadata"]["KeyId"])
+    return str(
+        world.kms.describe_key(KeyId=world.stack.env("checkpoint")["CLAROS_KMS_ALIAS_PREFIX"] + WS)[
+            "KeyMetadata"
+        ]["KeyId"]
+    )
 
 
 def _functions(world: World) -> list[str]:

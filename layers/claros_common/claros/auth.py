@@ -24,9 +24,11 @@ write each time. Each key is also listed in its workspace (``key_list`` by creat
 ``key_id`` by id) so that keys can be listed and revoked per workspace
 (``claros.people``).
 
-``python -m claros.auth create [--data DIR] [--workspace W] [--kind K] [--person EMAIL]``
-prints the new key as the last line of stdout; ``list``, ``revoke KEY_ID`` and
-``demote EMAIL`` manage keys and admins from the server side.
+``claros keys create [--stack NAME | --data DIR] [--workspace W] [--kind K] [--person EMAIL]``
+(the same as ``python -m claros.auth create ...``) prints the new key as the last line of
+stdout; ``list``, ``revoke KEY_ID`` and ``demote EMAIL`` manage keys and admins from the
+server side. ``--stack`` finds a deployed stack's tables from its outputs (AWS credentials
+from the environment, as the AWS CLI finds them).
 """
 
 from __future__ import annotations
@@ -376,16 +378,52 @@ Revoke and demote are ledger entries (key_revoked, member_role), by the server s
 Errors are one line on stderr, exit 2."""
 
 
-def _parser() -> argparse.ArgumentParser:
+class StackError(Exception):
+    """The stack named by --stack cannot be read (no such stack, no credentials)."""
+
+
+# The stack's outputs (template.yaml) -> the settings they fill.
+_STACK_OUTPUTS = {
+    "LedgerTableName": "ledger_table",
+    "RecordsTableName": "records_table",
+    "StateTableName": "state_table",
+}
+
+
+def stack_tables(stack: str) -> dict[str, str]:
+    """Settings for a deployed stack's tables, read from its outputs."""
+    import boto3  # the server extra; only this option needs it
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        [found] = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as exc:
+        why = exc.response["Error"]["Message"]
+        raise StackError(f"cannot read the stack {stack!r}: {why}") from None
+    except BotoCoreError as exc:
+        raise StackError(f"cannot read the stack {stack!r}: {exc}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])}
+    missing = sorted(set(_STACK_OUTPUTS) - set(outputs))
+    if missing:
+        raise StackError(f"the stack {stack!r} is not a Claros stack (no {', '.join(missing)})")
+    tables = {setting: outputs[output] for output, setting in _STACK_OUTPUTS.items()}
+    return {"store": "dynamodb", **tables}
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m claros.auth",
+        prog=prog,
         description=_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+        where.add_argument(
+            "--stack", help="a deployed Claros stack's name: its tables, from the stack's outputs"
+        )
         p.add_argument("--workspace", default="default")
 
     create = sub.add_parser("create", help="make a key and print it as the last line")
@@ -439,6 +477,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.data:
         settings = settings.model_copy(update={"data_dir": args.data})
+    if args.stack:
+        settings = settings.model_copy(update=stack_tables(args.stack))
     if args.command in ("revoke", "demote"):
         # Changes are ledger entries: they need what the server records with.
         check_workspace_name(args.workspace)
@@ -481,18 +521,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.auth") -> int:
     from claros.config import ConfigError
     from claros.errors import ClarosError
 
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
+    # Errors name the command as the person typed it ("claros keys", "claros.auth").
+    name = "claros.auth" if prog == "python -m claros.auth" else prog
     try:
         return _run(args)
     except ClarosError as exc:
-        print(f"claros.auth: {exc.message}", file=sys.stderr)
+        print(f"{name}: {exc.message}", file=sys.stderr)
         return 2
-    except (ConfigError, StoreError, OSError) as exc:
-        print(f"claros.auth: {exc}", file=sys.stderr)
+    except (ConfigError, StoreError, OSError, StackError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
 
 

@@ -22,6 +22,7 @@ ENV = {
     "export_bucket": "CLAROS_EXPORT_BUCKET",
     "anchor_bucket": "CLAROS_ANCHOR_BUCKET",
     "kms_signer_role_arn": "CLAROS_KMS_SIGNER_ROLE_ARN",
+    "kms_alias_prefix": "CLAROS_KMS_ALIAS_PREFIX",
     "checkpoint_every": "CLAROS_LEDGER_CHECKPOINT_EVERY",
     "checkpoint_max_age_s": "CLAROS_LEDGER_CHECKPOINT_MAX_AGE",
     "inline_checkpoints": "CLAROS_INLINE_CHECKPOINTS",
@@ -52,6 +53,12 @@ class Settings(BaseModel):
     anchor_bucket: str = ""
     # The only role a workspace KMS key's policy lets sign (AWS; template.yaml).
     kms_signer_role_arn: str = ""
+    # A workspace's KMS key is found by the alias <prefix><workspace>. Aliases are
+    # per account and region: each stack has its own prefix (template.yaml), so a second
+    # stack never finds, and then fails to sign with, the first one's keys.
+    kms_alias_prefix: str = Field(
+        "alias/claros-ledger-", pattern=r"^alias/[A-Za-z0-9][A-Za-z0-9/_-]{0,200}$"
+    )
     # Checkpoints: every N entries, and whenever the tail stayed unsigned this long.
     checkpoint_every: int = Field(100, ge=1, le=1_000_000)
     checkpoint_max_age_s: int = Field(300, ge=1)

@@ -275,15 +275,20 @@ class FileSigner:
 class KmsSigner:
     """Ed25519 keys in AWS KMS (ECC_NIST_EDWARDS25519); the private key never leaves KMS.
 
-    Each workspace's active key is found by the alias ``alias/claros-ledger-<workspace>``;
+    Each workspace's active key is found by the alias ``<alias_prefix><workspace>``
+    (``alias/claros-ledger-<workspace>`` by default; a stack gives its own prefix,
+    ``alias/claros/<stack>/ledger-``, since aliases are shared by the account's region);
     keys carry the tag ``claros:workspace``. Signing uses ED25519_SHA_512 with
     MessageType RAW, which gives a plain Ed25519 signature (ED25519_PH_SHA_512 would not).
     """
 
     ALIAS_PREFIX = "alias/claros-ledger-"
 
-    def __init__(self, kms: KMSClient, *, signer_role_arn: str = "") -> None:
+    def __init__(
+        self, kms: KMSClient, *, signer_role_arn: str = "", alias_prefix: str = ALIAS_PREFIX
+    ) -> None:
         self.kms = kms
+        self.alias_prefix = alias_prefix
         # When set (AWS: the template's signer role), each new key's policy lets that role
         # alone sign: the account administers the key but cannot sign with it, and no IAM
         # policy, tag or grant can change that short of rewriting the key policy.
@@ -292,7 +297,7 @@ class KmsSigner:
         self._cache: dict[str, tuple[str, PublicKey]] = {}
 
     def _alias(self, workspace: str) -> str:
-        return self.ALIAS_PREFIX + _check_workspace(workspace)
+        return self.alias_prefix + _check_workspace(workspace)
 
     def _describe(self, kms_key_id: str, workspace: str) -> tuple[str, PublicKey]:
         meta = self.kms.describe_key(KeyId=kms_key_id)["KeyMetadata"]

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from claros import jsonutil
@@ -56,6 +55,10 @@ def _deliver(
     delays: tuple[float, ...],
     sleep: Callable[[float], None],
 ) -> bool:
+    # Here, not at the top: httpx costs a check function's cold start ~10% of its imports,
+    # and only a workspace with a webhook, on a thread after the answer, needs it.
+    import httpx
+
     body = jsonutil.dumps({"type": "ask.opened", "ask": payload}).encode()
     headers = {"Content-Type": "application/json", "X-Claros-Signature": sign(secret, body)}
     for attempt, delay in enumerate(delays, 1):

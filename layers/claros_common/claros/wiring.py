@@ -66,7 +66,11 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
 
 def open_signer(settings: Settings) -> Signer:
     if settings.signer == "kms":
-        return KmsSigner(_kms(), signer_role_arn=settings.kms_signer_role_arn)
+        return KmsSigner(
+            _kms(),
+            signer_role_arn=settings.kms_signer_role_arn,
+            alias_prefix=settings.kms_alias_prefix,
+        )
     return FileSigner(settings.data_dir)
 
 

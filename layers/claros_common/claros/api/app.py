@@ -1,13 +1,12 @@
-"""One resolver builder for every function and for the local server, and the one place
-that maps errors to HTTP statuses."""
+"""One resolver builder for every function and for the local server (every route).
+
+Lambda functions build theirs with ``claros.api.entry`` (each imports only its own route
+modules, ``ROUTE_MODULES``); this module imports them all, for the local server and the
+all-routes ``claros.api.lambda_entry``."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
-
-from aws_lambda_powertools.event_handler import Response
-from pydantic import ValidationError
 
 from claros.api import (
     admin,
@@ -21,22 +20,11 @@ from claros.api import (
     tampering,
     web,
 )
-from claros.api.http import ClarosResolver, json_response, validation_details
-from claros.canonical import CanonicalError
-from claros.errors import ClarosError
-from claros.signing import SigningError
-from claros.store.base import (
-    ChainBusyError,
-    ConflictError,
-    RecordTooLargeError,
-    StorageUnavailableError,
-    StoreError,
-)
+from claros.api.errors_http import install_error_handlers
+from claros.api.http import ClarosResolver
 from claros.wiring import Services
 
 __all__ = ["FUNCTIONS", "build_resolver"]
-
-log = logging.getLogger("claros.api")
 
 # Function name (functions/<name>/ and template.yaml) -> the route modules it serves.
 FUNCTIONS: dict[str, tuple[Callable[[ClarosResolver], None], ...]] = {
@@ -55,85 +43,5 @@ def build_resolver(services: Services, functions: Iterable[str]) -> ClarosResolv
     for name in functions:
         for register in FUNCTIONS[name]:
             register(app)
-    _error_handlers(app)
+    install_error_handlers(app)
     return app
-
-
-def _error(status: int, code: str, message: str, **extra: object) -> Response[str]:
-    body: dict[str, object] = {"error": code, "message": message, **extra}
-    return json_response(body, status)
-
-
-def _store_error(app: ClarosResolver, exc: StoreError) -> Response[str]:
-    if isinstance(exc, StorageUnavailableError):
-        app.services.metric("Overloaded", 1)  # the 503 rate is a metric
-        # A full or read-only disk, an I/O error: the reason is the operator's to fix and
-        # the client's to wait for, so both see it. Nothing was written.
-        log.error("storage unavailable: %s", exc)
-        response = _error(503, "unavailable", str(exc))
-        response.headers["Retry-After"] = str(exc.retry_after_s)
-        return response
-    log.exception("storage error")
-    return _error(503, "unavailable", "storage is unavailable; retry shortly")
-
-
-def _error_handlers(app: ClarosResolver) -> None:
-    @app.exception_handler(ClarosError)
-    def claros_error(exc: ClarosError) -> Response[str]:
-        response = json_response(exc.to_json(), exc.status)
-        retry = getattr(exc, "retry_after_s", None)
-        if retry is not None:
-            response.headers["Retry-After"] = str(retry)
-        return response
-
-    @app.exception_handler(ValidationError)
-    def invalid(exc: ValidationError) -> Response[str]:
-        details = validation_details(exc)
-        return _error(400, "bad_request", "invalid request", details=details)
-
-    @app.exception_handler(CanonicalError)
-    def not_canonical(exc: CanonicalError) -> Response[str]:
-        return _error(400, "bad_request", f"invalid value: {exc}")
-
-    @app.exception_handler(ConflictError)
-    def conflict(exc: ConflictError) -> Response[str]:
-        return _error(409, "conflict", str(exc))
-
-    @app.exception_handler(ChainBusyError)
-    def busy(exc: ChainBusyError) -> Response[str]:
-        # Overload: the 503 rate is a metric (Powertools in AWS, a counter locally).
-        app.services.metric("Overloaded", 1)
-        response = _error(503, "unavailable", f"the ledger is busy, retry: {exc}")
-        response.headers["Retry-After"] = str(exc.retry_after_s)
-        return response
-
-    @app.exception_handler(RecordTooLargeError)
-    def too_large(exc: RecordTooLargeError) -> Response[str]:
-        return _error(413, "payload_too_large", str(exc))
-
-    @app.exception_handler(SigningError)
-    def signing_error(exc: SigningError) -> Response[str]:
-        # Only where signing is the request's purpose (a checkpoint, an export, a report):
-        # a checkpoint signed after an append never fails it (claros.checkpoints.record).
-        log.error("signing failed: %s", exc)
-        response = _error(503, "unavailable", f"the ledger cannot sign right now: {exc}")
-        response.headers["Retry-After"] = "30"
-        return response
-
-    app.exception_handler(StoreError)(lambda exc: _store_error(app, exc))
-
-    @app.not_found
-    def not_found(exc: Exception) -> Response[str]:
-        event = app.current_event
-        page = app.page_not_found() if app.page_not_found is not None else None
-        if page is not None:
-            return page
-        return _error(
-            404, "not_found", f"no route {event.request_context.http.method} {event.path}"
-        )
-
-    @app.exception_handler(Exception)
-    def unexpected(exc: Exception) -> Response[str]:
-        # Never a traceback to the client; the log has it.
-        log.exception("unexpected error")
-        return _error(500, "internal", "internal error; it has been logged")

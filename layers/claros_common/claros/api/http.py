@@ -33,12 +33,14 @@ from claros import jsonutil
 from claros.auth import Principal, authenticate, require
 from claros.config import Settings
 from claros.errors import BadRequestError, PayloadTooLargeError
-from claros.web.sessions import session_principal
+from claros.web.sessions import request_principal
 from claros.wiring import Services
 
 __all__ = [
     "PERMISSIONS",
+    "PAGES",
     "PUBLIC",
+    "WEB",
     "ClarosResolver",
     "Handler",
     "caller",
@@ -66,6 +68,11 @@ PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {}
 # (method, path) -> why the route takes no credential at all. tests/web pins this set, so a
 # new public route is a deliberate, reviewed change.
 PUBLIC: dict[tuple[str, str], str] = {}
+# (method, path) of the routes that also take a session cookie (``web``), and of the web
+# app's pages a browser GETs (a signed-out browser is sent to sign-in by the page's own
+# check). template.yaml gives each its HTTP API authorizer (tests/aws/test_template.py).
+WEB: set[tuple[str, str]] = set()
+PAGES: set[tuple[str, str]] = set()
 
 
 class ClarosResolver(APIGatewayHttpResolver):
@@ -181,13 +188,7 @@ def caller(
     acting = app.acting_principal
     if acting is not None:
         return require(acting, kinds, refusal)
-    event = app.current_event
-    header = event.headers.get("authorization")
-    if web and not header:
-        found = session_principal(app.services, event)
-        if found is not None:
-            return require(found, kinds, refusal)
-    return require(authenticate(app.services.store, header), kinds, refusal)
+    return require(request_principal(app.services, app.current_event, web=web), kinds, refusal)
 
 
 def routed(
@@ -208,6 +209,8 @@ def routed(
     kinds = frozenset(kinds)
     rule = declare(method, path, kinds)
     by_session = method == "GET" if web is None else web
+    if by_session:
+        WEB.add((method, path))
 
     def decorate(fn: Handler) -> Handler:
         @functools.wraps(fn)

@@ -27,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from claros import jsonutil
 from claros.api.http import (
+    PAGES,
     PERMISSIONS,
+    WEB,
     ClarosResolver,
     Handler,
     caller,
@@ -313,6 +315,9 @@ def page(
     """A web route: declared with its kinds like ``routed``, reached by bearer key or session
     cookie (CSRF-checked on POST); errors become pages for browsers, JSON for the rest."""
     rule = declare(method, path, kinds)
+    WEB.add((method, path))
+    if method == "GET":
+        PAGES.add((method, path))
 
     def decorate(fn: Handler) -> Handler:
         @functools.wraps(fn)

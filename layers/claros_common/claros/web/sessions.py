@@ -54,6 +54,7 @@ __all__ = [
     "load_session",
     "open_session",
     "read_session_id",
+    "request_principal",
     "session_cookie",
     "session_hash",
     "session_principal",
@@ -301,3 +302,27 @@ def session_principal(services: Services, event: Mapping[str, Any]) -> Principal
     if method.upper() not in SAFE_METHODS:
         check_csrf(event, session_id, services.settings.max_body_bytes)
     return principal
+
+
+def request_principal(
+    services: Services, event: Mapping[str, Any], *, web: bool, csrf: bool = True
+) -> Principal:
+    """Who sends ``event``: its ``Authorization: Bearer`` key; with ``web`` and no
+    Authorization header, its session cookie (on a state-changing method CSRF-checked too,
+    unless ``csrf`` is False). 401 when neither stands.
+
+    The one place a request's credential is read: the API's routes ask it
+    (``claros.api.http.caller``, which then checks the route's kinds) and so does the HTTP
+    API's Lambda authorizer (``claros.api.authorizer``, authentication only: its answers
+    are cached by credential, across routes, so kinds and CSRF stay the route's)."""
+    headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
+    authorization = headers.get("authorization")
+    if web and not authorization:
+        if csrf:
+            found = session_principal(services, event)
+        else:
+            session_id = read_session_id(event)
+            found = None if session_id is None else load_session(services.store, session_id)
+        if found is not None:
+            return found
+    return authenticate(services.store, authorization)

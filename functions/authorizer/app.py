@@ -1,0 +1,3 @@
+from claros.api.authorizer import authorizer_handler
+
+lambda_handler = authorizer_handler()

@@ -1,0 +1,105 @@
+"""Lambda entry points: ``functions/<name>/app.py`` is ``lambda_handler = handler_for(name)``.
+
+Each function imports only its own route modules (``ROUTE_MODULES``), so a cold start
+pays for what that function serves; ``claros.api.lambda_entry`` (every route) stays as the
+all-routes entry and the baseline of bench/coldstart.py. The resolver and clients are
+built on the first invocation (not at import time) and kept for the container's life.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+
+from claros.api.errors_http import install_error_handlers
+from claros.api.http import ClarosResolver
+from claros.wiring import Services, build_services
+
+__all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for"]
+
+LambdaHandler = Callable[[Mapping[str, Any], Any], Any]
+
+# Function name (functions/<name>/ and template.yaml) -> the modules of the routes it
+# serves, each with a ``register(app)``; claros.api.app.FUNCTIONS says the same with the
+# modules imported (tests/aws/test_coldstart_entry.py keeps the two alike).
+ROUTE_MODULES: dict[str, tuple[str, ...]] = {
+    "check": ("claros.api.check",),
+    "outcome": ("claros.api.outcome",),
+    "evidence": ("claros.api.evidence",),
+    "checkpoint": ("claros.api.checkpoint",),
+    "admin": (
+        "claros.api.admin",
+        "claros.api.tampering",
+        "claros.api.web",
+        "claros.api.proposals",
+    ),
+    "export": ("claros.api.export",),
+    "prune": ("claros.api.prune",),
+}
+
+
+def build_function_resolver(services: Services, name: str) -> ClarosResolver:
+    app = ClarosResolver(services)
+    for module in ROUTE_MODULES[name]:
+        importlib.import_module(module).register(app)
+    install_error_handlers(app)
+    return app
+
+
+def handler_for(name: str) -> LambdaHandler:
+    """The function's handler, with its route modules imported now (the cold start pays
+    for them once, before the first request, like the rest of the entry module)."""
+    for module in ROUTE_MODULES[name]:
+        importlib.import_module(module)
+    logger = Logger()
+    tracer = Tracer()
+    # The template sets POWERTOOLS_METRICS_NAMESPACE; an explicit namespace would override it.
+    metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Claros")
+    state: dict[str, Any] = {}
+
+    def count(name: str, value: float) -> None:
+        unit = MetricUnit.Seconds if name.endswith("Seconds") else MetricUnit.Count
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+    def resolver() -> tuple[Services, ClarosResolver]:
+        if "app" not in state:
+            services = build_services()
+            services.metric = count
+            if hasattr(services.store, "on_retry"):
+                services.store.on_retry = lambda: count("AppendRetries", 1)
+            state["services"], state["app"] = services, build_function_resolver(services, name)
+        return state["services"], state["app"]
+
+    @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+    # Responses hold ledger records (tool-call arguments) and pages up to MB in size: they
+    # must not go into X-Ray metadata (64 KB segment limit, and not a place for that data).
+    @tracer.capture_lambda_handler(capture_response=False)
+    @metrics.log_metrics
+    def lambda_handler(event: Mapping[str, Any], context: Any) -> Any:
+        services, app = resolver()
+        records = event.get("Records")
+        if records and records[0].get("eventSource") == "aws:dynamodb":
+            from claros.api.checkpoint import on_stream  # the checkpoint function's only
+
+            signed = on_stream(services, event)
+            metrics.add_metric("CheckpointsSigned", "Count", len(signed))
+            return {"signed": [cp.seq for cp in signed]}
+        if event.get("source") == "aws.events" or event.get("detail-type") == "Scheduled Event":
+            from claros.api.checkpoint import on_schedule
+
+            signed = on_schedule(services)
+            metrics.add_metric("CheckpointsSigned", "Count", len(signed))
+            return {"signed": [cp.seq for cp in signed]}
+        response = app.resolve(event, context)
+        # One metric per request, so log_metrics always has something to publish (Powertools
+        # warns on every invocation otherwise) and 4xx/5xx rates are graphable.
+        status = int(response.get("statusCode", 500))
+        metrics.add_metric(name=f"Http{status // 100}xx", unit=MetricUnit.Count, value=1)
+        return response
+
+    return cast(LambdaHandler, lambda_handler)

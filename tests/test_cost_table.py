@@ -1,0 +1,33 @@
+"""docs/deploy.md's cost table is the arithmetic of docs/cost.json's inputs: recomputed
+here line by line, so the doc cannot drift from its inputs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from bench.cost import DOC, INPUTS, current, render, rows
+
+
+def test_the_doc_table_is_what_its_inputs_give() -> None:
+    data = json.loads(INPUTS.read_text())
+    assert current() == render(data), "run `python -m bench.cost`"
+
+
+def test_the_total_is_the_sum_of_the_lines_and_the_inputs_are_dated() -> None:
+    data = json.loads(INPUTS.read_text())
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", data["priced_on"])
+    table = current()
+    cents = [
+        round(float(c.replace(",", "")) * 100) for c in re.findall(r"\| \$([\d,.]+) \|", table)
+    ]
+    [total] = re.findall(r"\*\*\$([\d,.]+)\*\*", table)
+    assert sum(cents) == round(float(total.replace(",", "")) * 100)
+    # Two entries per check (the check and its outcome), one checkpoint per 100 entries.
+    a = data["assumptions"]
+    kms = dict((what, dollars) for what, _, dollars in rows(data))["KMS signatures"]
+    checkpoints = data["checks"] * a["entries_per_check"] / a["checkpoint_every"]
+    assert kms == checkpoints / 10_000 * data["prices"]["kms_sign_per_10000"]
+    assert "20,000 checkpoints" in table
+    assert {"Authorizer", "X-Ray"} <= {what for what, _, _ in rows(data)}
+    assert "Idempotency-Key rows" in table and DOC.name == "deploy.md"
