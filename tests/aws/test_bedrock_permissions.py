@@ -79,6 +79,8 @@ def test_the_functions_are_told_their_models(cfn: dict[str, Any]) -> None:
     template = load_template()["Resources"]
     check = template["CheckFunction"]["Properties"]["Environment"]["Variables"]
     assert check["CLAROS_JUDGE"] == {"Fn::If": ["HasJudgeModel", "bedrock", ""]}
-    assert check["CLAROS_JUDGE_MODEL"] == {"Ref": "JudgeModel"}
+    assert check["CLAROS_JUDGE_MODEL"] == {"Fn::If": ["HasJudgeModel", {"Ref": "JudgeModel"}, ""]}
     admin = template["AdminFunction"]["Properties"]["Environment"]["Variables"]
-    assert admin["CLAROS_MAPPER_MODEL"] == {"Ref": "MapperModel"}
+    assert admin["CLAROS_MAPPER_MODEL"] == {
+        "Fn::If": ["HasMapperModel", {"Ref": "MapperModel"}, ""]
+    }
