@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from claros.auth import authenticate
+from claros.auth import authenticate, create_key
 from claros.evidence.activity import DAY_MS
 from claros.evidence.retention import prune
 from claros.evidence.verify import verify_workspace
@@ -21,7 +21,7 @@ from claros.rules.model import RuleSpec
 from claros.rules.service import put_rule
 from claros.wiring import Services
 from claros_guard.verify import main as verify
-from tests.api.conftest import WORKSPACE, Keys, bearer, check_body
+from tests.api.conftest import ADMIN, WORKSPACE, Keys, bearer, check_body
 from tests.api.seed import Clock, install_clock, utc_ms
 
 NOW = utc_ms(2027, 6, 1)
@@ -138,7 +138,9 @@ def test_prune_drops_what_is_older_than_the_retention(
         b'{"type":"kept","seq":1,"kind":"rule_version","ref_id":"r@1","event":{' in export.content
     )
     assert verify(["--export", str(tmp_path / "pruned.jsonl")]) == 0
-    assert verify(["--url", str(http.base_url), "--key", keys.audit]) == 0
+    # The fixture's audit key has outlived its 90 days on this clock: an auditor's new one.
+    audit = create_key(store, WORKSPACE, "audit", made_by=ADMIN)
+    assert verify(["--url", str(http.base_url), "--key", audit]) == 0
 
 
 def _pruned(http: httpx.Client, keys: Keys, services: Services, clock: Clock) -> bytes:
