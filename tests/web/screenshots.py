@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -125,14 +124,13 @@ def _sign_in(driver: Any, url: str, key: str) -> None:
 
 
 def _first_check(driver: Any, url: str) -> str:
-    """A stopped check of the demo's, for the check page (from the JSON the Activity page
-    uses; empty while that route does not exist)."""
-    driver.get(f"{url}/api/checks?result=stop&limit=1")
-    try:
-        body = json.loads(driver.find_element(By.TAG_NAME, "body").text)
-        return str((body.get("items") or [{}])[0].get("check_id") or "")
-    except (ValueError, WebDriverException, AttributeError):
-        return ""
+    """A stopped check of the demo's, for the check page: the first one Activity lists
+    (empty while that page does not exist)."""
+    driver.get(f"{url}/app/activity?result=stop")
+    for link in driver.find_elements(By.CSS_SELECTOR, "a[href*='/app/checks/']"):
+        href = str(link.get_attribute("href") or "")
+        return href.rsplit("/app/checks/", 1)[1].split("?")[0].split("#")[0]
+    return ""
 
 
 def _save(driver: Any, out: Path, name: str) -> list[Path]:
@@ -175,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                     signed_in_as = shot.who
                     check_id = check_id or (_first_check(driver, url) if shot.who else "")
                 if "{check_id}" in shot.path and not check_id:
-                    print(f"skipped {shot.name}: no check to show (GET /api/checks not there)")
+                    print(f"skipped {shot.name}: no stopped check listed in Activity")
                     continue
                 driver.get(url + shot.path.format(month=month, check_id=check_id))
                 heading = driver.find_elements(By.TAG_NAME, "h1")

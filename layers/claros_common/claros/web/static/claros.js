@@ -17,6 +17,8 @@ document.addEventListener("DOMContentLoaded", () => {
   // Narrow screens show each table row as a card (claros.css, "Readable everywhere"):
   // every cell is labelled with its column's heading.
   for (const table of document.querySelectorAll("table")) {
+    // Tables with a narrow layout of their own (Activity, a check's rules, Keys) keep it.
+    if (table.matches(".stacked, .people-table")) continue;
     const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
     if (!heads.length) continue;
     table.classList.add("stackable");
