@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from claros.auth import create_key
+from claros.auth import MAX_AUDIT_DAYS, create_key
 from claros.config import Settings
 from claros.local import LocalServer
 from claros.signing import FileSigner
@@ -51,7 +51,9 @@ def keys(services: Services) -> Keys:
         admin=create_key(store, WORKSPACE, "admin", person=ADMIN),
         agent=create_key(store, WORKSPACE, "agent", person=PERSON),
         service=create_key(store, WORKSPACE, "service"),
-        audit=create_key(store, WORKSPACE, "audit", made_by=ADMIN),
+        # Audit keys expire (90 days by default); tests that move the clock a year on
+        # (retention, prunes) still verify online with this one.
+        audit=create_key(store, WORKSPACE, "audit", made_by=ADMIN, expires_days=MAX_AUDIT_DAYS),
         person=create_key(store, WORKSPACE, "person", person=PERSON),
         other_workspace_admin=create_key(store, "other", "admin", person="boss@other.test"),
     )
