@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
 import re
 import secrets
 import sys
@@ -341,6 +342,8 @@ def _note_use(store: Store, doc: Doc, now: int) -> None:
     the race to another (or to a revocation, which wins) or that meets a read-only or full
     disk, or a function whose role may not write docs (AWS: the evidence readers), is
     answered all the same."""
+    if os.environ.get("CLAROS_NOTE_KEY_USE") == "no":  # template.yaml: read-only roles
+        return
     last = doc.value.get("last_used_at")
     if isinstance(last, int) and 0 <= now - last < LAST_USED_EVERY_MS:
         return

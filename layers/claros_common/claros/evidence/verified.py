@@ -19,6 +19,7 @@ entry in the segment makes the next advance a full verify.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -118,7 +119,16 @@ def _combined(state: Mapping[str, Any], seg: VerifyReport, now: int) -> dict[str
     }
 
 
+def _keeps_state() -> bool:
+    """Whether this process keeps the state: in AWS only the checkpoint function (the
+    signer role, the one LeadingKeys lets write it); the others show the state they
+    computed without a write IAM would refuse (template.yaml, CLAROS_VERIFIED_STATE)."""
+    return os.environ.get("CLAROS_VERIFIED_STATE", "keep") != "show"
+
+
 def _save(store: Store, workspace: str, new: dict[str, Any], expect: int | None) -> dict[str, Any]:
+    if not _keeps_state():
+        return new
     try:
         saved = store.save_verified_state(workspace, new, expect_seq=expect)
     except Exception:  # noqa: BLE001 - in AWS only the signer role may keep it: shown, not kept
