@@ -369,7 +369,7 @@ def require(
 
 
 # --- python -m claros.auth create|list|revoke|demote -----------------------------------
-_HELP = """python -m claros.auth: keys and admins, on the server.
+_HELP = """{prog}: keys and admins, on the server.
 
   create   make a key and print it as the last line of stdout
   list     every key of the workspace: id, kind, person, made, by, last used, status
@@ -416,7 +416,7 @@ def stack_tables(stack: str) -> dict[str, str]:
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description=_HELP,
+        description=_HELP.format(prog=prog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
