@@ -20,7 +20,7 @@ from claros.api.errors_http import install_error_handlers
 from claros.api.http import ClarosResolver
 from claros.wiring import Services, build_services
 
-__all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for"]
+__all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for", "make_handler"]
 
 LambdaHandler = Callable[[Mapping[str, Any], Any], Any]
 
@@ -56,6 +56,13 @@ def handler_for(name: str) -> LambdaHandler:
     for them once, before the first request, like the rest of the entry module)."""
     for module in ROUTE_MODULES[name]:
         importlib.import_module(module)
+    return make_handler(lambda services: build_function_resolver(services, name))
+
+
+def make_handler(build: Callable[[Services], ClarosResolver]) -> LambdaHandler:
+    """A Lambda handler serving the resolver ``build`` makes on the first invocation (with
+    the services, kept for the container's life), and the checkpoint function's stream
+    and schedule events."""
     logger = Logger()
     tracer = Tracer()
     # The template sets POWERTOOLS_METRICS_NAMESPACE; an explicit namespace would override it.
@@ -72,7 +79,7 @@ def handler_for(name: str) -> LambdaHandler:
             services.metric = count
             if hasattr(services.store, "on_retry"):
                 services.store.on_retry = lambda: count("AppendRetries", 1)
-            state["services"], state["app"] = services, build_function_resolver(services, name)
+            state["services"], state["app"] = services, build(services)
         return state["services"], state["app"]
 
     @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
