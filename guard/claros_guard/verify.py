@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from claros.chunked import ChunkedLines
 from claros.clock import utc_now
 from claros.evidence.lines import (
     EXPORT_FORMAT,
@@ -55,9 +56,9 @@ from claros.ledger import (
     PublicKey,
     VerifyReport,
     key_id_for,
+    slim_checkpoints,
     verify_signature,
 )
-from claros_guard.files import FileProblem, check_replaceable, write_file
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
@@ -292,6 +293,8 @@ def save_checkpoints(
         "public_keys": [k.to_json() for k in keys],
         "checkpoints": [c.to_json() for c in cps],
     }
+    from claros_guard.files import FileProblem, write_file  # only to save (it loads YAML)
+
     try:
         write_file(path, json.dumps(data, indent=1) + "\n")
     except FileProblem as exc:
@@ -362,9 +365,10 @@ class _ExportReader:
         self.header: dict[str, Any] = {}
         self.keys: list[PublicKey] = []
         self.checkpoints: dict[int, Checkpoint] = {}  # whole, when kept
-        # By seq: each checkpoint and the key that verified its signature (then the
-        # checkpoint is slim: the verifier keeps no signature), or None: checked at _start.
-        self.pending: dict[int, tuple[Checkpoint, PublicKey | None]] = {}
+        # The checkpoints whose signatures were checked as their lines went by, compact
+        # (the verifier takes this very table), and, by seq, those checked at _start.
+        self.signed = slim_checkpoints("")
+        self.pending: dict[int, Checkpoint] = {}
         self._genuine_keys: dict[str, PublicKey] = {}
         self._keys_seen = -1
         # Rule and mapping versions kept below a prune's cut: (seq, kind, ref_id, record).
@@ -379,27 +383,25 @@ class _ExportReader:
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
 
-    def read(self, lines: Iterator[bytes]) -> None:
-        self._header(next(lines, b""))
-        line: bytes | None = next(lines, None)
-        while line is not None:
+    def read(self, source: ChunkedLines) -> None:
+        self._header(source.next_line() or b"")
+        while (line := source.next_line()) is not None:
             self.line_no += 1
             if self.signature is not None:
                 self._fail("more lines after the export's signature line")
-                self.digest.update(line)
             elif is_entry_line(line):
                 self._entry(line)
                 self.digest.update(line)
-                line = self._run(lines)
+                self._run(source)
                 continue
             else:
                 self._typed(line)
-                self.digest.update(line)
-            line = next(lines, None)
+            self.digest.update(line)
 
-    def _run(self, lines: Iterator[bytes]) -> bytes | None:
+    def _run(self, source: ChunkedLines) -> None:
         """After an entry, the entries that follow in the writer's layout, the fast way
-        (``ChainVerifier.feed_written_run``, the same checks); the next line it left."""
+        (``ChainVerifier.feed_written_run``, the same checks), up to the next line it
+        leaves in ``source``."""
         assert self.verifier is not None
         leave = self.saved_check.want if self.saved_check is not None else ()
         limit = 20_000 if self.progress.enabled else 1 << 62
@@ -408,14 +410,17 @@ class _ExportReader:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            taken, line = self.verifier.feed_written_run(lines, self.digest, leave, limit)
+            while True:  # with a progress bar, it comes back every ``limit`` lines
+                taken = self.verifier.feed_written_run(source, self.digest, leave, limit)
+                self.line_no += taken
+                if not taken:
+                    return
+                self.progress.update(self.verifier.report.entries)
+                if taken < limit:
+                    return
         finally:
             if collecting:
                 gc.enable()
-        self.line_no += taken
-        if taken and self.progress.enabled:
-            self.progress.update(self.verifier.report.entries)
-        return line
 
     def _header(self, line: bytes) -> None:
         self.line_no = 1
@@ -431,6 +436,7 @@ class _ExportReader:
         if not isinstance(header.get("workspace"), str):
             raise VerifyError(f"{self.name}: the header names no workspace")
         self.header = header
+        self.signed = slim_checkpoints(header["workspace"])
         self.digest.update(line)
         total = header.get("entries")
         self.progress.total = total if isinstance(total, int) and total > 0 else None
@@ -460,18 +466,20 @@ class _ExportReader:
 
     def _checkpoint(self, cp: Checkpoint) -> None:
         """A checkpoint line: its signature checked now, with the keys listed so far (and
-        the pinned ones), so that only what verification needs is kept of it (a 1M-entry
-        export brings 10,000). One that does not verify now is kept whole, and checked
-        when the entries start, as all were before, in the order of the lines (a seq
-        listed twice counts once, its last line, at its first place)."""
+        the pinned ones), so that only what verification needs is kept of it, in the
+        compact table (a 1M-entry export brings 10,000). One that does not verify now is
+        kept whole, and checked when the entries start, as all were before. A seq listed
+        twice counts once, its last line (the one kept of two that do not verify is
+        checked at the place of the first, unless a line that verified came between)."""
         if self.keep:
             self.checkpoints[cp.seq] = cp
         key = self._key_for(cp)
         if key is not None and verify_signature(key, cp.message(), cp.signature):
-            slim = Checkpoint(key.workspace, cp.seq, cp.hash, cp.ts, key.key_id, "")
-            self.pending[cp.seq] = (slim, key)
+            self.pending.pop(cp.seq, None)
+            self.signed.put(cp.seq, cp.hash, cp.ts, key.key_id)
         else:
-            self.pending[cp.seq] = (cp, None)
+            self.signed.discard(cp.seq)
+            self.pending[cp.seq] = cp
 
     def _key_for(self, cp: Checkpoint) -> PublicKey | None:
         """The key the verifier would check ``cp`` with, among those listed so far."""
@@ -488,11 +496,16 @@ class _ExportReader:
 
     def _start(self) -> ChainVerifier:
         workspace = str(self.header["workspace"])
+        # The pending ones are checked after the keys, as a verifier checks those it is
+        # given; none has a seq of the signed ones (a seq is in one or the other).
         verifier = ChainVerifier(
-            workspace, (), self.keys, compare_records=True, pinned=self.pins.keys
+            workspace,
+            self.pending.values(),
+            self.keys,
+            compare_records=True,
+            pinned=self.pins.keys,
+            checked=self.signed,
         )
-        for cp, key in self.pending.values():
-            verifier.add_checkpoint(cp, checked=key)
         self.pending = {}
         if self.saved is not None:
             self.saved_check = SavedCheck(self.saved, self.keys, "the export")
@@ -631,7 +644,7 @@ def verify_export(
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     reader = _ExportReader(name, saved, pins, progress, keep)
     try:
-        reader.read(iter(handle))
+        reader.read(ChunkedLines(handle.read))
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     finally:
@@ -890,6 +903,8 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(bool(args.progress) or sys.stderr.isatty())
     try:
         if args.save:
+            from claros_guard.files import FileProblem, check_replaceable
+
             try:  # before the work: --save must name a file it may replace
                 check_replaceable(args.save)
             except FileProblem as exc:

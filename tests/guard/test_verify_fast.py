@@ -8,13 +8,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from nacl.signing import SigningKey
 
+from claros.chunked import ChunkedLines
 from claros.evidence.export import ExportPlan
 from claros.evidence.lines import entry_line, typed_line
 from claros.ledger import (
@@ -37,8 +38,8 @@ KEY = SigningKey(hashlib.sha256(b"claros tests: the fast run").digest())
 
 
 def _general_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    def none(self: ChainVerifier, lines: Iterator[bytes], *_: Any) -> tuple[int, bytes | None]:
-        return 0, next(lines, None)
+    def none(self: ChainVerifier, source: ChunkedLines, *_: Any) -> int:
+        return 0
 
     monkeypatch.setattr(ChainVerifier, "feed_written_run", none)
 
@@ -169,9 +170,9 @@ def test_the_fast_run_takes_the_entries_of_a_valid_export(
     taken: list[int] = []
     real = ChainVerifier.feed_written_run
 
-    def counted(self: ChainVerifier, *args: Any) -> tuple[int, bytes | None]:
+    def counted(self: ChainVerifier, *args: Any) -> int:
         got = real(self, *args)
-        taken.append(got[0])
+        taken.append(got)
         return got
 
     monkeypatch.setattr(ChainVerifier, "feed_written_run", counted)
@@ -215,3 +216,39 @@ def test_a_checkpoint_listed_twice_counts_its_last_line(
     path.write_bytes(_resigned(lines))
     assert verify(["--export", str(path)]) == 1
     assert "bad signature" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("size", [1, 97, 4096])
+@pytest.mark.parametrize(
+    "name", ["none", "record edited", "checkpointed entry edited", "entry doubled", "CRLF"]
+)
+def test_reads_of_any_size_say_the_same_on_both_paths(
+    name: str,
+    size: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The fast run works on the reader's buffer: a line cut by a read, a buffer of one
+    # line or of a few, change nothing it says.
+    monkeypatch.setattr("claros.chunked.CHUNK", size)
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, EDITS[name]))
+    fast, general = _both(["--export", str(path)], monkeypatch, capsys)
+    assert fast == general
+    assert fast[0] == (0 if name in VALID else 1), fast[1]
+    monkeypatch.undo()
+    assert verify(["--export", str(path)]) == fast[0]
+    assert capsys.readouterr().out == fast[1]  # and the same as with the usual size
+
+
+def test_an_export_with_no_newline_at_its_end_says_so_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The last entry before an unended line is still taken; the cut line is read whole.
+    lines = _export(350).splitlines(keepends=True)
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(b"".join(lines[:-1])[:-1])  # no signature line, the last entry unended
+    fast, general = _both(["--export", str(path)], monkeypatch, capsys)
+    assert fast == general
+    assert fast[0] == 1 and "the export is not signed" in fast[1]

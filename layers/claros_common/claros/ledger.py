@@ -14,7 +14,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +23,8 @@ from nacl.signing import VerifyKey
 
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
+from claros.checkpoint_table import CheckpointTable
+from claros.chunked import ChunkedLines
 
 __all__ = [
     "KINDS",
@@ -44,6 +46,7 @@ __all__ = [
     "entry_hash",
     "key_id_for",
     "payload_sha256",
+    "slim_checkpoints",
     "verify_entries",
     "verify_signature",
 ]
@@ -439,21 +442,37 @@ def _prune_problem(
 _NO_RECORD = object()
 _TEXT_RE = rb"([\x20\x21\x23-\x5b\x5d-\x7e]*)"  # printable ASCII but " and \\: bytes = text
 _NUM_RE = rb"(0|[1-9][0-9]{0,18})"
-_HEX_RE = rb'"([0-9a-f]{64})"'
+# Any 64 bytes: ``feed_written_run`` takes a line only when each of these equals a hash
+# it computed (or the previous entry's, one it computed or parsed as 64 hex digits),
+# which proves them 64 lowercase hex digits without a character class (that cost the
+# regex engine a third of its time on these lines).
+_ANY64_RE = rb'"(.{64})"'
 
 
 def _written_pattern(workspace: str) -> re.Pattern[bytes]:
     """An entry line of ``workspace`` as the export writes it, of a kind whose record is
-    neither read nor kept (feed_written_run), its record an object and the line ended."""
+    neither read nor kept (feed_written_run), its record an object and the line ended.
+    Matched up to the line's end (``endpos``), so ``.`` never runs into the next line;
+    DOTALL lets ``.*`` jump to that end rather than test each byte of the record."""
     special = b"|".join(re.escape(k.encode()) for k in sorted(NEVER_PRUNED | READ_KINDS))
     quoted = json.encoder.encode_basestring(workspace).encode()
     return re.compile(
         rb'\{"workspace":' + re.escape(quoted) + rb',"seq":' + _NUM_RE
         + rb',"kind":"(?!(?:' + special + rb')")' + _TEXT_RE + rb'","ref_id":"' + _TEXT_RE
-        + rb'","ts":' + _NUM_RE + rb',"payload_sha256":' + _HEX_RE + rb',"prev_hash":' + _HEX_RE
-        + rb',"hash":' + _HEX_RE + rb',"event":(\{.*)\}\n\Z',
+        + rb'","ts":' + _NUM_RE + rb',"payload_sha256":' + _ANY64_RE + rb',"prev_hash":'
+        + _ANY64_RE + rb',"hash":' + _ANY64_RE + rb',"event":(\{.*)\}\n\Z',
         re.DOTALL,
     )  # fmt: skip
+
+
+def slim_checkpoints(workspace: str) -> CheckpointTable[Checkpoint]:
+    """A table of checkpoints of ``workspace`` whose signatures were checked: read back
+    without their signature (``Checkpoint.signature`` is "")."""
+
+    def make(seq: int, hash_: str, ts: int, key_id: str) -> Checkpoint:
+        return Checkpoint(workspace, seq, hash_, ts, key_id, "")
+
+    return CheckpointTable(make)
 
 
 class ChainVerifier:
@@ -473,14 +492,19 @@ class ChainVerifier:
         *,
         compare_records: bool = False,
         pinned: Iterable[PublicKey] | None = None,
+        checked: CheckpointTable[Checkpoint] | None = None,
     ) -> None:
+        """``checked``: checkpoints of ``workspace`` whose signatures were checked already
+        with keys this verifier takes (``slim_checkpoints``); it becomes the verifier's."""
         self.report = VerifyReport(workspace)
         self.compare_records = compare_records
         # Whether the records kept below a prune's cut are fed (a reader of records gets
         # them); without them, the prune entries' lists of kept versions cannot be checked.
         self.check_kept = compare_records
         self._keys: dict[str, PublicKey] = {}
-        self._checkpoints: dict[int, Checkpoint] = {}
+        # Every signed checkpoint that verified, until the end (``finish`` looks at them
+        # all): kept compact, ~50 bytes each.
+        self._checkpoints = checked if checked is not None else slim_checkpoints(workspace)
         self._prev: Entry | None = None
         self._first: Entry | None = None
         # Keys trusted from the start (saved with checkpoints, or given): None trusts every
@@ -494,7 +518,7 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        self._fast: Callable[[bytes], re.Match[bytes] | None] | None = None  # its pattern
+        self._fast: Callable[[bytes, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -556,9 +580,7 @@ class ChainVerifier:
         self._keep_checkpoint(cp, key)
 
     def _keep_checkpoint(self, cp: Checkpoint, key: PublicKey) -> None:
-        self._checkpoints[cp.seq] = Checkpoint(
-            self.report.workspace, cp.seq, cp.hash, cp.ts, key.key_id, ""
-        )
+        self._checkpoints.put(cp.seq, cp.hash, cp.ts, key.key_id)
 
     def feed_kept(self, seq: int, kind: str, ref_id: str, record: Any) -> None:
         """A record kept below a prune's cut (its entry is gone), before any entry.
@@ -689,68 +711,85 @@ class ChainVerifier:
 
     def feed_written_run(
         self,
-        lines: Iterator[bytes],
+        source: ChunkedLines,
         digest: Any,
         leave: Container[int] = (),
         limit: int = 1 << 62,
-    ) -> tuple[int, bytes | None]:
-        """Entry lines exactly as the export writes them, fed while each one holds.
+    ) -> int:
+        """Entry lines exactly as the export writes them, fed while each one holds; how
+        many were taken.
 
         The fast path of ``feed_raw`` for a run of ordinary entries (no prune, key or rule
-        version: their records are read or kept): a line is taken here only if ``feed_raw``
-        would find nothing wrong with it (this workspace, its record's bytes hash to its
-        ``payload_sha256``, its hash recomputes, it links to the entry before it, seq
-        contiguous, it matches any checkpoint at its seq), and the state is left as
-        ``feed_raw`` leaves it. The hash is recomputed over the fields' bytes as written:
-        the pattern takes kind and ref_id only as printable ASCII without quote or
-        backslash, and numbers without leading zeros, so those bytes are the very text
-        ``entry_hash`` hashes. Each line taken is added to ``digest``. The first line that
-        is anything else (or whose seq is in ``leave``, or the one after ``limit`` lines)
-        is handed back for the general path: (lines taken, that line or None at the end)."""
+        version: their records are read or kept), read straight from ``source``'s buffer:
+        a line is taken here only if ``feed_raw`` would find nothing wrong with it (this
+        workspace, its record's bytes hash to its ``payload_sha256``, its hash recomputes,
+        it links to the entry before it, seq contiguous, it matches any checkpoint at its
+        seq), and the state is left as ``feed_raw`` leaves it. The hash is recomputed over
+        the fields' bytes as written: the pattern takes kind and ref_id only as printable
+        ASCII without quote or backslash, and numbers without leading zeros, so those
+        bytes are the very text ``entry_hash`` hashes; the three hashes are proved hex by
+        being equal to ones computed here. The lines taken are added to ``digest``, one
+        update per buffer. It stops at the first line that is anything else (or whose seq
+        is in ``leave``), which it leaves in ``source`` for the general path, or at the end
+        of a buffer once ``limit`` lines were taken."""
         prev = self._prev
         if prev is None or not self.compare_records:
-            return 0, next(lines, None)
+            return 0
         if self._fast is None:  # built once: each failing line starts a new run
             self._fast = _written_pattern(self.report.workspace).match
-        match, checkpoints = self._fast, self._checkpoints
-        sha256, update, join = hashlib.sha256, digest.update, b"\n".join
+        match, sha256, join, update = self._fast, hashlib.sha256, b"\n".join, digest.update
         workspace = self.report.workspace.encode()
+        # The checkpoints still ahead, in seq order: seqs go up one at a time here, so the
+        # next one is the only one a line can meet.
+        table = self._checkpoints
+        cp_seqs = table.seqs
+        at = table.index_after(prev.seq)
+        next_cp = cp_seqs[at] if at < len(cp_seqs) else -1
         prev_seq, prev_hash = prev.seq, prev.hash.encode()
         rep = self.report
         taken = verified = 0
         last_cp = rep.last_checkpoint_seq
         last: tuple[bytes, ...] | None = None
-        handed: bytes | None = None
-        for line in lines:
-            m = match(line)
-            if m is None or taken == limit:
-                handed = line
-                break
-            g = m.groups()
-            seq_b, kind, ref, ts, payload, link, hash_, raw = g
-            seq = int(seq_b)
-            if (
-                seq != prev_seq + 1
-                or link != prev_hash
-                or seq in leave
-                or sha256(raw).hexdigest().encode() != payload
-                or sha256(join((workspace, seq_b, kind, ref, ts, payload, link)))
-                .hexdigest()
-                .encode()
-                != hash_
-            ):
-                handed = line
-                break
-            cp = checkpoints.get(seq)
-            if cp is not None:
-                if cp.hash.encode() != hash_:
-                    handed = line
+        stopped = False
+        while not stopped and taken < limit and source.fill():
+            buf, pos, end = source.buf, source.pos, source.end
+            find = buf.find
+            start = pos
+            while pos < end:
+                stop = find(b"\n", pos, end) + 1  # 0: the stream's last line, unended
+                m = match(buf, pos, stop) if stop else None
+                if m is None:
+                    stopped = True
                     break
-                verified += 1
-                last_cp = seq
-            update(line)
-            prev_seq, prev_hash, last = seq, hash_, g
-            taken += 1
+                g = m.groups()
+                seq_b, kind, ref, ts, payload, link, hash_, raw = g
+                seq = int(seq_b)
+                if (
+                    seq != prev_seq + 1
+                    or link != prev_hash
+                    or seq in leave
+                    or sha256(raw).hexdigest().encode() != payload
+                    or sha256(join((workspace, seq_b, kind, ref, ts, payload, link)))
+                    .hexdigest()
+                    .encode()
+                    != hash_
+                ):
+                    stopped = True
+                    break
+                if seq == next_cp:
+                    if table.hash_at(at).encode() != hash_:
+                        stopped = True
+                        break
+                    verified += 1
+                    last_cp = seq
+                    at += 1
+                    next_cp = cp_seqs[at] if at < len(cp_seqs) else -1
+                prev_seq, prev_hash, last = seq, hash_, g
+                pos = stop
+                taken += 1
+            if pos > start:
+                update(memoryview(buf)[start:pos])
+                source.pos = pos
         if last is not None:
             _, kind, ref, ts, payload, link, hash_, _ = last
             text = [f.decode() for f in (kind, ref, payload, link, hash_)]
@@ -763,7 +802,7 @@ class ChainVerifier:
             rep.last_checkpoint_seq = last_cp
             if rep.last_seq is None or prev_seq > rep.last_seq:
                 rep.last_seq, rep.last_hash = prev_seq, self._prev.hash
-        return taken, handed
+        return taken
 
     def _check_start(self, entry: Entry) -> None:
         self._first = entry
@@ -812,7 +851,7 @@ class ChainVerifier:
     def finish(self) -> VerifyReport:
         rep = self.report
         last = rep.last_seq or 0
-        beyond = sorted(s for s in self._checkpoints if s > last)
+        beyond = list(self._checkpoints.seqs[self._checkpoints.index_after(last) :])
         if beyond:
             self._fail(
                 beyond[-1],
@@ -842,7 +881,7 @@ class ChainVerifier:
         ``public_key`` entry introduced (at or before the seqs it signs)."""
         assert self._pinned is not None
         trust = {key_id: 0 for key_id in self._pinned}
-        ordered = sorted(self._checkpoints.values(), key=lambda c: c.seq)
+        ordered = list(self._checkpoints.values())  # in seq order
         changed = True
         while changed:  # a few keys, a few rotations: a fixpoint in a pass or two
             changed = False

@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from claros import jsonutil
 from claros.ledger import Entry
-from claros.store.base import KeptRecord
+
+if TYPE_CHECKING:  # not imported to read: claros verify has no use for the Store protocol
+    from claros.store.base import KeptRecord
 
 __all__ = [
     "EXPORT_FORMAT",

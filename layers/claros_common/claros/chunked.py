@@ -1,0 +1,62 @@
+"""A binary stream's lines, read a quarter of a megabyte at a time.
+
+``next_line`` hands them out one by one, as iterating over the file would. A reader that
+works on many lines at once (``ChainVerifier.feed_written_run``) takes the buffer itself:
+``buf[pos:end]`` holds whole lines only (each ended by ``\\n``, the last line of the
+stream perhaps not), and it moves ``pos`` past the lines it took. That saves a bytes
+object and a Python call per line, and lets a digest of the lines be updated once per
+buffer.
+
+Pure code: no storage, no network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["CHUNK", "ChunkedLines"]
+
+# Big enough that a Python call per buffer costs nothing per line, small enough to
+# stay in the caches (and to keep the reader's memory small).
+CHUNK = 1 << 18
+
+
+class ChunkedLines:
+    def __init__(self, read: Callable[[int], bytes], size: int | None = None) -> None:
+        """``read``: a binary stream's ``read`` (``b""`` at its end); ``size``: how much
+        to ask for at a time (``CHUNK``)."""
+        self._read = read
+        self._size = size or CHUNK
+        self._eof = False
+        self.buf = b""
+        self.pos = 0  # the first byte not handed out yet
+        self.end = 0  # after the last whole line in ``buf`` (or the stream's last line)
+
+    def fill(self) -> bool:
+        """Make ``buf[pos:end]`` hold at least one line; False at the end of the stream."""
+        if self.pos < self.end:
+            return True
+        parts = [self.buf[self.pos :]]  # the start of a line the last read cut
+        while not self._eof:
+            chunk = self._read(self._size)
+            if not chunk:
+                self._eof = True
+                break
+            parts.append(chunk)
+            if b"\n" in chunk:
+                break
+        self.buf = b"".join(p for p in parts if p)  # one chunk alone: no copy
+        self.pos = 0
+        # The last line of the stream may have no newline: then it ends at the end.
+        self.end = len(self.buf) if self._eof else self.buf.rfind(b"\n") + 1
+        return self.end > 0
+
+    def next_line(self) -> bytes | None:
+        """The next line with its ``\\n`` (the stream's last perhaps without), or None."""
+        if not self.fill():
+            return None
+        at = self.buf.find(b"\n", self.pos, self.end)
+        stop = self.end if at < 0 else at + 1
+        line = self.buf[self.pos : stop]
+        self.pos = stop
+        return line
