@@ -1,35 +1,39 @@
 """``claros verify --export FILE``, the command a user runs, against its floor.
 
-Each figure runs a separate process, in turn (ABAB, ``REPEAT`` rounds):
+Each figure is a separate process, run in turn (A B C A B C ..., ``REPEAT`` rounds), on
+the same export; each prints the best and the median run, its CPU time, its peak RSS:
 
-- floor: read every line, parse it the way verify parses it, sha256 it. Verify reads an
-  entry line's fields with one regular expression and hashes the record's bytes as
-  written (the export writes each record as its canonical JSON, the bytes
-  ``payload_sha256`` hashed: docs/evidence-format.md), so it parses no record as JSON at
-  all; the floor does the same match. The floor with a full JSON parse per line (stdlib
-  ``json``) is shown beside it, to show what "less parsing per line" is worth.
+- floor: read every line (``for line in file``), parse it the way verify parses it, and
+  sha256 it once. Verify does not parse an entry line as JSON: it reads the fields with
+  one regular expression and compares the record by hashing its bytes as written (the
+  export writes each record as its canonical JSON, the very bytes ``payload_sha256``
+  hashed: docs/evidence-format.md); the floor makes the same match, and parses the other
+  lines (header, keys, checkpoints, signature) with ``json``.
+- json floor / orjson floor (at the smallest size: per line they cost the same at any
+  size): the same, but every line parsed as JSON, by the stdlib (the parser verify
+  uses for the lines it does parse) and by orjson (when it is installed; it is no
+  dependency of Claros), the floor the issue names, to show which of "a faster parser"
+  and "less parsing" is worth more.
+- verify: ``claros verify --export FILE`` (the console script next to this Python): every
+  record compared, every link, every checkpoint's signature, the export's signature.
 
-Why less parsing rather than a faster parser: measured on these lines (CPU s per 100,000,
-read + parse + sha256, in one process): the regex 0.67-1.05, orjson 1.15-1.20, stdlib
-json 1.72. orjson would be a new dependency and still slower than not parsing, and a
-parsed record would have to be re-canonicalized to be hashed, which costs far more
-(docs/evidence-format.md); hashing the record's bytes as written is stricter too (the
-writer guarantees its canonical form, and bytes that do not hash right go the slow way).
-- verify: ``.venv/bin/claros verify --export FILE`` (the console script), every record
-  compared, every link, every checkpoint signature and the export's signature.
+Verify does more than any floor per line: three sha256 (the record, the entry's fields,
+the export as a whole) and an Ed25519 signature every 100 lines, where the floor hashes
+once; so it cannot come within 1.2x of the strict floor, and the ratio says how far.
 
-The export is realistic: ~1.4 KB check rows with a few rules (like bench/canonical.py's),
+The export is realistic: ~1.4 KB check rows with two rules (like bench/canonical.py's),
 a signed checkpoint every 100 entries, the header, key and signature lines of a real
 export, written directly with the real line, hash and signing functions (no ledger in
-between) and cached under bench/results/ (gitignored), so a rerun starts at once.
+between) and cached in the temp dir, named by its parameters, so a rerun starts at once.
 
-Peak memory is the child's own ``ru_maxrss`` (``os.wait4``): flat
-means the 1M peak is within 1.2x the 100k peak. Targets (issue "A busy workspace"):
->= 150,000 entries/s at 100k and 1M, within 1.2x of the floor.
+Peak memory is each child's own ``ru_maxrss`` (``os.wait4``, from a small launcher):
+flat means the 1M peak is within 1.2x the 100k peak. Targets (issue "A busy
+workspace"): >= 150,000 entries/s at 100k and 1M, within 1.2x of the floor.
 
 ``python -m bench.verify [SIZE ...]`` picks sizes (default 100,000 and 1,000,000);
-``BENCH_VERIFY_BEFORE=DIR`` adds a run of the code in DIR (a ``git archive`` of an older
-commit), interleaved with the others, for a before/after in one run.
+``BENCH_VERIFY_BEFORE=DIR`` adds a run of the code in DIR (``git archive`` of an older
+commit, its ``layers/claros_common`` and ``guard``), interleaved with the others, for a
+before/after in one run. A bench never asserts a time.
 """
 
 from __future__ import annotations
@@ -38,22 +42,27 @@ import base64
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
-
-from bench.harness import Result, report
 
 WORKSPACE = "bench"
 T0 = 1_796_000_000_000
 EVERY = 100
 SIZES = (100_000, 1_000_000)
 REPEAT = 3
-RESULTS = Path(__file__).resolve().parent / "results"
-# Bumped when the generated export changes, so a stale cached file is not reused.
-GENERATION = 1
+# Where built exports are kept between runs ($BENCH_VERIFY_CACHE, else the temp dir): a
+# 1M-entry export takes minutes to build and 1.4 GB; its name holds what it was built from.
+RESULTS = (
+    Path(os.environ.get("BENCH_VERIFY_CACHE") or tempfile.gettempdir()) / "claros-bench-verify"
+)
+# Bumped when the generated export changes in a way its name does not show.
+GENERATION = 2
 
 
 def _rule(n: int, matched: bool) -> dict[str, Any]:
@@ -118,7 +127,9 @@ def _record(template: str, i: int) -> bytes:
 
 
 def export_path(n: int) -> Path:
-    return RESULTS / f"verify-export-{n}-g{GENERATION}.jsonl"
+    """Named by what it is built from: size, checkpoint spacing, record, generation."""
+    shape = hashlib.sha256(record_template().encode()).hexdigest()[:12]
+    return RESULTS / f"export-{n}-every{EVERY}-{shape}-g{GENERATION}.jsonl"
 
 
 def write_export(n: int) -> Path:
@@ -189,30 +200,33 @@ def write_export(n: int) -> Path:
 
 # --- the floors, run as ``python -m bench.verify --floor KIND FILE`` ----------------------
 def floor(kind: str, path: str) -> int:
-    """Read every line, parse it (as verify does, or with stdlib json), sha256 it."""
+    """Read every line, parse it (``match``: as verify does; ``json``, ``orjson``: all as
+    JSON), sha256 it."""
+    sha256 = hashlib.sha256
+    loads: Any = json.loads
+    if kind == "orjson":
+        import orjson
+
+        loads = orjson.loads
     n = 0
-    if kind == "json":
-        loads = json.loads
-        with open(path, "rb") as fh:  # noqa: PTH123 - the plainest read
+    with open(path, "rb") as fh:  # noqa: PTH123 - the plainest read
+        if kind != "match":
             for line in fh:
                 loads(line)
-                hashlib.sha256(line).digest()
+                sha256(line).digest()
                 n += 1
-        return n
-    from claros.evidence.lines import _WRITTEN
-
-    match = _WRITTEN.match
-    with open(path, "rb") as fh:  # noqa: PTH123
+            return n
+        # Verify's own pattern, handed over by the parent (importing claros here would add
+        # its start-up to the floor).
+        match = re.compile(bytes.fromhex(os.environ["BENCH_VERIFY_PATTERN"]), re.DOTALL).match
         for line in fh:
-            # Entry lines: the fields by the regex, the record's bytes hashed; the few
-            # other lines (header, keys, checkpoints, signature) with the JSON parser.
-            if line.startswith(b'{"w'):
+            if line.startswith(b'{"w'):  # an entry: its fields, as verify reads them
                 m = match(line)
-                assert m is not None
-                hashlib.sha256(line[m.end() : -2]).digest()
+                assert m is not None, line[:200]
+                m.groups()
             else:
                 json.loads(line)
-            hashlib.sha256(line).digest()
+            sha256(line).digest()
             n += 1
     return n
 
@@ -247,59 +261,87 @@ def _spawn(argv: list[str]) -> tuple[float, float, float]:
     return float(wall), float(cpu), int(peak_kb) / 1024
 
 
+def _has_orjson() -> bool:
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _row(name: str, n: int, got: list[tuple[float, float, float]]) -> dict[str, Any]:
+    walls = [g[0] for g in got]
+    best = min(got)
+    return {
+        "name": name,
+        "entries": n,
+        "per_second": n / best[0],
+        "median_per_second": n / statistics.median(walls),
+        "seconds": best[0],
+        "median_seconds": statistics.median(walls),
+        "cpu_seconds": min(g[1] for g in got),
+        "peak_mb": max(g[2] for g in got),
+    }
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
     path = str(write_export(n))
     size_mb = Path(path).stat().st_size / 1e6
+    from claros.ledger import _written_pattern
+
+    os.environ["BENCH_VERIFY_PATTERN"] = _written_pattern(WORKSPACE).pattern.hex()
     floor_cmd = [sys.executable, "-m", "bench.verify", "--floor"]
     tasks = [
-        (f"floor: read + regex + sha256 ({size_mb:.0f} MB)", [*floor_cmd, "regex", path]),
+        (f"floor: read + match + sha256 ({size_mb:.0f} MB)", [*floor_cmd, "match", path]),
         (f"claros verify --export ({n:,})", [_claros(), "verify", "--export", path]),
     ]
-    if n <= min(SIZES):  # for scale, once: it costs more than the rest together at 1M
-        tasks.insert(1, ("floor: read + json.loads + sha256", [*floor_cmd, "json", path]))
+    if n <= min(SIZES):  # per line they cost the same at any size: once is enough
+        tasks.insert(1, ("json floor: read + json.loads + sha256", [*floor_cmd, "json", path]))
+        if _has_orjson():
+            tasks.insert(2, ("orjson floor: read + orjson + sha256", [*floor_cmd, "orjson", path]))
     before = os.environ.get("BENCH_VERIFY_BEFORE")
     if before:  # another checkout of the code (e.g. ``git archive`` of an older commit)
         tree = Path(before)
         paths = f"{tree / 'layers' / 'claros_common'}{os.pathsep}{tree / 'guard'}"
         argv = ["env", f"PYTHONPATH={paths}", sys.executable, "-m", "claros_guard.cli"]
         tasks.append((f"before: verify --export ({n:,})", [*argv, "verify", "--export", path]))
+    load_before = _load()
     runs: list[list[tuple[float, float, float]]] = [[] for _ in tasks]
     for _ in range(max(3, repeat)):
         for i, (_, argv) in enumerate(tasks):
             runs[i].append(_spawn(argv))
-    results = []
-    for (name, _), got in zip(tasks, runs, strict=True):
-        fastest = min(got)
-        results.append(
-            Result(
-                name,
-                fastest[0],
-                n,
-                max(g[2] for g in got),
-                statistics.median(g[0] for g in got),
-                fastest[1],
-            )  # fmt: skip
-        )
-    base, *rest = results
-    out = report(f"claros verify --export, {n:,} entries", rest, base)
-    # On a loaded machine wall time waits for a core; CPU time is the steadier ratio.
-    for r in rest:
-        if base.cpu_seconds and r.cpu_seconds:
-            ratio = r.cpu_seconds / base.cpu_seconds
-            print(
-                f"  {r.name}: {n / r.cpu_seconds:,.0f} entries per CPU s, {ratio:.2f}x the floor's"
-            )
-    return out
+    rows = [_row(name, n, got) for (name, _), got in zip(tasks, runs, strict=True)]
+    title = f"claros verify --export, {n:,} entries"
+    load = f"{load_before} at the start, {_load()} at the end"
+    print(f"\n## {title}   (load average {load}; {max(3, repeat)} rounds, ABAB)")
+    print(f"{'':40} {'entries/s':>10} {'median/s':>10} {'min s':>7} {'median s':>8} "
+          f"{'cpu s':>7} {'peak MB':>7} {'x floor':>7} {'x cpu':>6}")  # fmt: skip
+    base = rows[0]
+    for row in rows:
+        row["ratio"] = row["seconds"] / base["seconds"]
+        row["cpu_ratio"] = row["cpu_seconds"] / base["cpu_seconds"]
+        print(f"{row['name']:40} {row['per_second']:10,.0f} {row['median_per_second']:10,.0f} "
+              f"{row['seconds']:7.3f} {row['median_seconds']:8.3f} {row['cpu_seconds']:7.3f} "
+              f"{row['peak_mb']:7.1f} {row['ratio']:7.2f} {row['cpu_ratio']:6.2f}")  # fmt: skip
+    # On a loaded machine wall time waits for a core; CPU time is the steadier figure.
+    for row in rows[1:]:
+        print(f"  {row['name']}: {n / row['cpu_seconds']:,.0f} entries per CPU second")
+    return {"title": title, "rows": rows, "load_average": load}
 
 
 def main(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
+    started = time.perf_counter()
     out = [measure(n) for n in sizes]
-    if len(out) > 1:
-        peaks = [
-            row["peak_mb"] for r in out for row in r["rows"] if row["name"].startswith("claros")
-        ]
-        print(f"\nverify peak RSS: {' -> '.join(f'{p:.1f} MB' for p in peaks)}"
-              f" ({peaks[-1] / peaks[0]:.2f}x)")  # fmt: skip
+    for name in ("claros verify", "before: verify"):
+        peaks = [row["peak_mb"] for r in out for row in r["rows"] if row["name"].startswith(name)]
+        if len(peaks) > 1:
+            steps = " -> ".join(f"{p:.1f} MB" for p in peaks)
+            print(f"\n{name} peak RSS: {steps} ({peaks[-1] / peaks[0]:.2f}x)")
+    print(f"bench verify: {time.perf_counter() - started:.0f} s (load average {_load()})")
     return out
 
 
