@@ -5,6 +5,7 @@ always say what a fresh read says."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 from claros.aggregates import DAY_MS, HOUR_MS
 from claros.evidence import span_cache
 from claros.evidence.windowed import EVIDENCE_PARTS, window_bucket
-from claros.ledger import Checkpoint
+from claros.ledger import Checkpoint, Entry, kept_digest
+from claros.signing import FileSigner
 from claros.store.base import Store
 from claros.store.sqlite import SqliteStore
 
@@ -160,3 +162,33 @@ def test_the_minutes_at_a_windows_edges_say_what_a_fresh_read_says(store: Store)
     again = window_bucket(store, WS, start, end)
     assert sum(again["checks"].values()) == 22
     assert again == _fresh(store, start, end)
+
+
+def _sign(signer: FileSigner, store: Store, entry: Entry) -> Checkpoint:
+    message = Checkpoint(WS, entry.seq, entry.hash, entry.ts, "", "").message()
+    key_id, signature = signer.sign(WS, message)
+    cp = Checkpoint(
+        WS, entry.seq, entry.hash, entry.ts, key_id, base64.b64encode(signature).decode()
+    )
+    store.add_public_key(signer.active_key(WS))
+    assert store.add_checkpoint(cp) is True
+    return cp
+
+
+def test_a_prune_reads_the_kept_days_again(store: Store, tmp_path: Path) -> None:
+    signer = FileSigner(tmp_path / "keys")
+    for day in range(4):
+        _check(store, f"d{day}", BASE + day * DAY_MS + HOUR_MS, "stop")
+    start, end = BASE, BASE + 5 * DAY_MS
+    assert window_bucket(store, WS, start, end)["checks"] == {"stop": 4}
+    cut = next(e for e in store.entries(WS) if e.seq == 2)
+    cp = _sign(signer, store, cut)
+    # The prune entry is stamped after the window: only the log's new start tells.
+    said = store.append(WS, "prune", "prn1", {
+        "through_seq": 2, "checkpoint": {"seq": 2, "hash": cp.hash}, "retention_days": 200,
+        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=BASE + 10 * DAY_MS)  # fmt: skip
+    _sign(signer, store, said)
+    assert store.prune(WS, 2).entries_deleted == 2
+    got = window_bucket(store, WS, start, end)
+    assert got["checks"] == {"stop": 2}
+    assert got == _fresh(store, start, end)

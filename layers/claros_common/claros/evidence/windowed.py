@@ -160,8 +160,11 @@ def window_bucket(
     head (``claros.evidence.span_cache``)."""
     total: dict[str, Any] = {}
     spans, reads = _pieces(start, end)
-    head = store.head(workspace) if spans else None
-    pruned_through = _first_seq(store, workspace) - 1 if spans else 0
+    head = store.head(workspace)
+    if head is None:
+        return total
+    # Read before any sum: the sums and the edges' minutes are kept per ledger head.
+    pruned_through = _first_seq(store, workspace) - 1
     for span, first, last in spans:
         size = SPANS[span]
         part, again = cached(
@@ -173,13 +176,13 @@ def window_bucket(
             functools.partial(
                 _range_sum, store, workspace, span, first, last, only, pruned_through
             ),
-            head=head.seq if head is not None else 0,
+            head=head.seq,
         )
         merge(total, part)  # copies: what is kept stays as it was
         reads.extend(again)
     for a, b in reads:
         _read_into(total, store, workspace, a, b, only=only, pruned_through=pruned_through,
-                   head=head.seq if head is not None else None)  # fmt: skip
+                   head=head.seq)  # fmt: skip
     return trim(total)
 
 
@@ -207,7 +210,7 @@ def _read_into(
     *,
     only: frozenset[str] | None,
     pruned_through: int,
-    head: int | None,
+    head: int,
 ) -> None:
     """The entries stamped in [start, end), read from the ledger, into ``total``. Inside
     one hour (a window's edge), its whole minutes come from minute buckets kept per
