@@ -52,8 +52,7 @@ def verify_entry(store: Store, entry: Entry) -> dict[str, Any]:
     workspace = entry.workspace
     found = store.checkpoints(workspace, since=entry.seq - 1, limit=1)
     covering = found[0] if found else None
-    below = store.checkpoints(workspace, since=0)
-    base = next((cp for cp in reversed(below) if cp.seq < entry.seq), None)
+    base = store.checkpoint_before(workspace, entry.seq)
     out: dict[str, Any] = {
         "from_seq": (base.seq + 1) if base else 1,
         "to_seq": covering.seq if covering else entry.seq,

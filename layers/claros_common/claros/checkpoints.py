@@ -52,8 +52,7 @@ def verify_before_signing(store: Store, entry: Entry) -> None:
     every link, every entry's hash and every payload hash against its record, as stored.
     Only what the store holds counts: ``entry`` must be the stored entry at its seq."""
     workspace = entry.workspace
-    below = [cp for cp in store.checkpoints(workspace) if cp.seq < entry.seq]
-    base = below[-1] if below else None
+    base = store.checkpoint_before(workspace, entry.seq)
     since, prev = (base.seq, base.hash) if base else (0, ZERO_HASH)
     expected = since + 1
     last: Entry | None = None

@@ -431,3 +431,9 @@ class Store(Protocol):
         still at ``expect_seq`` (None: none stored yet); False when another verify moved it
         first (nothing written)."""
         ...
+
+    # --- a page that stays fast (issue 13, item 7) -------------------------------------
+    def checkpoint_before(self, workspace: str, seq: int) -> Checkpoint | None:
+        """The latest signed checkpoint at a seq below ``seq`` (None: none): one keyed
+        read, where ``checkpoints`` would list every one below."""
+        ...

@@ -1527,3 +1527,21 @@ class DynamoStore:
             return None
         found = _entry(entry["Item"])
         return found if (found.kind, found.ref_id) == (kind, ref_id) else None
+
+    # --- a page that stays fast (issue 13, item 7) ------------------------------------
+    def checkpoint_before(self, workspace: str, seq: int) -> Checkpoint | None:
+        if seq <= 1:
+            return None
+        got = self.client.query(
+            TableName=self.state_table,
+            KeyConditionExpression="pk = :pk AND sk < :seq",
+            ExpressionAttributeValues={
+                ":pk": _s(f"{workspace}#checkpoint"),
+                ":seq": _s(f"{seq:020d}"),
+            },
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = got.get("Items", [])
+        return _checkpoint(items[0]) if items else None

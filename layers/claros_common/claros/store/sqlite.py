@@ -904,3 +904,16 @@ class SqliteStore:
             .fetchone()
         )
         return _entry(row) if row else None
+
+    # --- a page that stays fast (issue 13, item 7) ------------------------------------
+    def checkpoint_before(self, workspace: str, seq: int) -> Checkpoint | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT workspace, seq, hash, ts, key_id, signature FROM checkpoints"
+                " WHERE workspace = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+                (workspace, seq),
+            )
+            .fetchone()
+        )
+        return Checkpoint(*row) if row else None

@@ -18,6 +18,7 @@ from claros.asks import ask_view, list_my_asks
 from claros.auth import Principal
 from claros.checks import approved_repeat
 from claros.clock import now_ms
+from claros.evidence.span_cache import cached
 from claros.evidence.windowed import HOME_PARTS, window_bucket
 from claros.outcomes import OUTCOME_GUARDS
 from claros.store.base import GLOBAL, Store
@@ -313,18 +314,42 @@ def checks_by_day(
     day aggregates: the person's, or the workspace's for an admin."""
     today = now // 86_400_000
     first = today - days + 1
-    found = dict(store.aggregate_buckets(principal.workspace, first, today + 1, span="day"))
+    workspace = principal.workspace
+    # The days before today are kept per ledger head (claros.evidence.span_cache); today's
+    # bucket moves with every append and is read each time.
+    found = dict(
+        cached(
+            store,
+            workspace,
+            ("days", first, today),
+            first * 86_400_000,
+            today * 86_400_000,
+            lambda: _day_counts(store, workspace, first, today),
+        )
+    )
+    found.update(_day_counts(store, workspace, today, today + 1))
     out = []
     for day in range(first, today + 1):
-        bucket = found.get(day) or {}
-        counts: dict[str, int] = {}
-        if workspace_wide:
-            counts = {k: int(v) for k, v in (bucket.get("checks") or {}).items()}
-        else:
-            for node in ((bucket.get("people") or {}).get(principal.person or "") or {}).values():
-                for result, n in (node.get("counts") or {}).items():
-                    counts[result] = counts.get(result, 0) + int(n)
+        per = found.get(day) or ({}, {})
+        counts = dict(per[0] if workspace_wide else per[1].get(principal.person or "", {}))
         out.append((day * 86_400_000, counts))
+    return out
+
+
+def _day_counts(
+    store: Store, workspace: str, first: int, last: int
+) -> list[tuple[int, tuple[dict[str, int], dict[str, dict[str, int]]]]]:
+    """Per day of [first, last): the checks by result, and per person (their agents')."""
+    out = []
+    for day, bucket in store.aggregate_buckets(workspace, first, last, span="day"):
+        people: dict[str, dict[str, int]] = {}
+        for person, per_agent in (bucket.get("people") or {}).items():
+            mine = people.setdefault(str(person), {})
+            for node in per_agent.values():
+                for result, n in (node.get("counts") or {}).items():
+                    mine[result] = mine.get(result, 0) + int(n)
+        checks = {k: int(v) for k, v in (bucket.get("checks") or {}).items()}
+        out.append((day, (checks, people)))
     return out
 
 

@@ -1,0 +1,194 @@
+"""Pages that stay fast as the ledger grows (issue 13, item 7), on SQLite and moto
+DynamoDB: ``checkpoint_before`` (one keyed read instead of listing every checkpoint), and
+the sums of past days kept per ledger head (``claros.evidence.span_cache``), which must
+always say what a fresh read says."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claros.aggregates import DAY_MS, HOUR_MS
+from claros.evidence import span_cache
+from claros.evidence.windowed import EVIDENCE_PARTS, window_bucket
+from claros.ledger import Checkpoint, Entry, kept_digest
+from claros.signing import FileSigner
+from claros.store.base import Store
+from claros.store.sqlite import SqliteStore
+
+WS = "acme"
+BASE = 20_000 * DAY_MS  # a fixed instant: tests never depend on today's date
+
+
+def _cp(seq: int) -> Checkpoint:
+    return Checkpoint(WS, seq, f"{seq:064x}", 1000 + seq, "ed25519:k", "c2ln")
+
+
+def test_checkpoint_before_is_the_latest_below(store: Store) -> None:
+    assert store.checkpoint_before(WS, 10) is None
+    for seq in (100, 5, 20):
+        assert store.add_checkpoint(_cp(seq)) is True
+    assert store.checkpoint_before(WS, 1) is None
+    assert store.checkpoint_before(WS, 5) is None  # strictly below
+    assert store.checkpoint_before(WS, 6) == _cp(5)
+    assert store.checkpoint_before(WS, 20) == _cp(5)
+    assert store.checkpoint_before(WS, 21) == _cp(20)
+    assert store.checkpoint_before(WS, 100) == _cp(20)
+    assert store.checkpoint_before(WS, 10**9) == _cp(100)
+    assert store.checkpoint_before(WS, 0) is None and store.checkpoint_before(WS, -3) is None
+    assert store.checkpoint_before("other", 50) is None
+
+
+def _fresh(
+    store: Store, start: int, end: int, only: frozenset[str] | None = None
+) -> dict[str, Any]:
+    span_cache.clear()
+    return window_bucket(store, WS, start, end, only=only)
+
+
+def _check(store: Store, ref: str, ts: int, result: str = "allow") -> None:
+    store.append(WS, "check", ref, {"check_id": ref, "result": result, "ts": ts}, ts=ts)
+
+
+def _approval(store: Store, ref: str, ts: int, waited: int) -> None:
+    store.append(
+        WS,
+        "approval",
+        ref,
+        {"ask_id": ref, "decision": "approve", "decided_by": "dana@example.com",
+         "opened_at": ts - waited, "decided_at": ts},
+        ts=ts,
+    )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept() -> Any:
+    span_cache.clear()
+    yield
+    span_cache.clear()
+
+
+def test_kept_sums_say_what_a_fresh_read_says(store: Store) -> None:
+    for day in range(5):
+        _check(store, f"d{day}", BASE + day * DAY_MS + 5 * HOUR_MS, "stop" if day % 2 else "allow")
+        _approval(store, f"a{day}", BASE + day * DAY_MS + 6 * HOUR_MS, 1000 * (5 - day))
+    start, end = BASE + 7 * 60_000, BASE + 4 * DAY_MS + 9 * HOUR_MS + 1
+    first = window_bucket(store, WS, start, end, only=EVIDENCE_PARTS)
+    assert first["checks"] == {"allow": 3, "stop": 2}
+    # Read again with nothing new: what was kept.
+    assert window_bucket(store, WS, start, end, only=EVIDENCE_PARTS) == first
+    # Entries stamped after the whole days (now, as every writer stamps them) keep the
+    # sums of the days; the window's last hours still see them.
+    _check(store, "late", BASE + 4 * DAY_MS + 8 * HOUR_MS, "ask")
+    again = window_bucket(store, WS, start, end, only=EVIDENCE_PARTS)
+    assert again["checks"] == {"allow": 3, "stop": 2, "ask": 1}
+    assert again == _fresh(store, start, end, EVIDENCE_PARTS)
+
+
+def test_an_entry_stamped_inside_kept_days_reads_them_again(store: Store) -> None:
+    for day in range(4):
+        _check(store, f"d{day}", BASE + day * DAY_MS + HOUR_MS)
+    start, end = BASE, BASE + 4 * DAY_MS
+    assert window_bucket(store, WS, start, end)["checks"] == {"allow": 4}
+    # A writer whose clock lags stamps an entry inside the days already summed.
+    _check(store, "lagging", BASE + 2 * DAY_MS + 3 * HOUR_MS, "stop")
+    _approval(store, "slow", BASE + DAY_MS + 2 * HOUR_MS, 4000)
+    got = window_bucket(store, WS, start, end)
+    assert got["checks"] == {"allow": 4, "stop": 1}
+    assert got["ov_waits"] == {"dana@example.com": {"approve": [4000]}}
+    assert got == _fresh(store, start, end)
+
+
+def test_more_new_entries_than_are_checked_read_the_days_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(span_cache, "MAX_NEW", 2)
+    for day in range(3):
+        _check(store, f"d{day}", BASE + day * DAY_MS)
+    start, end = BASE, BASE + 3 * DAY_MS
+    assert window_bucket(store, WS, start, end)["checks"] == {"allow": 3}
+    reads: list[tuple[int, int, str]] = []
+    real = store.aggregate_buckets
+
+    def counted(workspace: str, first: int, last: int, *, span: str = "hour") -> Any:
+        reads.append((first, last, span))
+        return real(workspace, first, last, span=span)
+
+    monkeypatch.setattr(store, "aggregate_buckets", counted)
+    for i in range(2):  # after the days: checked one by one, the sums stay
+        _check(store, f"after{i}", BASE + 10 * DAY_MS + i)
+    assert window_bucket(store, WS, start, end)["checks"] == {"allow": 3}
+    assert reads == []
+    for i in range(3):  # more than MAX_NEW since: the days are read again
+        _check(store, f"later{i}", BASE + 11 * DAY_MS + i)
+    assert window_bucket(store, WS, start, end)["checks"] == {"allow": 3}
+    assert reads and {span for _, _, span in reads} == {"day"}
+
+
+def test_kept_sums_are_per_store(store: Store, tmp_path: Path) -> None:
+    _check(store, "mine", BASE + HOUR_MS)
+    assert window_bucket(store, WS, BASE, BASE + DAY_MS)["checks"] == {"allow": 1}
+    other = SqliteStore(tmp_path / "other.db")
+    try:
+        assert window_bucket(other, WS, BASE, BASE + DAY_MS) == {}
+    finally:
+        other.close()
+
+
+def test_what_is_kept_is_not_changed_by_its_readers(store: Store) -> None:
+    _check(store, "c", BASE + HOUR_MS, "stop")
+    got = window_bucket(store, WS, BASE, BASE + DAY_MS)
+    got["checks"]["stop"] = 99
+    got.clear()
+    assert window_bucket(store, WS, BASE, BASE + DAY_MS)["checks"] == {"stop": 1}
+
+
+def test_the_minutes_at_a_windows_edges_say_what_a_fresh_read_says(store: Store) -> None:
+    hour = BASE + 3 * HOUR_MS
+    results = ("allow", "stop", "ask", "nudge")
+    for i in range(30):  # one every 90 s, over 45 minutes of the hour
+        _check(store, f"m{i}", hour + i * 90_000 + 7, results[i % 4])
+    start, end = hour + 10 * 60_000 + 500, hour + 40 * 60_000 + 30_000
+    got = window_bucket(store, WS, start, end)
+    assert sum(got["checks"].values()) == 20  # m7 .. m26
+    assert got == _fresh(store, start, end)
+    assert window_bucket(store, WS, start, end) == got  # the minutes kept
+    # One in the minute the window's end cuts, one (a lagging clock) in a kept minute.
+    _check(store, "cut", end - 1000, "stop")
+    _check(store, "lagging", hour + 20 * 60_000, "stop")
+    again = window_bucket(store, WS, start, end)
+    assert sum(again["checks"].values()) == 22
+    assert again == _fresh(store, start, end)
+
+
+def _sign(signer: FileSigner, store: Store, entry: Entry) -> Checkpoint:
+    message = Checkpoint(WS, entry.seq, entry.hash, entry.ts, "", "").message()
+    key_id, signature = signer.sign(WS, message)
+    cp = Checkpoint(
+        WS, entry.seq, entry.hash, entry.ts, key_id, base64.b64encode(signature).decode()
+    )
+    store.add_public_key(signer.active_key(WS))
+    assert store.add_checkpoint(cp) is True
+    return cp
+
+
+def test_a_prune_reads_the_kept_days_again(store: Store, tmp_path: Path) -> None:
+    signer = FileSigner(tmp_path / "keys")
+    for day in range(4):
+        _check(store, f"d{day}", BASE + day * DAY_MS + HOUR_MS, "stop")
+    start, end = BASE, BASE + 5 * DAY_MS
+    assert window_bucket(store, WS, start, end)["checks"] == {"stop": 4}
+    cut = next(e for e in store.entries(WS) if e.seq == 2)
+    cp = _sign(signer, store, cut)
+    # The prune entry is stamped after the window: only the log's new start tells.
+    said = store.append(WS, "prune", "prn1", {
+        "through_seq": 2, "checkpoint": {"seq": 2, "hash": cp.hash}, "retention_days": 200,
+        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=BASE + 10 * DAY_MS)  # fmt: skip
+    _sign(signer, store, said)
+    assert store.prune(WS, 2).entries_deleted == 2
+    got = window_bucket(store, WS, start, end)
+    assert got["checks"] == {"stop": 2}
+    assert got == _fresh(store, start, end)
