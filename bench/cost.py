@@ -70,12 +70,12 @@ def rows(data: dict[str, Any]) -> list[tuple[str, str, float]]:
         ),
         (
             "DynamoDB writes",
-            f"per check {a['check_wru']} WRU + outcome {a['outcome_wru']} + Idempotency-Key rows {a['idempotency_wru_per_check']}, + {a['checkpoint_wru']} per checkpoint: {wru / 1e6:,.2f} M WRU × ${p['dynamodb_wru_per_million']} / M",
+            f"per check {a['check_wru']:g} WRU + outcome {a['outcome_wru']:g} + the outcome's Idempotency-Key rows {a['idempotency_wru_per_check']:g}, + {a['checkpoint_wru']:g} per checkpoint: {wru / 1e6:,.2f} M WRU × ${p['dynamodb_wru_per_million']} / M",
             wru / 1e6 * p["dynamodb_wru_per_million"],
         ),
         (
             "DynamoDB reads",
-            f"per check {a['check_rru']} RRU + outcome {a['outcome_rru']} + Idempotency-Key rows {a['idempotency_rru_per_check']}, {a['checkpoint_rru']} per checkpoint, {a['authorizer_rru']} per authorizer call, {a['schedule_tick_rru']} per schedule tick: {rru / 1e6:,.2f} M RRU × ${p['dynamodb_rru_per_million']} / M",
+            f"per check {a['check_rru']:g} RRU + outcome {a['outcome_rru']:g} + the outcome's Idempotency-Key rows {a['idempotency_rru_per_check']:g}, {a['checkpoint_rru']:g} per checkpoint, {a['authorizer_rru']:g} per authorizer call, {a['schedule_tick_rru']:g} per schedule tick: {rru / 1e6:,.2f} M RRU × ${p['dynamodb_rru_per_million']} / M",
             rru / 1e6 * p["dynamodb_rru_per_million"],
         ),
         (

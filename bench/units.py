@@ -2,10 +2,11 @@
 hook from the call's own request and the items it touched (not a test module, no timing).
 
 moto (5.2) returns no true ``ConsumedCapacity``: a fixed 1.0 for PutItem, DeleteItem,
-Query and Scan whatever the item sizes, 0.5 for GetItem even when strongly consistent,
-one unit per key for BatchGetItem, nothing for UpdateItem, and an empty list for
-TransactWriteItems. So the hook asks for it (``ReturnConsumedCapacity='TOTAL'``) and keeps
-moto's figure beside its own, but counts the units by DynamoDB's published rules:
+Query and Scan whatever the item sizes, 0.5 for GetItem (even strongly consistent) and
+UpdateItem, one unit per key for BatchGetItem, and an empty list for TransactWriteItems
+(tests/test_capacity_units.py pins this). So the hook asks for it
+(``ReturnConsumedCapacity='TOTAL'``) and keeps moto's figure beside its own, but counts the
+units by DynamoDB's published rules:
 
 * item size: the UTF-8 bytes of each attribute name plus its value (a string's UTF-8
   bytes, a binary's raw bytes, a number 1 byte per two significant digits plus 1,
