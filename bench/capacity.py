@@ -134,7 +134,7 @@ def measure(pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
         catch_stream_batches,
         deploy,
         run_check,
-    )  # fmt: skip
+    )
 
     with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
         # moto's CloudFormation warns of each resource it does not make (the HTTP API, the
@@ -195,9 +195,9 @@ def measure(pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
 
             with meter.phase("check_cold"):  # a fresh check function: it reads the rules
                 check()
-            # Uncounted checks up to a multiple of CheckpointEvery, each signed as the
-            # stream would: the counted entries then end on the next multiple, and the
-            # schedule finds no tail to sign.
+            # Uncounted checks up to a multiple of CheckpointEvery, then their stream
+            # batches through the checkpoint function (it signs that multiple): the counted
+            # entries end on the next multiple, and the schedule finds no tail to sign.
             while (head := store.head(WS)) is None or head.seq % every:
                 check()
             stream([r for _, e in delivered for r in e["Records"]])
