@@ -10,6 +10,7 @@ from bench import (
     append_dynamo,
     append_sqlite,
     canonical,
+    capacity,
     coldstart,
     decide,
     export,
@@ -46,6 +47,7 @@ BENCHES = {
     "server": server.main,
     "pages": pages.main,
     "coldstart": coldstart.main,
+    "capacity": capacity.main,
 }
 
 

@@ -29,10 +29,15 @@ def rows(data: dict[str, Any]) -> list[tuple[str, str, float]]:
         requests, a["active_keys"] * a["month_seconds"] / a["authorizer_cache_seconds"]
     )
     auth_gb_s = auth_calls * a["authorizer_seconds"] * a["function_gb"]
+    ticks = a["month_seconds"] / a["schedule_every_seconds"]
+    stream_calls = n * a["entries_per_check"] / a["stream_entries_per_invocation"]
+    cp_calls = stream_calls + ticks
+    cp_gb_s = cp_calls * a["checkpoint_function_seconds"] * a["function_gb"]
     wru = n * (a["check_wru"] + a["outcome_wru"] + a["idempotency_wru_per_check"])
     wru += checkpoints * a["checkpoint_wru"]
     rru = n * (a["check_rru"] + a["outcome_rru"] + a["idempotency_rru_per_check"])
     rru += checkpoints * a["checkpoint_rru"] + auth_calls * a["authorizer_rru"]
+    rru += ticks * a["schedule_tick_rru"]
     traces = requests * a["traced_fraction"]
     log_gb = requests * a["log_kb_per_request"] / 1_000_000
     out = [
@@ -58,13 +63,19 @@ def rows(data: dict[str, Any]) -> list[tuple[str, str, float]]:
             + auth_gb_s * p["lambda_arm64_gb_second"],
         ),
         (
+            "Checkpoint function",
+            f"{stream_calls / 1e6:g} M stream batches ({a['stream_entries_per_invocation']:g} entry each, as at this rate) + {ticks:,.0f} schedule ticks = {cp_calls / 1e6:,.4f} M calls × (${p['lambda_requests_per_million']:.2f} / M + {a['checkpoint_function_seconds']:g} s × {a['function_gb']:g} GB)",
+            cp_calls / 1e6 * p["lambda_requests_per_million"]
+            + cp_gb_s * p["lambda_arm64_gb_second"],
+        ),
+        (
             "DynamoDB writes",
-            f"per check {a['check_wru']} WRU + outcome {a['outcome_wru']} + Idempotency-Key rows {a['idempotency_wru_per_check']}, + {a['checkpoint_wru']} per checkpoint: {wru / 1e6:,.2f} M WRU × ${p['dynamodb_wru_per_million']} / M",
+            f"per check {a['check_wru']:g} WRU + outcome {a['outcome_wru']:g} + the outcome's Idempotency-Key rows {a['idempotency_wru_per_check']:g}, + {a['checkpoint_wru']:g} per checkpoint: {wru / 1e6:,.2f} M WRU × ${p['dynamodb_wru_per_million']} / M",
             wru / 1e6 * p["dynamodb_wru_per_million"],
         ),
         (
             "DynamoDB reads",
-            f"per check {a['check_rru']} RRU + outcome {a['outcome_rru']} + Idempotency-Key rows {a['idempotency_rru_per_check']}, {a['checkpoint_rru']} per checkpoint, {a['authorizer_rru']} per authorizer call: {rru / 1e6:,.2f} M RRU × ${p['dynamodb_rru_per_million']} / M",
+            f"per check {a['check_rru']:g} RRU + outcome {a['outcome_rru']:g} + the outcome's Idempotency-Key rows {a['idempotency_rru_per_check']:g}, {a['checkpoint_rru']:g} per checkpoint, {a['authorizer_rru']:g} per authorizer call, {a['schedule_tick_rru']:g} per schedule tick: {rru / 1e6:,.2f} M RRU × ${p['dynamodb_rru_per_million']} / M",
             rru / 1e6 * p["dynamodb_rru_per_million"],
         ),
         (

@@ -155,7 +155,10 @@ def code_name(code_uri: Any) -> str:
     return str(code_uri).strip("/").split("/")[-1]
 
 
-def deploy(sam: Json, stack_name: str = STACK_NAME) -> Stack:
+def deploy(
+    sam: Json, stack_name: str = STACK_NAME, parameters: Mapping[str, str] | None = None
+) -> Stack:
+    """``sam`` deployed into moto with ``parameters`` (default: ``PARAMETERS``)."""
     import boto3
 
     cfn, uploads = translate(sam)
@@ -167,7 +170,10 @@ def deploy(sam: Json, stack_name: str = STACK_NAME) -> Stack:
     cloudformation.create_stack(
         StackName=stack_name,
         TemplateBody=json.dumps(cfn),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in PARAMETERS.items()],
+        Parameters=[
+            {"ParameterKey": k, "ParameterValue": v}
+            for k, v in (PARAMETERS if parameters is None else parameters).items()
+        ],
         Capabilities=["CAPABILITY_IAM"],
     )
     [described] = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
@@ -191,6 +197,11 @@ def deploy(sam: Json, stack_name: str = STACK_NAME) -> Stack:
 def stream_batches(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Json]]:
     """(function name, event) of every invocation moto's Lambda makes: the stack's event
     source mapping on the ledger stream invokes the checkpoint function inside moto."""
+    return catch_stream_batches(monkeypatch)
+
+
+def catch_stream_batches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Json]]:
+    """``stream_batches`` outside a fixture (bench/capacity.py runs the stack too)."""
     from moto.awslambda.models import LambdaFunction
 
     delivered: list[tuple[str, Json]] = []

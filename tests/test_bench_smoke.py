@@ -12,7 +12,19 @@ from typing import Any
 import pytest
 
 from bench import __main__ as bench_main
-from bench import append, canonical, coldstart, decide, export, guard, hooks, pages, server, verify
+from bench import (
+    append,
+    canonical,
+    capacity,
+    coldstart,
+    decide,
+    export,
+    guard,
+    hooks,
+    pages,
+    server,
+    verify,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +39,7 @@ TINY: dict[str, Callable[[], Any]] = {
     "server": lambda: server.main(requests=8, clients=(1, 2)),
     "pages": lambda: pages.main(["300"]) or True,
     "coldstart": lambda: coldstart.main() or True,
+    "capacity": lambda: capacity.main(pairs=5, every=10),
     "verify": lambda: verify.main(sizes=(200,)),
 }
 

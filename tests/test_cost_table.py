@@ -1,11 +1,15 @@
 """docs/deploy.md's cost table is the arithmetic of docs/cost.json's inputs: recomputed
-here line by line, so the doc cannot drift from its inputs."""
+here line by line, so the doc cannot drift from its inputs; and the inputs' DynamoDB units
+are what the stack spends, measured again."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import pytest
+
+from bench import capacity
 from bench.cost import DOC, INPUTS, current, render, rows
 
 
@@ -31,3 +35,16 @@ def test_the_total_is_the_sum_of_the_lines_and_the_inputs_are_dated() -> None:
     assert "20,000 checkpoints" in table
     assert {"Authorizer", "X-Ray"} <= {what for what, _, _ in rows(data)}
     assert "Idempotency-Key rows" in table and DOC.name == "deploy.md"
+
+
+@pytest.mark.slow
+def test_the_units_in_cost_json_are_what_the_stack_spends_now() -> None:
+    """The stack's request paths run again in moto (bench/capacity.py, seeded: the same
+    bytes every run): a change to what a check, an outcome, an Idempotency-Key, a
+    checkpoint or the authorizer reads or writes fails here until docs/cost.json (and so
+    the table) is measured again."""
+    data = json.loads(INPUTS.read_text())
+    fresh = capacity.measure()
+    stored = {key: data["assumptions"][key] for key in capacity.UNIT_KEYS}
+    assert stored == fresh["units"], "run `python -m bench.capacity --write`"
+    assert data["measured"] == fresh["measured"], "run `python -m bench.capacity --write`"

@@ -165,8 +165,9 @@ def test_everything_pages(make_store: Callable[..., DynamoStore]) -> None:
     ]  # fmt: skip
     assert len(store.query_docs(WS, "d", limit=-1)) == 10  # SQLite's LIMIT -1: no limit
 
+    store.append(WS, "prune", "prn1", {"through_seq": 8})  # a prune needs its entry
     assert store.prune(WS, 8) == PruneResult(8, 8, 8)
-    assert [e.seq for e in store.entries(WS)] == [9, 10]
+    assert [e.seq for e in store.entries(WS)] == [9, 10, 11]
 
 
 # --- DynamoDB's limits ----------------------------------------------------------------
@@ -380,9 +381,10 @@ def test_unprocessed_batch_items_are_retried(make_store: Callable[..., DynamoSto
 
     cp = Checkpoint(WS, 4, entries[3].hash, 1, "k", "s")
     store.add_checkpoint(cp)
+    store.append(WS, "prune", "prn1", {"through_seq": 4})  # a prune needs its entry
     assert store.prune(WS, 4) == PruneResult(4, 4, 4)
     assert calls["write"] > 2
-    assert [e.seq for e in base.entries(WS)] == [5, 6]
+    assert [e.seq for e in base.entries(WS)] == [5, 6, 7]
     assert base.get_record(WS, "check", "c3") is None
 
 
@@ -390,6 +392,7 @@ def test_batches_that_stay_unprocessed_fail(make_store: Callable[..., DynamoStor
     base = make_store()
     entries = [base.append(WS, "check", f"c{i}", {"i": i}) for i in range(3)]
     base.add_checkpoint(Checkpoint(WS, 2, entries[1].hash, 1, "k", "s"))
+    base.append(WS, "prune", "prn1", {"through_seq": 2})  # a prune needs its entry
 
     def never_get(**kwargs: Any) -> Any:
         return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}

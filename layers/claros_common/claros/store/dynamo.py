@@ -1039,6 +1039,11 @@ class DynamoStore:
         if head is not None and through_seq >= head.seq:
             # The last entry is the chain's head (there is no head item apart from it).
             raise PruneError(f"seq {through_seq} is the chain head; a prune keeps the head")
+        if not self._prune_recorded(workspace, through_seq):
+            raise PruneError(
+                f"no prune entry says through_seq {through_seq}: append one first "
+                "(claros.evidence.retention.prune does)"
+            )
         entries_deleted = records_deleted = 0
         query = self._query(
             {
@@ -1061,6 +1066,27 @@ class DynamoStore:
             records_deleted += self._prune_page(workspace, page, through_seq)
             entries_deleted += len(page)
         return PruneResult(entries_deleted, records_deleted, through_seq)
+
+    def _prune_recorded(self, workspace: str, through_seq: int) -> bool:
+        """A ``prune`` entry after the cut names it (as SQLite's ``prune_marks_need_a_prune``
+        trigger asks): a signed checkpoint alone is no decision to prune, and an entry the
+        prune would delete cannot be its record. Prune records sit under the workspace
+        itself (``_UNSPREAD``), read back by a query on their kind."""
+        query = self._query(
+            {
+                "TableName": self.records_table,
+                "KeyConditionExpression": "workspace = :w AND begins_with(rid, :kind)",
+                "FilterExpression": "#seq > :through",
+                "ExpressionAttributeNames": {"#seq": "seq"},
+                "ExpressionAttributeValues": {
+                    ":w": _s(workspace),
+                    ":kind": _s(f"{PRUNE_KIND}#"),
+                    ":through": _n(through_seq),
+                },
+            },
+            None,
+        )
+        return any(_record_body(item).get("through_seq") == through_seq for item in query)
 
     def kept_records(self, workspace: str, through_seq: int) -> list[KeptRecord]:
         out: list[KeptRecord] = []
