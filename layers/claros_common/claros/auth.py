@@ -172,12 +172,21 @@ def ensure_member(store: Store, workspace: str, email: str, role: Role) -> bool:
     """Add ``email`` to the workspace, or raise them to admin; never lowers a role. True
     when they were not a member before."""
     email = check_email(email)
+    was = store.get_doc(workspace, "member", email)
+    writes = member_writes(store, workspace, email, role)
+    if writes:
+        store.write_docs(writes)
+    return was is None and bool(writes)
+
+
+def member_writes(store: Store, workspace: str, email: str, role: Role) -> list[DocWrite]:
+    """The write that adds ``email`` (or raises them to admin), conditioned on their doc as
+    it is; none when nothing changes (never lowers a role)."""
     doc = store.get_doc(workspace, "member", email)
     if doc and (doc.value.get("role") == "admin" or role == "member"):
-        return False
-    value = {"email": email, "role": role, "added_at": now_ms()}
-    store.write_docs([DocWrite(workspace, "member", email, value, doc.rev if doc else 0)])
-    return doc is None
+        return []
+    value = {**(doc.value if doc else {"email": email, "added_at": now_ms()}), "role": role}
+    return [DocWrite(workspace, "member", email, value, doc.rev if doc else 0)]
 
 
 def key_index_writes(workspace: str, digest: str, created_at: int) -> list[DocWrite]:
@@ -216,6 +225,29 @@ def create_key(
     minting it (a person's or an admin's; agent and service keys never mint keys), kept in
     the new key's record with its lineage. ``expires_days``: an audit key's life (default
     ``AUDIT_DAYS``); other kinds do not expire."""
+    key, writes = key_writes(
+        store, workspace, kind, person=person, made_by=made_by, label=label, parent=parent,
+        expires_days=expires_days,
+    )  # fmt: skip
+    store.write_docs(writes)
+    return key
+
+
+def key_writes(
+    store: Store,
+    workspace: str,
+    kind: str,
+    *,
+    person: str | None = None,
+    made_by: str | None = None,
+    label: str = "",
+    parent: Principal | None = None,
+    expires_days: int | None = None,
+    with_member: bool = True,
+) -> tuple[str, list[DocWrite]]:
+    """A new key and the doc writes that make it (its person's membership when it changes,
+    unless ``with_member`` is False; the key; its listing), for a caller that writes them
+    in one transaction with more (``claros.people``: a member's ledger entry)."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
     _check_parent(parent, workspace)
@@ -227,10 +259,9 @@ def create_key(
         raise BadRequestError("a service key is tied to nobody: leave out --person")
     if person:
         person = check_email(person)
-    if kind == "admin" and person:
-        ensure_member(store, workspace, person, "admin")
-    elif kind in ("agent", "person") and person:
-        ensure_member(store, workspace, person, "member")
+    writes: list[DocWrite] = []
+    if with_member and person and kind in ("admin", "agent", "person"):
+        writes += member_writes(store, workspace, person, "admin" if kind == "admin" else "member")
     if kind == "audit":
         made_by = made_by or person
         if not made_by or member_role(store, workspace, made_by) != "admin":
@@ -253,10 +284,8 @@ def create_key(
         doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
         doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
     digest = hash_key(key)
-    store.write_docs(
-        [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
-    )
-    return key
+    writes += [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
+    return key, writes
 
 
 def _check_parent(parent: Principal | None, workspace: str) -> None:
@@ -323,9 +352,35 @@ def key_principal(store: Store, digest: str) -> Principal:
             raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
         if now >= audit_expiry(info):
             raise KeyRefused("this audit key expired: its maker can make another", "expired")
-    _note_use(store, doc, now)
     lineage = tuple(str(k) for k in info.get("lineage") or ())
+    _check_ancestors(store, workspace, lineage)
+    _note_use(store, doc, now)
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
+
+
+def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> None:
+    """A key minted from a revoked key is refused too, at whatever depth (KeyRefused,
+    "revoked"). Read on every request, never cached: a revocation takes effect on the next
+    request of every key minted from it, even before (or without) ``revoke_key`` marking
+    each of them revoked. A key id that names no key of the workspace counts as revoked
+    (fail closed), once the workspace's keys are listed by id (``claros.people``).
+
+    Only revocation reaches down the lineage. A parent that stopped for its person's role
+    (an admin key after a demotion, a removed member's keys) does not stop the keys it
+    minted for other people (a member's sign-in key, a promoted admin's key): those stand
+    or fall by their own person's role (docs/web.md, "Keys and people")."""
+    for ancestor in lineage:
+        ref = store.get_doc(workspace, KEY_IDS, ancestor)
+        if ref is None:
+            from claros.people import ensure_indexed  # people builds on auth
+
+            if ensure_indexed(store, workspace):
+                ref = store.get_doc(workspace, KEY_IDS, ancestor)
+        parent = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
+        if parent is None or parent.value.get("revoked_at"):
+            raise KeyRefused(
+                f"this key was minted from key {ancestor}, which is revoked", "revoked"
+            )
 
 
 def audit_expiry(info: dict[str, object]) -> int:
