@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from claros.auth import create_key, key_principal
+from claros.auth import KeyRefused, create_key, key_principal
 from claros.checkpoints import rotate_key
 from claros.evidence.export import export_lines, prepare_export
 from claros.people import SERVER, Actor, add_person, change_role, remove_member, revoke_key
@@ -79,7 +79,9 @@ def test_agent_key_minted_from_a_revoked_person_key_is_refused_at_once(
     assert set(by_id) == {key_id(keys.person), key_id(agent)}
     assert by_id[key_id(agent)]["minted_from"] == key_id(keys.person)
     assert done.json()["also_revoked"] == [key_id(agent)]
-    listed = {k["key_id"]: k for k in http.get("/api/keys", headers=bearer(keys.admin)).json()["keys"]}
+    listed = {
+        k["key_id"]: k for k in http.get("/api/keys", headers=bearer(keys.admin)).json()["keys"]
+    }
     assert listed[key_id(agent)]["status"] == "revoked"
     # Keys not minted from it stand.
     assert http.post("/v1/check", json=check_body(), headers=bearer(keys.agent)).status_code == 200
@@ -100,7 +102,9 @@ def test_keys_minted_from_a_revoked_admin_key_are_refused_transitively(
     assert_refused(http.post("/v1/check", json=check_body(), headers=bearer(grandchild)))
     assert_refused(http.get("/app/asks", headers={**JSON, **bearer(eve)}))
     assert {e["key_id"] for e in revoked_entries(services.store)} == {
-        key_id(keys.admin), key_id(eve), key_id(grandchild)
+        key_id(keys.admin),
+        key_id(eve),
+        key_id(grandchild),
     }
 
 
@@ -123,9 +127,7 @@ def test_web_session_of_a_key_minted_from_a_revoked_key_ends(
         assert_refused(browser.get("/app/keys", headers=JSON))
 
 
-def test_revocation_from_the_keys_page_reaches_minted_keys(
-    http: httpx.Client, keys: Keys
-) -> None:
+def test_revocation_from_the_keys_page_reaches_minted_keys(http: httpx.Client, keys: Keys) -> None:
     agent = mint_agent_key(http, keys.person)
     with httpx.Client(base_url=str(http.base_url), timeout=30) as browser:
         signed = browser.post("/app/signin", json={"key": keys.admin})
@@ -133,7 +135,13 @@ def test_revocation_from_the_keys_page_reaches_minted_keys(
         done = browser.post(
             f"/app/keys/{key_id(keys.person)}/revoke", data={"csrf": csrf}, headers=JSON
         )
-        assert done.status_code in (200, 303), done.text
+        assert done.status_code == 303, done.text
+        where = done.headers["location"]
+        assert where == f"/app/keys?revoked={key_id(keys.person)}&also=1"
+        # The page the form lands on says how far the revocation reached.
+        page = browser.get(where, headers={"accept": "text/html"})
+        assert page.status_code == 200, page.text
+        assert "1 key minted from it was revoked with it." in page.text
     assert_refused(http.post("/v1/check", json=check_body(), headers=bearer(agent)))
 
 
@@ -208,7 +216,9 @@ def crash_everywhere(services: Services, change: Any) -> None:
         else:
             return
         now_roles, now_said = roles(services.store), role_evidence(services.store)
-        touched = {p for p in {*before_roles, *now_roles} if before_roles.get(p) != now_roles.get(p)}
+        touched = {
+            p for p in {*before_roles, *now_roles} if before_roles.get(p) != now_roles.get(p)
+        }
         touched |= {p for p in {*before_said, *now_said} if before_said.get(p) != now_said.get(p)}
         for person in touched:
             assert now_roles.get(person, "removed") == now_said.get(person, "removed"), (
@@ -218,7 +228,9 @@ def crash_everywhere(services: Services, change: Any) -> None:
         revoked = {d["key_id"] for d in revoked_entries(services.store)}
         for doc in services.store.query_docs("_", "key", limit=1000):
             if doc.value.get("revoked_at") and doc.value.get("workspace") == WORKSPACE:
-                assert doc.key[:16] in revoked, f"crash at write {at}: {doc.key[:16]} revoked, no entry"
+                assert doc.key[:16] in revoked, (
+                    f"crash at write {at}: {doc.key[:16]} revoked, no entry"
+                )
     raise AssertionError("the change never completed")
 
 
@@ -268,13 +280,11 @@ def test_crash_while_revoking_leaves_no_revoked_key_without_its_entry(
 
 
 # --- an export while the signing key rotates ----------------------------------------------
-def test_export_streamed_during_rotate_key_verifies(
-    services: Services, keys: Keys, tmp_path: Path
-) -> None:
-    http_free = services  # no server: the export's generator, read as a response streams
+def test_export_streamed_during_rotate_key_verifies(services: Services, tmp_path: Path) -> None:
+    # A few entries; the export's generator is read as the HTTP response streams it.
     for n in range(3):
-        revoke_key(http_free, Actor(WORKSPACE, SERVER), key_id(create_key(
-            services.store, WORKSPACE, "service", label=f"s{n}")))  # fmt: skip
+        made = create_key(services.store, WORKSPACE, "service", label=f"s{n}")
+        revoke_key(services, Actor(WORKSPACE, SERVER), key_id(made))
     plan = prepare_export(services, WORKSPACE)
     lines = export_lines(services, plan)
     out = [next(lines), next(lines)]  # the header and a key are on their way
@@ -286,3 +296,55 @@ def test_export_streamed_during_rotate_key_verifies(
     path = tmp_path / "export.jsonl"
     path.write_bytes(b"".join(out))
     assert verify(["--export", str(path)]) == 0
+
+
+# --- the lineage check's own paths --------------------------------------------------------
+def _legacy_child(store: Store, *, parent_revoked: bool) -> str:
+    """A key minted from another before keys were listed per workspace: both key docs, no
+    ``key_id`` list entries and no mark that the workspace was listed."""
+    parent, child = "ck_" + "P" * 43, "ck_" + "C" * 43
+    pd, cd = (hashlib.sha256(k.encode()).hexdigest() for k in (parent, child))
+    base = {"workspace": WORKSPACE, "kind": "service", "person": None, "created_at": 1}
+    parent_doc = {**base, **({"revoked_at": 2} if parent_revoked else {})}
+    child_doc = {**base, "lineage": [pd[:16]], "parent": {"key_id": pd[:16], "kind": "admin"}}
+    store.write_docs(
+        [DocWrite("_", "key", pd, parent_doc, 0), DocWrite("_", "key", cd, child_doc, 0)]
+    )
+    return cd
+
+
+def test_keys_minted_before_the_lists_are_checked_against_their_parent(store: Store) -> None:
+    create_key(store, WORKSPACE, "service")  # the workspace, with no list of old keys
+    assert key_principal(store, _legacy_child(store, parent_revoked=False)).kind == "service"
+
+
+def test_a_legacy_key_minted_from_a_revoked_key_is_refused(store: Store) -> None:
+    create_key(store, WORKSPACE, "service")
+    with pytest.raises(KeyRefused, match="minted from key .*, which is revoked"):
+        key_principal(store, _legacy_child(store, parent_revoked=True))
+
+
+def test_a_lineage_naming_no_key_is_refused(store: Store) -> None:
+    key = create_key(store, WORKSPACE, "service")
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    doc = store.get_doc("_", "key", digest)
+    assert doc is not None
+    forged = {**doc.value, "lineage": ["00000000deadbeef"]}
+    store.write_docs([DocWrite("_", "key", digest, forged, doc.rev)])
+    with pytest.raises(KeyRefused, match="minted from key 00000000deadbeef"):
+        key_principal(store, digest)
+
+
+def test_a_function_that_cannot_list_old_keys_refuses_rather_than_fails(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_key(store, WORKSPACE, "service")
+    child = _legacy_child(store, parent_revoked=False)
+    import claros.people
+
+    def read_only(_store: Store, _workspace: str) -> bool:
+        raise RuntimeError("AccessDeniedException: this role may not write docs")
+
+    monkeypatch.setattr(claros.people, "ensure_indexed", read_only)
+    with pytest.raises(KeyRefused, match="minted from key"):
+        key_principal(store, child)

@@ -18,11 +18,12 @@ app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key id
 ancestor, parent first), so that nothing derived from the key that made a check answers
 that check's ask.
 
-A key stands while it is not revoked and its person is still a member (an admin key:
-still an admin). Its ``last_used_at`` is noted at most once a minute, so a check does not
-write each time. Each key is also listed in its workspace (``key_list`` by creation time,
-``key_id`` by id) so that keys can be listed and revoked per workspace
-(``claros.people``).
+A key stands while it is not revoked, no key it was minted from is revoked (its lineage
+is checked on every request: a revocation reaches every key minted from the revoked one at
+once), and its person is still a member (an admin key: still an admin). Its
+``last_used_at`` is noted at most once a minute, so a check does not write each time.
+Each key is also listed in its workspace (``key_list`` by creation time, ``key_id`` by
+id) so that keys can be listed and revoked per workspace (``claros.people``).
 
 ``claros keys create [--stack NAME | --data DIR] [--workspace W] [--kind K] [--person EMAIL]``
 (the same as ``python -m claros.auth create ...``) prints the new key as the last line of
@@ -284,7 +285,10 @@ def key_writes(
         doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
         doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
     digest = hash_key(key)
-    writes += [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
+    writes += [
+        DocWrite(GLOBAL, "key", digest, doc, 0),
+        *key_index_writes(workspace, digest, created),
+    ]
     return key, writes
 
 
@@ -368,19 +372,32 @@ def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> 
     Only revocation reaches down the lineage. A parent that stopped for its person's role
     (an admin key after a demotion, a removed member's keys) does not stop the keys it
     minted for other people (a member's sign-in key, a promoted admin's key): those stand
-    or fall by their own person's role (docs/web.md, "Keys and people")."""
+    or fall by their own person's role (docs/api.md, "Keys and people")."""
     for ancestor in lineage:
         ref = store.get_doc(workspace, KEY_IDS, ancestor)
-        if ref is None:
-            from claros.people import ensure_indexed  # people builds on auth
-
-            if ensure_indexed(store, workspace):
-                ref = store.get_doc(workspace, KEY_IDS, ancestor)
+        if ref is None and not _indexed_now(store, workspace):
+            ref = store.get_doc(workspace, KEY_IDS, ancestor)
         parent = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
         if parent is None or parent.value.get("revoked_at"):
             raise KeyRefused(
                 f"this key was minted from key {ancestor}, which is revoked", "revoked"
             )
+
+
+def _indexed_now(store: Store, workspace: str) -> bool:
+    """Whether the workspace's keys were listed by id already (False: listed now, look
+    again). Keys made before the lists existed are listed once, by the first request that
+    needs it; a function that may not write (AWS: the evidence readers) cannot, and then
+    the key is refused (fail closed) until another request has listed them."""
+    from claros.people import ensure_indexed  # people builds on auth
+
+    try:
+        return not ensure_indexed(store, workspace)
+    except ConflictError:
+        return False  # listed meanwhile by another request: look again
+    except Exception as exc:  # noqa: BLE001 - refused below, never a 500
+        log.warning("could not list the keys of workspace %s: %s", workspace, exc)
+        return True
 
 
 def audit_expiry(info: dict[str, object]) -> int:

@@ -124,7 +124,6 @@ def ensure_indexed(store: Store, workspace: str) -> bool:
     return True
 
 
-
 def server_keys(store: Store, workspace: str) -> Iterator[Doc]:
     """Every key of the workspace, newest first (the server side's list)."""
     for _, doc in _listed(store, workspace, after=None):
