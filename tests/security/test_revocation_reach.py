@@ -14,6 +14,9 @@ Each test was run on the code before the fix and seen to fail (the attack worked
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from claros.evidence.export import export_lines, prepare_export
 from claros.people import SERVER, Actor, add_person, change_role, remove_member, revoke_key
 from claros.signing import FileSigner
 from claros.store.base import DocWrite, NewRecord, Store
+from claros.store.sqlite import SqliteStore
 from claros.wiring import Services
 from claros_guard.verify import main as verify
 from tests.api.conftest import ADMIN, PERSON, WORKSPACE, Keys, bearer, check_body
@@ -348,3 +352,33 @@ def test_a_function_that_cannot_list_old_keys_refuses_rather_than_fails(
     monkeypatch.setattr(claros.people, "ensure_indexed", read_only)
     with pytest.raises(KeyRefused, match="minted from key"):
         key_principal(store, child)
+
+
+def test_server_side_revoke_reaches_minted_keys(tmp_path: Path) -> None:
+    """``python -m claros.auth revoke`` as a real subprocess on a real SQLite workspace."""
+    data = tmp_path / "data"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAROS_")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        where = ["--data", str(data), "--workspace", WORKSPACE]
+        command = [sys.executable, "-m", "claros.auth", *args, *where]
+        return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=60)
+
+    made = run("create", "--kind", "person", "--person", PERSON)
+    assert made.returncode == 0, made.stderr
+    person = made.stdout.strip().splitlines()[-1]
+    store = SqliteStore(data / "claros.db")
+    try:
+        parent = key_principal(store, hashlib.sha256(person.encode()).hexdigest())
+        agent = create_key(store, WORKSPACE, "agent", person=PERSON, parent=parent)
+        done = run("revoke", key_id(person))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            f"revoked person key {key_id(person)}",
+            f"revoked key {key_id(agent)}, minted from {key_id(person)}",
+        ]
+        with pytest.raises(KeyRefused, match="revoked"):
+            key_principal(store, hashlib.sha256(agent.encode()).hexdigest())
+        assert {e["key_id"] for e in revoked_entries(store)} == {key_id(person), key_id(agent)}
+    finally:
+        store.close()

@@ -445,8 +445,8 @@ _HELP = """{prog}: keys and admins, on the server.
 
   create   make a key and print it as the last line of stdout
   list     every key of the workspace: id, kind, person, made, by, last used, status
-  revoke   revoke a key by its id (the 16 hex digits \"list\" shows); refused from its
-           next request, and its web sessions end
+  revoke   revoke a key by its id (the 16 hex digits \"list\" shows), and every key
+           minted from it; refused from their next request, and their web sessions end
   demote   make an admin a member (never the last admin); their admin keys stop
 
 Revoke and demote are ledger entries (key_revoked, member_role), by the server side.
@@ -565,6 +565,8 @@ def _run(args: argparse.Namespace) -> int:
             if args.command == "revoke":
                 done = revoke_key(services, actor, args.key_id)
                 print(f"revoked {done['kind']} key {done['key_id']}")
+                for minted in done["also_revoked"]:  # what it minted goes with it
+                    print(f"revoked key {minted}, minted from {done['key_id']}")
             else:
                 done = change_role(services, actor, args.email, "member")
                 print(f"{done['email']} is a member now (was {done['previous']})")
