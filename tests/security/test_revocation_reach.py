@@ -149,6 +149,48 @@ def test_revocation_from_the_keys_page_reaches_minted_keys(http: httpx.Client, k
     assert_refused(http.post("/v1/check", json=check_body(), headers=bearer(agent)))
 
 
+# --- demoting and removing: what stops, what stands (docs/api.md, "Keys and people") ----
+def _handed_over(http: httpx.Client, keys: Keys, services: Services) -> tuple[str, str, str]:
+    """ADMIN adds eve (her sign-in key is minted from ADMIN's admin key) and mints an agent
+    key of their own with the admin key; another admin, boss, will act on ADMIN."""
+    added = http.post("/api/members", json={"email": "eve@acme.test"}, headers=bearer(keys.admin))
+    assert added.status_code == 201, added.text
+    own_agent = mint_agent_key(http, keys.admin)
+    boss = create_key(services.store, WORKSPACE, "admin", person="boss@acme.test")
+    return added.json()["key"], own_agent, boss
+
+
+def test_removing_an_admin_stops_their_keys_but_not_the_keys_they_handed_over(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    eve, own_agent, boss = _handed_over(http, keys, services)
+    gone = http.delete(f"/api/members/{ADMIN}", headers=bearer(boss))
+    assert gone.status_code == 200, gone.text
+    assert_refused(http.get("/api/rules", headers=bearer(keys.admin)))
+    assert_refused(http.post("/v1/check", json=check_body(), headers=bearer(own_agent)))
+    assert_refused(http.get("/v1/ledger/entries", headers=bearer(keys.audit)))
+    # Eve's sign-in key is hers: it stands while she is a member.
+    assert http.get("/app/asks", headers={**JSON, **bearer(eve)}).status_code == 200
+    # Whoever fears ADMIN kept a copy revokes ADMIN's key: that reaches eve's too.
+    done = http.post(f"/api/keys/{key_id(keys.admin)}/revoke", headers=bearer(boss))
+    assert done.status_code == 200, done.text
+    assert key_id(eve) in done.json()["also_revoked"]
+    assert_refused(http.get("/app/asks", headers={**JSON, **bearer(eve)}))
+
+
+def test_demoting_an_admin_stops_their_admin_and_audit_keys_only(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    eve, own_agent, boss = _handed_over(http, keys, services)
+    demoted = http.put(f"/api/members/{ADMIN}", json={"role": "member"}, headers=bearer(boss))
+    assert demoted.status_code == 200, demoted.text
+    assert_refused(http.get("/api/rules", headers=bearer(keys.admin)))
+    assert_refused(http.get("/v1/ledger/entries", headers=bearer(keys.audit)))
+    # Their agent key acts for a member still; eve's key is eve's.
+    assert http.post("/v1/check", json=check_body(), headers=bearer(own_agent)).status_code == 200
+    assert http.get("/app/asks", headers={**JSON, **bearer(eve)}).status_code == 200
+
+
 # --- nothing half written -----------------------------------------------------------------
 class Crash(Exception):
     """The process dies here: nothing after this write happens."""
@@ -380,5 +422,33 @@ def test_server_side_revoke_reaches_minted_keys(tmp_path: Path) -> None:
         with pytest.raises(KeyRefused, match="revoked"):
             key_principal(store, hashlib.sha256(agent.encode()).hexdigest())
         assert {e["key_id"] for e in revoked_entries(store)} == {key_id(person), key_id(agent)}
+    finally:
+        store.close()
+
+
+def test_a_member_added_on_the_server_side_has_its_entry(tmp_path: Path) -> None:
+    """``python -m claros.auth create`` adding a member (an agent key for someone new, an
+    admin key) leaves its member_role entry, by the server side, like the web app does."""
+    data = tmp_path / "data"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAROS_")}
+    for kind, person in (("agent", PERSON), ("admin", ADMIN), ("admin", PERSON)):
+        where = ["--data", str(data), "--workspace", WORKSPACE]
+        command = [sys.executable, "-m", "claros.auth", "create", *where, "--kind", kind]
+        done = subprocess.run([*command, "--person", person], capture_output=True, text=True,
+                              env=environ, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    store = SqliteStore(data / "claros.db")
+    try:
+        said = [
+            (r["person"], r["role"], r.get("previous"), r["changed_by"])
+            for e, r in store.entries_with_records(WORKSPACE)
+            if e.kind == "member_role" and r is not None
+        ]
+        assert said == [
+            (PERSON, "member", None, SERVER),
+            (ADMIN, "admin", None, SERVER),
+            (PERSON, "admin", "member", SERVER),
+        ]
+        assert roles(store) == role_evidence(store) == {PERSON: "admin", ADMIN: "admin"}
     finally:
         store.close()

@@ -554,15 +554,20 @@ def _run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"data_dir": args.data})
     if args.stack:
         settings = settings.model_copy(update=stack_tables(args.stack))
-    if args.command in ("revoke", "demote"):
-        # Changes are ledger entries: they need what the server records with.
+    if args.command in ("revoke", "demote") or (args.command == "create" and args.person):
+        # Changes are ledger entries (revoke, demote, and a create that adds a member or
+        # makes one admin): they need what the server records with.
         check_workspace_name(args.workspace)
-        services = build_services(settings, create=False)
+        services = build_services(settings, create=args.command == "create")
         try:
-            from claros.people import SERVER, Actor, change_role, revoke_key
+            from claros.people import SERVER, Actor, change_role, make_key, revoke_key
 
             actor = Actor(args.workspace, SERVER)
-            if args.command == "revoke":
+            if args.command == "create":
+                sign_in, key = make_key(services, actor, args.kind, person=args.person,
+                                        label=args.label, expires_days=args.days)  # fmt: skip
+                _print_made(args, sign_in, key)
+            elif args.command == "revoke":
                 done = revoke_key(services, actor, args.key_id)
                 print(f"revoked {done['kind']} key {done['key_id']}")
                 for minted in done["also_revoked"]:  # what it minted goes with it
@@ -579,15 +584,17 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "list":
             _print_keys(store, check_workspace_name(args.workspace))
             return 0
-        # A new member (an agent key for someone not in the workspace yet) gets their
-        # person key first: it is how they sign in and answer their agent's asks.
-        sign_in = None
-        if args.kind == "agent" and args.person:
-            sign_in = add_member(store, args.workspace, args.person)
         key = create_key(store, args.workspace, args.kind, person=args.person,
                          label=args.label, expires_days=args.days)  # fmt: skip
     finally:
         store.close()
+    _print_made(args, None, key)
+    return 0
+
+
+def _print_made(args: argparse.Namespace, sign_in: str | None, key: str) -> None:
+    """What ``create`` prints: a new member's sign-in key first (it is how they sign in and
+    answer their agent's asks), the key made as the last line."""
     who = f" for {args.person}" if args.person else ""
     if sign_in:
         print(f"# {args.person} is a new member: their person key (signs in to the web app and")
@@ -595,7 +602,6 @@ def _run(args: argparse.Namespace) -> int:
         print(sign_in)
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")
     print(key)
-    return 0
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.auth") -> int:

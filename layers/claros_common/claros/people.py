@@ -51,6 +51,7 @@ __all__ = [
     "find_key",
     "list_keys",
     "list_members",
+    "make_key",
     "remove_member",
     "revoke_key",
     "server_keys",
@@ -421,6 +422,46 @@ def add_person(services: Services, actor: Actor, email: str) -> dict[str, Any]:
     except StoreConflictError as exc:  # added meanwhile by someone else
         raise ConflictError(f"{email} is a member already") from exc
     return {"email": email, "role": "member", "key": key}
+
+
+def make_key(
+    services: Services,
+    actor: Actor,
+    kind: str,
+    *,
+    person: str | None = None,
+    label: str = "",
+    expires_days: int | None = None,
+) -> tuple[str | None, str]:
+    """The server side's ``create``: (the new member's sign-in key or None, the key). A
+    key for someone not yet a member adds them (an agent key: with their sign-in key, how
+    they answer their agent's asks); an admin key for a member makes them admin. Such a
+    change is written in one transaction with its ``member_role`` entry; a key that
+    changes nobody's membership is just written."""
+    store, workspace = services.store, actor.workspace
+    ensure_workspace(store, workspace)
+    email = check_email(person) if person else None
+    previous = member_role(store, workspace, email) if email else None
+    role = "admin" if kind == "admin" else "member"
+    changes = (
+        email is not None
+        and kind in ("admin", "agent", "person")
+        and (previous is None or (role == "admin" and previous != "admin"))
+    )
+    writes: list[DocWrite] = []
+    sign_in = None
+    if kind == "agent" and email and previous is None:
+        sign_in, writes = key_writes(store, workspace, "person", person=email, label="sign-in")
+    key, made = key_writes(
+        store, workspace, kind, person=email, label=label, expires_days=expires_days,
+        with_member=sign_in is None,
+    )  # fmt: skip
+    writes += made
+    if changes and email:
+        record(services, workspace, [_role_entry(actor, email, role, previous)], writes)
+    else:
+        store.write_docs(writes)
+    return sign_in, key
 
 
 def days_left(expires_at: int, now: int) -> int:
