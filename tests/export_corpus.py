@@ -38,7 +38,7 @@ from claros.ledger import (
     kept_digest,
     key_id_for,
 )
-from claros.signing import Vouch
+from claros.signing import SigningError, Vouch
 from claros.store.base import NewRecord, Store
 from claros.store.sqlite import SqliteStore
 from claros.wiring import Services
@@ -69,6 +69,11 @@ class UnsafeFixedSigner:
 
     def sign(self, workspace: str, message: bytes) -> tuple[str, bytes]:
         return self.active_key(workspace).key_id, self.key.sign(message).signature
+
+    def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
+        if key_id != self.active_key(workspace).key_id:
+            raise SigningError(f"no ledger key {key_id}")
+        return self.key.sign(message).signature
 
     def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         raise NotImplementedError("a fixed key does not rotate")

@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from claros.auth import Principal, authenticate
+from claros.auth import Principal, authenticate, create_key
 from claros.errors import BadRequestError, ConflictError, NotFoundError
 from claros.local import LocalServer
 from claros.store.base import GLOBAL, Store
@@ -39,7 +39,10 @@ def test_a_code_gives_the_approvers_cli_one_agent_key(store: Store) -> None:
     assert view["status"] == "pending" and view["name"] == "laptop"
     assert "device_code" not in view and "secret_hash" not in view
     assert _poll_error(store, started["device_code"], T0 + 5000).code == "authorization_pending"
-    device.answer_device(store, DANA, str(started["user_code"]), "approve", now=T0 + 6000)
+    # Her real sign-in key approves: a key minted from a key id that names no key (as DANA's
+    # does) is refused, as one minted from a revoked key is.
+    dana = authenticate(store, f"Bearer {create_key(store, WORKSPACE, 'person', person=PERSON)}")
+    device.answer_device(store, dana, str(started["user_code"]), "approve", now=T0 + 6000)
     got = device.poll_device(store, str(started["device_code"]), now=T0 + 11_000)
     assert got["kind"] == "agent" and got["person"] == PERSON and got["workspace"] == WORKSPACE
     principal = authenticate(store, f"Bearer {got['key']}")

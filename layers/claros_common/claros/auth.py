@@ -18,11 +18,12 @@ app, by a device sign-in) records its ``parent`` and its ``lineage`` (the key id
 ancestor, parent first), so that nothing derived from the key that made a check answers
 that check's ask.
 
-A key stands while it is not revoked and its person is still a member (an admin key:
-still an admin). Its ``last_used_at`` is noted at most once a minute, so a check does not
-write each time. Each key is also listed in its workspace (``key_list`` by creation time,
-``key_id`` by id) so that keys can be listed and revoked per workspace
-(``claros.people``).
+A key stands while it is not revoked, no key it was minted from is revoked (its lineage
+is checked on every request: a revocation reaches every key minted from the revoked one at
+once), and its person is still a member (an admin key: still an admin). Its
+``last_used_at`` is noted at most once a minute, so a check does not write each time.
+Each key is also listed in its workspace (``key_list`` by creation time, ``key_id`` by
+id) so that keys can be listed and revoked per workspace (``claros.people``).
 
 ``claros keys create [--stack NAME | --data DIR] [--workspace W] [--kind K] [--person EMAIL]``
 (the same as ``python -m claros.auth create ...``) prints the new key as the last line of
@@ -172,12 +173,21 @@ def ensure_member(store: Store, workspace: str, email: str, role: Role) -> bool:
     """Add ``email`` to the workspace, or raise them to admin; never lowers a role. True
     when they were not a member before."""
     email = check_email(email)
+    was = store.get_doc(workspace, "member", email)
+    writes = member_writes(store, workspace, email, role)
+    if writes:
+        store.write_docs(writes)
+    return was is None and bool(writes)
+
+
+def member_writes(store: Store, workspace: str, email: str, role: Role) -> list[DocWrite]:
+    """The write that adds ``email`` (or raises them to admin), conditioned on their doc as
+    it is; none when nothing changes (never lowers a role)."""
     doc = store.get_doc(workspace, "member", email)
     if doc and (doc.value.get("role") == "admin" or role == "member"):
-        return False
-    value = {"email": email, "role": role, "added_at": now_ms()}
-    store.write_docs([DocWrite(workspace, "member", email, value, doc.rev if doc else 0)])
-    return doc is None
+        return []
+    value = {**(doc.value if doc else {"email": email, "added_at": now_ms()}), "role": role}
+    return [DocWrite(workspace, "member", email, value, doc.rev if doc else 0)]
 
 
 def key_index_writes(workspace: str, digest: str, created_at: int) -> list[DocWrite]:
@@ -216,6 +226,29 @@ def create_key(
     minting it (a person's or an admin's; agent and service keys never mint keys), kept in
     the new key's record with its lineage. ``expires_days``: an audit key's life (default
     ``AUDIT_DAYS``); other kinds do not expire."""
+    key, writes = key_writes(
+        store, workspace, kind, person=person, made_by=made_by, label=label, parent=parent,
+        expires_days=expires_days,
+    )  # fmt: skip
+    store.write_docs(writes)
+    return key
+
+
+def key_writes(
+    store: Store,
+    workspace: str,
+    kind: str,
+    *,
+    person: str | None = None,
+    made_by: str | None = None,
+    label: str = "",
+    parent: Principal | None = None,
+    expires_days: int | None = None,
+    with_member: bool = True,
+) -> tuple[str, list[DocWrite]]:
+    """A new key and the doc writes that make it (its person's membership when it changes,
+    unless ``with_member`` is False; the key; its listing), for a caller that writes them
+    in one transaction with more (``claros.people``: a member's ledger entry)."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
     _check_parent(parent, workspace)
@@ -227,10 +260,9 @@ def create_key(
         raise BadRequestError("a service key is tied to nobody: leave out --person")
     if person:
         person = check_email(person)
-    if kind == "admin" and person:
-        ensure_member(store, workspace, person, "admin")
-    elif kind in ("agent", "person") and person:
-        ensure_member(store, workspace, person, "member")
+    writes: list[DocWrite] = []
+    if with_member and person and kind in ("admin", "agent", "person"):
+        writes += member_writes(store, workspace, person, "admin" if kind == "admin" else "member")
     if kind == "audit":
         made_by = made_by or person
         if not made_by or member_role(store, workspace, made_by) != "admin":
@@ -253,10 +285,11 @@ def create_key(
         doc["parent"] = {"key_id": parent.key_id, "kind": parent.kind, "person": parent.person}
         doc["lineage"] = [parent.key_id, *parent.lineage][:MAX_LINEAGE]
     digest = hash_key(key)
-    store.write_docs(
-        [DocWrite(GLOBAL, "key", digest, doc, 0), *key_index_writes(workspace, digest, created)]
-    )
-    return key
+    writes += [
+        DocWrite(GLOBAL, "key", digest, doc, 0),
+        *key_index_writes(workspace, digest, created),
+    ]
+    return key, writes
 
 
 def _check_parent(parent: Principal | None, workspace: str) -> None:
@@ -323,9 +356,48 @@ def key_principal(store: Store, digest: str) -> Principal:
             raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
         if now >= audit_expiry(info):
             raise KeyRefused("this audit key expired: its maker can make another", "expired")
-    _note_use(store, doc, now)
     lineage = tuple(str(k) for k in info.get("lineage") or ())
+    _check_ancestors(store, workspace, lineage)
+    _note_use(store, doc, now)
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
+
+
+def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> None:
+    """A key minted from a revoked key is refused too, at whatever depth (KeyRefused,
+    "revoked"). Read on every request, never cached: a revocation takes effect on the next
+    request of every key minted from it, even before (or without) ``revoke_key`` marking
+    each of them revoked. A key id that names no key of the workspace counts as revoked
+    (fail closed), once the workspace's keys are listed by id (``claros.people``).
+
+    Only revocation reaches down the lineage. A parent that stopped for its person's role
+    (an admin key after a demotion, a removed member's keys) does not stop the keys it
+    minted for other people (a member's sign-in key, a promoted admin's key): those stand
+    or fall by their own person's role (docs/api.md, "Keys and people")."""
+    for ancestor in lineage:
+        ref = store.get_doc(workspace, KEY_IDS, ancestor)
+        if ref is None and not _indexed_now(store, workspace):
+            ref = store.get_doc(workspace, KEY_IDS, ancestor)
+        parent = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
+        if parent is None or parent.value.get("revoked_at"):
+            raise KeyRefused(
+                f"this key was minted from key {ancestor}, which is revoked", "revoked"
+            )
+
+
+def _indexed_now(store: Store, workspace: str) -> bool:
+    """Whether the workspace's keys were listed by id already (False: listed now, look
+    again). Keys made before the lists existed are listed once, by the first request that
+    needs it; a function that may not write (AWS: the evidence readers) cannot, and then
+    the key is refused (fail closed) until another request has listed them."""
+    from claros.people import ensure_indexed  # people builds on auth
+
+    try:
+        return not ensure_indexed(store, workspace)
+    except ConflictError:
+        return False  # listed meanwhile by another request: look again
+    except Exception as exc:  # noqa: BLE001 - refused below, never a 500
+        log.warning("could not list the keys of workspace %s: %s", workspace, exc)
+        return True
 
 
 def audit_expiry(info: dict[str, object]) -> int:
@@ -373,8 +445,8 @@ _HELP = """{prog}: keys and admins, on the server.
 
   create   make a key and print it as the last line of stdout
   list     every key of the workspace: id, kind, person, made, by, last used, status
-  revoke   revoke a key by its id (the 16 hex digits \"list\" shows); refused from its
-           next request, and its web sessions end
+  revoke   revoke a key by its id (the 16 hex digits \"list\" shows), and every key
+           minted from it; refused from their next request, and their web sessions end
   demote   make an admin a member (never the last admin); their admin keys stop
 
 Revoke and demote are ledger entries (key_revoked, member_role), by the server side.
@@ -482,17 +554,24 @@ def _run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"data_dir": args.data})
     if args.stack:
         settings = settings.model_copy(update=stack_tables(args.stack))
-    if args.command in ("revoke", "demote"):
-        # Changes are ledger entries: they need what the server records with.
+    if args.command in ("revoke", "demote") or (args.command == "create" and args.person):
+        # Changes are ledger entries (revoke, demote, and a create that adds a member or
+        # makes one admin): they need what the server records with.
         check_workspace_name(args.workspace)
-        services = build_services(settings, create=False)
+        services = build_services(settings, create=args.command == "create")
         try:
-            from claros.people import SERVER, Actor, change_role, revoke_key
+            from claros.people import SERVER, Actor, change_role, make_key, revoke_key
 
             actor = Actor(args.workspace, SERVER)
-            if args.command == "revoke":
+            if args.command == "create":
+                sign_in, key = make_key(services, actor, args.kind, person=args.person,
+                                        label=args.label, expires_days=args.days)  # fmt: skip
+                _print_made(args, sign_in, key)
+            elif args.command == "revoke":
                 done = revoke_key(services, actor, args.key_id)
                 print(f"revoked {done['kind']} key {done['key_id']}")
+                for minted in done["also_revoked"]:  # what it minted goes with it
+                    print(f"revoked key {minted}, minted from {done['key_id']}")
             else:
                 done = change_role(services, actor, args.email, "member")
                 print(f"{done['email']} is a member now (was {done['previous']})")
@@ -505,15 +584,17 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "list":
             _print_keys(store, check_workspace_name(args.workspace))
             return 0
-        # A new member (an agent key for someone not in the workspace yet) gets their
-        # person key first: it is how they sign in and answer their agent's asks.
-        sign_in = None
-        if args.kind == "agent" and args.person:
-            sign_in = add_member(store, args.workspace, args.person)
         key = create_key(store, args.workspace, args.kind, person=args.person,
                          label=args.label, expires_days=args.days)  # fmt: skip
     finally:
         store.close()
+    _print_made(args, None, key)
+    return 0
+
+
+def _print_made(args: argparse.Namespace, sign_in: str | None, key: str) -> None:
+    """What ``create`` prints: a new member's sign-in key first (it is how they sign in and
+    answer their agent's asks), the key made as the last line."""
     who = f" for {args.person}" if args.person else ""
     if sign_in:
         print(f"# {args.person} is a new member: their person key (signs in to the web app and")
@@ -521,7 +602,6 @@ def _run(args: argparse.Namespace) -> int:
         print(sign_in)
     print(f"# {args.kind} key in workspace {args.workspace}{who}; shown only now:")
     print(key)
-    return 0
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.auth") -> int:

@@ -28,17 +28,17 @@ from claros.auth import (
     KEY_LIST,
     PERSON_KINDS,
     Principal,
-    add_member,
     audit_expiry,
     check_email,
-    create_key,
+    ensure_workspace,
     key_index_writes,
+    key_writes,
     member_role,
 )
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from claros.store.base import GLOBAL, Doc, DocWrite, NewRecord, Store
+from claros.store.base import GLOBAL, MAX_BATCH_RECORDS, Doc, DocWrite, NewRecord, Store
 from claros.store.base import ConflictError as StoreConflictError
 from claros.wiring import Services
 
@@ -51,6 +51,7 @@ __all__ = [
     "find_key",
     "list_keys",
     "list_members",
+    "make_key",
     "remove_member",
     "revoke_key",
     "server_keys",
@@ -100,11 +101,12 @@ def _require_admin(actor: Actor, what: str) -> None:
 
 
 # --- listing ----------------------------------------------------------------------------
-def _ensure_indexed(store: Store, workspace: str) -> None:
+def ensure_indexed(store: Store, workspace: str) -> bool:
     """List the keys made before keys were listed per workspace (once per workspace): a
-    walk over every key, then a mark. A key made meanwhile is listed by create_key."""
+    walk over every key, then a mark. A key made meanwhile is listed by create_key. True
+    when the walk ran now (False: the keys were listed already)."""
     if store.get_doc(workspace, INDEXED, "v1") is not None:
-        return
+        return False
     after: str | None = None
     while True:
         page = store.query_docs(GLOBAL, "key", after=after, limit=100)
@@ -120,6 +122,7 @@ def _ensure_indexed(store: Store, workspace: str) -> None:
             break
         after = page[-1].key
     store.write_docs([DocWrite(workspace, INDEXED, "v1", {"at": now_ms()})])
+    return True
 
 
 def server_keys(store: Store, workspace: str) -> Iterator[Doc]:
@@ -157,7 +160,7 @@ def key_view(doc: Doc, now: int | None = None) -> dict[str, Any]:
 
 def _listed(store: Store, workspace: str, *, after: str | None) -> Iterator[tuple[str, Doc]]:
     """The workspace's keys, newest first, after the cursor ``after``: (cursor, key doc)."""
-    _ensure_indexed(store, workspace)
+    ensure_indexed(store, workspace)
     while True:
         page = store.query_docs(workspace, KEY_LIST, after=after, limit=100, descending=True)
         for entry in page:
@@ -194,7 +197,7 @@ def find_key(store: Store, workspace: str, key_id: str) -> Doc:
     """A key of the workspace by its 16-hex id, or 404."""
     if len(key_id) != 16 or not all(c in "0123456789abcdef" for c in key_id):
         raise NotFoundError(f"no key {key_id!r}: a key id is 16 hex digits")
-    _ensure_indexed(store, workspace)
+    ensure_indexed(store, workspace)
     ref = store.get_doc(workspace, KEY_IDS, key_id)
     doc = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
     if doc is None or doc.value.get("workspace") != workspace:
@@ -203,53 +206,105 @@ def find_key(store: Store, workspace: str, key_id: str) -> Doc:
 
 
 # --- revoking ---------------------------------------------------------------------------
+def _minted_from(store: Store, workspace: str, key_id: str) -> list[Doc]:
+    """The workspace's standing keys minted from ``key_id``, at any depth (its lineage
+    names it), oldest first, so that parents are revoked before their children."""
+    found = [
+        doc
+        for _, doc in _listed(store, workspace, after=None)
+        if key_id in (doc.value.get("lineage") or ()) and not doc.value.get("revoked_at")
+    ]
+    return found[::-1]
+
+
+def _revocation(actor: Actor, doc: Doc, now: int, minted_from: str | None) -> tuple[
+    NewRecord, DocWrite
+]:  # fmt: skip
+    """A key's ``key_revoked`` entry and the write that marks it, conditioned on the doc's
+    revision (its last use noted meanwhile makes the transaction retry)."""
+    info, key_id = doc.value, doc.key[:16]
+    revoked = {**info, "revoked_at": now, "revoked_by": actor.name}
+    entry = {
+        "workspace": actor.workspace,
+        "key_id": key_id,
+        "kind": info.get("kind"),
+        "person": info.get("person"),
+        "made_by": info.get("made_by"),
+        "label": info.get("label"),
+        "created_at": info.get("created_at"),
+        "revoked_by": actor.name,
+        "revoked_by_key": actor.principal.key_id if actor.principal else None,
+        "revoked_at": now,
+        # A key revoked because it was minted from the key being revoked names that key.
+        "minted_from": minted_from,
+    }
+    write = DocWrite(GLOBAL, "key", doc.key, revoked, doc.rev)
+    return NewRecord("key_revoked", key_id, entry), write
+
+
+def _revoke_batch(
+    services: Services, actor: Actor, keys: list[tuple[str, str | None]], now: int
+) -> None:
+    """Revoke the keys ((digest, the key id it was minted from or None) each) and write
+    their entries in one transaction: a key is never marked revoked without its entry, nor
+    the other way round. A key revoked meanwhile is left out; a key whose doc changed
+    meanwhile (its last use noted) is read again."""
+    store = services.store
+    for _ in range(5):
+        pairs = []
+        for digest, minted_from in keys:
+            doc = store.get_doc(GLOBAL, "key", digest)
+            if doc is not None and not doc.value.get("revoked_at"):
+                pairs.append(_revocation(actor, doc, now, minted_from))
+        if not pairs:
+            return
+        try:
+            record(services, actor.workspace, [p[0] for p in pairs], [p[1] for p in pairs])
+        except StoreConflictError:
+            continue
+        return
+    raise ConflictError("the keys kept changing while they were revoked; try again")
+
+
 def revoke_key(services: Services, actor: Actor, key_id: str) -> dict[str, Any]:
     """Revoke a key: an admin any key of the workspace, a person their own agent keys. The
-    key is refused from its next request on; its web sessions end with it."""
+    key is refused from its next request on; its web sessions end with it.
+
+    Every key minted from it, at any depth (a person's agent keys, the sign-in key of a
+    member an admin key added, what those minted), is revoked with it, each with its own
+    ``key_revoked`` entry naming the key it was minted from (``minted_from``): whoever held
+    the revoked key could have minted them. They are refused from the next request even
+    before they are marked (``claros.auth`` checks every key's lineage), so revoking many
+    in several transactions (at most ``MAX_BATCH_RECORDS`` entries each) leaves no gap;
+    a revocation cut short is finished by revoking the key again."""
     store = services.store
     if actor.principal is not None:
         _require_person(actor.principal)
-    for _ in range(5):  # the key's last use may be noted meanwhile: read it again
-        doc = find_key(store, actor.workspace, key_id)
-        info = doc.value
-        if not actor.is_admin:
-            principal = actor.principal
-            assert principal is not None
-            if info.get("person") != principal.person:
-                # Someone else's key does not exist for them (as another's ask does not).
-                raise NotFoundError(f"no key {key_id!r} among your keys")
-            if info.get("kind") != "agent":
-                raise ForbiddenError(
-                    f"you may revoke your own agent keys; a {info.get('kind')} key is "
-                    "revoked by a workspace admin"
-                )
-        if info.get("revoked_at"):
-            raise ConflictError(f"key {key_id} is revoked already")
-        now = now_ms()
-        revoked = {**info, "revoked_at": now, "revoked_by": actor.name}
-        entry = {
-            "workspace": actor.workspace,
-            "key_id": key_id,
-            "kind": info.get("kind"),
-            "person": info.get("person"),
-            "made_by": info.get("made_by"),
-            "label": info.get("label"),
-            "created_at": info.get("created_at"),
-            "revoked_by": actor.name,
-            "revoked_by_key": actor.principal.key_id if actor.principal else None,
-            "revoked_at": now,
-        }
-        try:
-            record(
-                services,
-                actor.workspace,
-                [NewRecord("key_revoked", key_id, entry)],
-                [DocWrite(GLOBAL, "key", doc.key, revoked, doc.rev)],
+    doc = find_key(store, actor.workspace, key_id)
+    info = doc.value
+    if not actor.is_admin:
+        principal = actor.principal
+        assert principal is not None
+        if info.get("person") != principal.person:
+            # Someone else's key does not exist for them (as another's ask does not).
+            raise NotFoundError(f"no key {key_id!r} among your keys")
+        if info.get("kind") != "agent":
+            raise ForbiddenError(
+                f"you may revoke your own agent keys; a {info.get('kind')} key is "
+                "revoked by a workspace admin"
             )
-        except StoreConflictError:
-            continue
-        return key_view(Doc("key", doc.key, revoked, doc.rev + 1), now)
-    raise ConflictError(f"key {key_id} kept changing while it was revoked; try again")
+    minted = _minted_from(store, actor.workspace, key_id)
+    if info.get("revoked_at") and not minted:
+        raise ConflictError(f"key {key_id} is revoked already")
+    now = now_ms()
+    # The key itself first, in one transaction with as many of its children as fit.
+    todo: list[tuple[str, str | None]] = [] if info.get("revoked_at") else [(doc.key, None)]
+    todo += [(d.key, key_id) for d in minted]
+    for start in range(0, len(todo), MAX_BATCH_RECORDS):
+        _revoke_batch(services, actor, todo[start : start + MAX_BATCH_RECORDS], now)
+    done = store.get_doc(GLOBAL, "key", doc.key)
+    assert done is not None
+    return {**key_view(done, now), "also_revoked": [d.key[:16] for d in minted]}
 
 
 # --- members ----------------------------------------------------------------------------
@@ -313,17 +368,20 @@ def change_role(services: Services, actor: Actor, email: str, role: str) -> dict
     writes = [DocWrite(workspace, "member", email, {**doc.value, "role": role}, doc.rev)]
     if previous == "admin":
         writes += _other_admins_unchanged(store, workspace, email)
+    answer: dict[str, Any] = {"email": email, "role": role, "previous": previous}
+    if role == "admin":
+        # Their admin key is made in the same transaction as the role and its entry: no
+        # admin without a key to act with, no key without the entry that made them admin.
+        parent = actor.principal if actor.principal and actor.principal.is_admin else None
+        answer["key"], made = key_writes(
+            store, workspace, "admin", person=email, made_by=actor.name, label="admin",
+            parent=parent, with_member=False,
+        )  # fmt: skip
+        writes += made
     try:
         record(services, workspace, [_role_entry(actor, email, role, previous)], writes)
     except StoreConflictError as exc:
         raise ConflictError(f"{email}'s membership changed meanwhile: try again") from exc
-    answer: dict[str, Any] = {"email": email, "role": role, "previous": previous}
-    if role == "admin":
-        parent = actor.principal if actor.principal and actor.principal.is_admin else None
-        answer["key"] = create_key(
-            store, workspace, "admin", person=email, made_by=actor.name, label="admin",
-            parent=parent,
-        )  # fmt: skip
     return answer
 
 
@@ -355,11 +413,55 @@ def add_person(services: Services, actor: Actor, email: str) -> dict[str, Any]:
     if member_role(store, workspace, email) is not None:
         raise ConflictError(f"{email} is a member already")
     parent = actor.principal if actor.principal and actor.principal.is_admin else None
-    key = add_member(store, workspace, email, parent=parent)
-    if key is None:  # added meanwhile by someone else
-        raise ConflictError(f"{email} is a member already")
-    record(services, workspace, [_role_entry(actor, email, "member", None)])
+    ensure_workspace(store, workspace)
+    # The member, their sign-in key and the member_role entry: one transaction.
+    key, writes = key_writes(store, workspace, "person", person=email, parent=parent,
+                             label="sign-in")  # fmt: skip
+    try:
+        record(services, workspace, [_role_entry(actor, email, "member", None)], writes)
+    except StoreConflictError as exc:  # added meanwhile by someone else
+        raise ConflictError(f"{email} is a member already") from exc
     return {"email": email, "role": "member", "key": key}
+
+
+def make_key(
+    services: Services,
+    actor: Actor,
+    kind: str,
+    *,
+    person: str | None = None,
+    label: str = "",
+    expires_days: int | None = None,
+) -> tuple[str | None, str]:
+    """The server side's ``create``: (the new member's sign-in key or None, the key). A
+    key for someone not yet a member adds them (an agent key: with their sign-in key, how
+    they answer their agent's asks); an admin key for a member makes them admin. Such a
+    change is written in one transaction with its ``member_role`` entry; a key that
+    changes nobody's membership is just written."""
+    store, workspace = services.store, actor.workspace
+    ensure_workspace(store, workspace)
+    email = check_email(person) if person else None
+    previous = member_role(store, workspace, email) if email else None
+    role = "admin" if kind == "admin" else "member"
+    changes = (
+        email is not None
+        and kind in ("admin", "agent", "person")
+        and (previous is None or (role == "admin" and previous != "admin"))
+    )
+    writes: list[DocWrite] = []
+    sign_in = None
+    if kind == "agent" and email and previous is None:
+        sign_in, writes = key_writes(store, workspace, "person", person=email, label="sign-in")
+    key, made = key_writes(
+        store, workspace, kind, person=email, label=label, expires_days=expires_days,
+        with_member=sign_in is None,
+    )  # fmt: skip
+    writes += made
+    if changes and email:
+        record(services, workspace, [_role_entry(actor, email, role, previous)], writes)
+    else:
+        store.write_docs(writes)
+    return sign_in, key
 
 
 def days_left(expires_at: int, now: int) -> int:

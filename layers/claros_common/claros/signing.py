@@ -74,6 +74,14 @@ class Signer(Protocol):
         new key before it becomes active (the old one still signs meanwhile)."""
         ...
 
+    def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
+        """A signature over ``message`` by the key ``key_id``: the active key, or one this
+        signer made or used before a rotation. Only for what was fixed under that key
+        before it rotated (an evidence export lists its keys before its entries, and signs
+        its last line with the key it listed as active then). SigningError when that key is
+        not at hand."""
+        ...
+
 
 def _key_dir_error(exc: OSError, directory: Path) -> SigningError:
     return SigningError(
@@ -242,6 +250,23 @@ class FileSigner:
         key, public = self._active(workspace)
         return public.key_id, key.sign(message).signature
 
+    def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
+        key, public = self._active(workspace)
+        if public.key_id == key_id:
+            return key.sign(message).signature
+        try:
+            files = self._files(self._dir(workspace))
+            for created, path in reversed(files):  # a rotation's old key: among the newest
+                try:
+                    older = self._read(path)
+                except _BadKeyFile:
+                    continue
+                if self._public(workspace, older, created).key_id == key_id:
+                    return older.sign(message).signature
+        except OSError as exc:
+            raise _key_dir_error(exc, self.root / workspace) from exc
+        raise SigningError(f"no ledger key {key_id} for workspace {workspace}")
+
     def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         try:
             files = self._files(self._dir(workspace))
@@ -295,6 +320,8 @@ class KmsSigner:
         self.signer_role_arn = signer_role_arn
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, PublicKey]] = {}
+        # (workspace, key id) -> KMS key id, for every key this signer described.
+        self._known: dict[tuple[str, str], str] = {}
 
     def _alias(self, workspace: str) -> str:
         return self.alias_prefix + _check_workspace(workspace)
@@ -305,6 +332,7 @@ class KmsSigner:
         raw = der[-32:]  # SubjectPublicKeyInfo for Ed25519: 12 bytes of header + the key
         created = int(meta["CreationDate"].timestamp() * 1000)
         public = PublicKey(workspace, key_id_for(raw), base64.b64encode(raw).decode(), created)
+        self._known[(workspace, public.key_id)] = meta["KeyId"]
         return meta["KeyId"], public
 
     def key_policy(self) -> dict[str, object] | None:
@@ -391,6 +419,22 @@ class KmsSigner:
                 SigningAlgorithm="ED25519_SHA_512",
             )
         return public.key_id, bytes(signed["Signature"])
+
+    def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
+        if len(message) > 4096:
+            raise SigningError("KMS signs RAW messages of at most 4096 bytes")
+        with _kms_errors(workspace):
+            self._active(workspace)
+            kms_key = self._known.get((workspace, key_id))
+            if kms_key is None:
+                raise SigningError(f"no ledger key {key_id} for workspace {workspace}")
+            signed = self.kms.sign(
+                KeyId=kms_key,
+                Message=message,
+                MessageType="RAW",
+                SigningAlgorithm="ED25519_SHA_512",
+            )
+        return bytes(signed["Signature"])
 
     def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         alias = self._alias(workspace)

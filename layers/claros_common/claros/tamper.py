@@ -176,6 +176,10 @@ class GuardedSigner:
         self._check(workspace)
         return self.signer.sign(workspace, message)
 
+    def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
+        self._check(workspace)
+        return self.signer.sign_with(workspace, key_id, message)
+
     def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
         # The old key vouches for the new one by signing: stopped as any signature is.
         self._check(workspace)

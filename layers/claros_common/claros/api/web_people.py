@@ -187,6 +187,12 @@ def _key_pages(app: ClarosResolver) -> None:
             return json_response({"keys": found.keys, "next": found.next})
         query = _query(app)
         text = f"Revoked key {query['revoked'][:16]}." if query.get("revoked") else ""
+        also = query.get("also", "")
+        if text and also.isdigit() and int(also) > 0:
+            text += (
+                f" {also} key{'s' if int(also) > 1 else ''} minted from it "
+                f"{'were' if int(also) > 1 else 'was'} revoked with it."
+            )
         return _keys_page(app, principal, notice_text=text)
 
     @page(app, "POST", "/app/keys/{key_id}/revoke", PEOPLE, KEYS)
@@ -195,7 +201,8 @@ def _key_pages(app: ClarosResolver) -> None:
         _use_form_once(app, principal, form.once, "the key was revoked: see Keys & people")
         done = revoke_key(services, Actor.of(principal), key_id)
         if _wants_html(app):
-            return redirect("/app/keys?" + urlencode({"revoked": done["key_id"]}))
+            also = len(done["also_revoked"])
+            return redirect("/app/keys?" + urlencode({"revoked": done["key_id"], "also": also}))
         return json_response(done)
 
 

@@ -48,6 +48,10 @@ class ExportPlan:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     # Rule and mapping versions kept below a prune's cut (their entries are gone).
     kept: list[KeptRecord] = field(default_factory=list)
+    # The key that signs the export's last line: the active key when the plan was made,
+    # listed among ``public_keys``. A rotate-key while the export streams makes another key
+    # active, one the export does not list: the export is signed with this one all the same.
+    signing_key: str = ""
 
     def header(self) -> dict[str, Any]:
         first = self.first_seq
@@ -80,7 +84,8 @@ def prepare_export(services: Services, workspace: str, *, now: int | None = None
         if latest is None or latest.seq < head.seq:
             sign_checkpoint(store, signer, head, services.anchor)
     # The key that signs the export is listed in it, like every key that signed anything.
-    store.add_public_key(signer.active_key(workspace))
+    signing = signer.active_key(workspace)
+    store.add_public_key(signing)
     last = head.seq if head is not None else 0
     first = next(iter(store.entries(workspace, limit=1)), None)
     return ExportPlan(
@@ -92,6 +97,7 @@ def prepare_export(services: Services, workspace: str, *, now: int | None = None
         public_keys=store.public_keys(workspace),
         checkpoints=[cp for cp in store.checkpoints(workspace) if cp.seq <= last],
         kept=store.kept_records(workspace, first.seq - 1) if first and first.seq > 1 else [],
+        signing_key=signing.key_id,
     )
 
 
@@ -127,7 +133,11 @@ def export_lines(services: Services, plan: ExportPlan) -> Iterator[bytes]:
     for entry, raw in _entries(services, plan):
         yield out(entry_line(entry, raw))
     sha = digest.digest()
-    key_id, signature = services.signer.sign(plan.workspace, sha)
+    if plan.signing_key:
+        key_id = plan.signing_key
+        signature = services.signer.sign_with(plan.workspace, key_id, sha)
+    else:  # a plan made without one: the active key (listed, unless it rotated meanwhile)
+        key_id, signature = services.signer.sign(plan.workspace, sha)
     yield typed_line(
         "signature",
         {
