@@ -59,6 +59,7 @@ from claros.store.base import (
 
 __all__ = [
     "KeyKind",
+    "GUARD_KINDS",
     "PERSON_KINDS",
     "Principal",
     "add_member",
@@ -79,6 +80,11 @@ ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
 # A person's own credentials: they sign in to the web app, answer asks and mint keys. An
 # agent's environment never holds one (the guard and the hooks refuse them).
 PERSON_KINDS: frozenset[str] = frozenset({"admin", "person"})
+# The kinds a guard may run with: a person's agent key, a service key, an admin's key (the
+# guard itself refuses an admin key, which can approve; scripts may still check with one).
+# Never a person key: it signs in and answers asks, and an agent must never hold one.
+# (Here, not in claros.api.check, so the outcome function need not import the check routes.)
+GUARD_KINDS: frozenset[str] = frozenset({"agent", "service", "admin"})
 MAX_LINEAGE = 16  # a key minted from a key minted from ...: far deeper than any real chain
 Role = Literal["admin", "member"]
 
