@@ -16,7 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 # Imported only on the paths that use them: jinja2 by the first page rendered, yaml by the
-# rule editor and mapping proposals, the mapper and judges when the settings name a model.
+# rule editor and mapping proposals, the mapper and judges when the settings name a model;
+# Powertools (cookies) where a session cookie is made, never in the authorizer.
 PAGES = {"jinja2", "claros.web.templating", "claros.web.pages", "claros.api.web"}
 YAML = {"yaml"}
 MODELS = {"claros.mapping.mapper", "claros.bedrock", "claros.rules.judges"}
@@ -44,7 +45,7 @@ NOT_IMPORTED: dict[str, set[str]] = {
     "export": {"jinja2", "claros.api.web"} | YAML | MODELS | DECIDING - {"claros.asks"},
     "prune": PAGES | YAML | MODELS | DECIDING,
     "admin": {"jinja2"} | YAML,
-    "authorizer": PAGES | YAML | MODELS | DECIDING | {"aws_lambda_powertools.event_handler"},
+    "authorizer": PAGES | YAML | MODELS | DECIDING | {"aws_lambda_powertools"},
 }
 OWN = {
     "check": {"claros.api.check"},
