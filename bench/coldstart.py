@@ -20,6 +20,7 @@ import needs it (the routes create their clients on first use, so none does toda
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import statistics
@@ -37,9 +38,10 @@ TARGET = 0.40
 
 _TIMER = (
     "import sys, time\n"
-    "t, c = time.perf_counter(), time.process_time()\n"
+    "n, t, c = len(sys.modules), time.perf_counter(), time.process_time()\n"
     "{body}\n"
-    "sys.stdout.write(repr((time.perf_counter() - t, time.process_time() - c)))\n"
+    "wall, cpu = time.perf_counter() - t, time.process_time() - c\n"
+    "sys.stdout.write(repr((wall, cpu, len(sys.modules) - n)))\n"
 )
 # What the layer's build compiles (layers/claros_common/Makefile), and the functions' code.
 COMPILED = (REPO / "layers" / "claros_common" / "claros", REPO / "functions")
@@ -67,14 +69,15 @@ def compile_all() -> None:
     )  # fmt: skip
 
 
-def _import_seconds(body: str, cwd: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``body`` in a fresh interpreter, timed inside it."""
+def _import_seconds(body: str, cwd: Path) -> tuple[float, float, int]:
+    """(wall, CPU) seconds of ``body`` in a fresh interpreter, timed inside it, and how many
+    modules it imported (a count the machine's load does not move)."""
     done = subprocess.run(
         [sys.executable, "-c", _TIMER.format(body=body)],
         cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    wall, cpu = done.stdout.split(",")
-    return float(wall.strip("( ")), float(cpu.strip(") "))
+    wall, cpu, modules = ast.literal_eval(done.stdout)
+    return float(wall), float(cpu), int(modules)
 
 
 def _routes_of(name: str) -> str:
@@ -87,10 +90,12 @@ def _routes_of(name: str) -> str:
     )
 
 
-def _result(name: str, runs: list[tuple[float, float]]) -> Result:
-    fastest = min(runs)
-    median = statistics.median(wall for wall, _ in runs)
-    return Result(name, fastest[0], 1, median_seconds=median, cpu_seconds=min(c for _, c in runs))
+def _result(name: str, runs: list[tuple[float, float, int]]) -> Result:
+    """The fastest wall time, the median, the least CPU time; ``items``: modules imported."""
+    wall = min(w for w, _, _ in runs)
+    median = statistics.median(w for w, _, _ in runs)
+    cpu = min(c for _, c, _ in runs)
+    return Result(name, wall, max(m for _, _, m in runs), median_seconds=median, cpu_seconds=cpu)
 
 
 def _interleaved(
@@ -101,8 +106,8 @@ def _interleaved(
         _import_seconds(body, cwd)
     for body, cwd in subjects.values():
         _import_seconds(body, cwd)
-    base: list[tuple[float, float]] = []
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in subjects}
+    base: list[tuple[float, float, int]] = []
+    times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in subjects}
     for _ in range(rounds):  # A B C ... A B C: the machine's drift hits all alike
         base.append(_import_seconds(*baseline[1:]))
         for name, (body, cwd) in subjects.items():
@@ -154,11 +159,12 @@ def _ms(seconds: float | None) -> str:
 
 
 def _print(base: Result, results: list[Result], target: float | None) -> float:
-    """Rows: min wall, median wall, min CPU (ms), then min wall and CPU as a share of the
-    baseline's; returns the worst wall ratio."""
-    print(f"  {'':<36} {'min ms':>8} {'median':>8} {'cpu ms':>8}  {'wall':>6} {'cpu':>6}")
+    """Rows: min wall, median wall, min CPU (ms), modules imported, then min wall and CPU
+    as a share of the baseline's; returns the worst wall ratio."""
+    print(f"  {'':<36} {'min ms':>8} {'median':>8} {'cpu ms':>8} {'modules':>7}"
+          f"  {'wall':>6} {'cpu':>6}")  # fmt: skip
     print(f"  {base.name:<36} {_ms(base.seconds)} {_ms(base.median_seconds)} "
-          f"{_ms(base.cpu_seconds)}  (baseline)")  # fmt: skip
+          f"{_ms(base.cpu_seconds)} {base.items:7}  (baseline)")  # fmt: skip
     worst = 0.0
     for result in results:
         ratio = result.seconds / base.seconds
@@ -167,8 +173,8 @@ def _print(base: Result, results: list[Result], target: float | None) -> float:
         if result.name in FUNCTIONS or target is None:  # not the "before" row
             worst = max(worst, ratio)
         flag = f"  over {target:.0%}" if over else ""
-        print(f"  {result.name:<36} {_ms(result.seconds)} {_ms(result.median_seconds)} "
-              f"{_ms(result.cpu_seconds)}  {ratio:6.1%} {cpu:6.1%}{flag}")  # fmt: skip
+        times = f"{_ms(result.seconds)} {_ms(result.median_seconds)} {_ms(result.cpu_seconds)}"
+        print(f"  {result.name:<36} {times} {result.items:7}  {ratio:6.1%} {cpu:6.1%}{flag}")
     return worst
 
 
