@@ -33,7 +33,6 @@ from the environment, as the AWS CLI finds them).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -42,7 +41,7 @@ import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
@@ -56,6 +55,9 @@ from claros.store.base import (
     Store,
     StoreError,
 )
+
+if TYPE_CHECKING:  # the CLI's only (_parser imports it): every function imports this module
+    import argparse
 
 __all__ = [
     "KeyKind",
@@ -420,6 +422,8 @@ def stack_tables(stack: str) -> dict[str, str]:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_HELP.format(prog=prog),
