@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from claros.checks import approved_repeat
+from claros.check_rows import approved_repeat
 
 __all__ = ["DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "SAMPLES", "SPANS", "fold"]
 

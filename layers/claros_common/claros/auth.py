@@ -34,7 +34,6 @@ from the environment, as the AWS CLI finds them).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -43,7 +42,7 @@ import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
@@ -58,8 +57,12 @@ from claros.store.base import (
     StoreError,
 )
 
+if TYPE_CHECKING:  # the CLI's only (_parser imports it): every function imports this module
+    import argparse
+
 __all__ = [
     "KeyKind",
+    "GUARD_KINDS",
     "PERSON_KINDS",
     "Principal",
     "add_member",
@@ -80,6 +83,11 @@ ALL_KINDS: frozenset[str] = frozenset(KEY_KINDS)
 # A person's own credentials: they sign in to the web app, answer asks and mint keys. An
 # agent's environment never holds one (the guard and the hooks refuse them).
 PERSON_KINDS: frozenset[str] = frozenset({"admin", "person"})
+# The kinds a guard may run with: a person's agent key, a service key, an admin's key (the
+# guard itself refuses an admin key, which can approve; scripts may still check with one).
+# Never a person key: it signs in and answers asks, and an agent must never hold one.
+# (Here, not in claros.api.check, so the outcome function need not import the check routes.)
+GUARD_KINDS: frozenset[str] = frozenset({"agent", "service", "admin"})
 MAX_LINEAGE = 16  # a key minted from a key minted from ...: far deeper than any real chain
 Role = Literal["admin", "member"]
 
@@ -486,6 +494,8 @@ def stack_tables(stack: str) -> dict[str, str]:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_HELP.format(prog=prog),

@@ -12,10 +12,18 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from claros.asks import ask_view, open_ask, use_approval
 from claros.auth import Principal, check_email, member_role
+from claros.check_rows import (
+    AgentInfo,
+    Strict,
+    Via,
+    approved_repeat,
+    call_index_key,
+    timeline_collection,
+)
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ForbiddenError
@@ -42,28 +50,7 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_max_length=512)
-
-
-class Via(_Strict):
-    guard: str = Field(min_length=1, max_length=128)
-    version: str | None = Field(None, max_length=64)
-
-
-class AgentInfo(_Strict):
-    """What the agent says it is. ``on_behalf_of`` is honoured only from a service key."""
-
-    name: str = Field(min_length=1, max_length=128)
-    model: str | None = Field(None, max_length=128)
-    version: str | None = Field(None, max_length=64)
-    session: str | None = Field(None, max_length=256)
-    call_id: str | None = Field(None, max_length=256)
-    via: Via | None = None
-    on_behalf_of: str | None = Field(None, max_length=256)
-
-
-class CheckRequest(_Strict):
+class CheckRequest(Strict):
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -90,28 +77,6 @@ def resolve_on_behalf_of(
             )
         return email, "service_key"
     return None, None
-
-
-def call_index_key(key_id: str, call_id: str) -> str:
-    return f"{key_id}:{call_id}"
-
-
-def timeline_collection(person: str) -> str:
-    """The docs of a person's timeline: one per check made for them, keyed by check id."""
-    return f"timeline:{person}"
-
-
-def approved_repeat(row: Mapping[str, Any]) -> bool:
-    """Whether a check row (or its timeline summary) is the repeat of an approved ask.
-
-    The guard repeats an approved call with ``approval``; that row completes the write
-    whose ask was checked (and counted) already, so counters of writes, results and
-    near-misses skip it. Its outcome is still reported against it. Timeline docs written
-    before they held ``approval`` tell a repeat apart another way: repeats then kept the
-    ask's severity on an allow, which no other row has."""
-    if row.get("approval"):
-        return True
-    return row.get("result") == "allow" and row.get("severity") is not None
 
 
 def _facts(services: Services, workspace: str, req: CheckRequest, now: int) -> Plan:

@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.auth import Principal
+from claros.check_rows import AgentInfo, approved_repeat, call_index_key, timeline_collection
 from claros.checkpoints import record
-from claros.checks import AgentInfo, approved_repeat, call_index_key, timeline_collection
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from claros.auth import Principal
-from claros.checks import timeline_collection
+from claros.check_rows import timeline_collection
 from claros.errors import ForbiddenError
 from claros.store.base import Store
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from claros.anchor import Anchor
 from claros.config import ConfigError, Settings
-from claros.mapping.mapper import ModelMapper, model_mapper
-from claros.rules.judge import Judge
-from claros.rules.judges import judge_from_settings
 from claros.signing import FileSigner, KmsSigner, Signer
 from claros.store.base import Store, StoreError
 from claros.tamper import DynamoTamperLog, GuardedSigner, TamperLog
+
+if TYPE_CHECKING:  # imported where built: only a process whose settings name one pays
+    from claros.anchor import Anchor  # (the mapper drags in the mapping models; every
+    from claros.mapping.mapper import ModelMapper  # function's cold start paid for them)
+    from claros.rules.judge import Judge
 
 __all__ = ["Services", "build_services", "open_signer", "open_store"]
 
@@ -130,11 +131,27 @@ def build_services(settings: Settings | None = None, *, create: bool = True) -> 
     if tamper is not None:
         # Tampering stops every signature for its workspace until an admin acknowledges it.
         signer = GuardedSigner(signer, store, tamper)
-    try:
-        judge = judge_from_settings(settings.judge, settings.judge_model)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    mapper = model_mapper(settings.mapper_model) if settings.mapper_model else None
+    judge, mapper = open_judge(settings), open_mapper(settings)
     return Services(
         settings, store, signer, open_anchor(settings), tamper=tamper, judge=judge, mapper=mapper
     )
+
+
+def open_judge(settings: Settings) -> Judge | None:
+    """The judge ``CLAROS_JUDGE`` names, its module imported only then."""
+    if settings.judge in ("", "none"):
+        return None
+    from claros.rules.judges import judge_from_settings
+
+    try:
+        return judge_from_settings(settings.judge, settings.judge_model)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def open_mapper(settings: Settings) -> ModelMapper | None:
+    if not settings.mapper_model:
+        return None
+    from claros.mapping.mapper import model_mapper
+
+    return model_mapper(settings.mapper_model)

@@ -6,16 +6,13 @@ from typing import Any
 
 from claros.api.http import ClarosResolver, once, parse_body, routed
 from claros.asks import ask_view, visible_ask
-from claros.auth import ALL_KINDS, Principal
+from claros.auth import ALL_KINDS, GUARD_KINDS, Principal
 from claros.checks import CheckRequest, record_check
 from claros.mapping.service import ToolsRequest, list_apps, register_tools
 
 __all__ = ["GUARDS", "register"]
 
-# The kinds a guard may run with: a person's agent key, a service key, an admin's key (the
-# guard itself refuses an admin key, which can approve; scripts may still check with one).
-# Never a person key: it signs in and answers asks, and an agent must never hold one.
-GUARDS = frozenset({"agent", "service", "admin"})
+GUARDS = GUARD_KINDS  # agent, service, admin: never a person key (claros.auth says why)
 CHECKS = (
     "never make checks: a guard runs with an agent or service key; a person key signs in "
     "to the web app and answers asks"

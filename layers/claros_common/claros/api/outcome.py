@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from claros.api.check import GUARDS
 from claros.api.http import ClarosResolver, once, parse_body, routed
+from claros.auth import GUARD_KINDS as GUARDS
 from claros.auth import Principal
 from claros.outcomes import (
     OutcomeByCall,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-import yaml
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -60,10 +59,14 @@ class AcceptForm(BaseModel):
 
 def draft_yaml(mapping: dict[str, Any]) -> str:
     """The draft as the file an admin would push (``claros mappings push``)."""
+    import yaml  # the proposal pages only: the admin function's other routes do without it
+
     return yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def _edited(text: str, app: str, tool: str) -> MappingSpec:
+    import yaml
+
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-import yaml
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -90,6 +89,8 @@ class Failed:
 
 def _dump(value: Mapping[str, Any]) -> str:
     """A rule or mapping as the YAML an admin edits (keys in the order written)."""
+    import yaml  # the rules editor's pages only: no other route (or function) needs it
+
     return yaml.safe_dump(dict(value), sort_keys=False, allow_unicode=True, width=88)
 
 
@@ -97,6 +98,8 @@ def _parse(text: str, what: str) -> dict[str, Any]:
     """The typed text as an object: YAML, of which JSON is a part."""
     if not text.strip():
         raise BadRequestError(f"The {what} is empty: type it as YAML or JSON.")
+    import yaml
+
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:

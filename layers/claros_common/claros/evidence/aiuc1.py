@@ -12,7 +12,7 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
-from claros.checks import approved_repeat
+from claros.check_rows import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import DAY_MS, Versions, load_versions, records_between
 from claros.evidence.report import ActivityCounter

@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from claros.checks import approved_repeat
+from claros.check_rows import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import (
     DAY_MS,

@@ -33,8 +33,8 @@ from decimal import Decimal
 from typing import Any
 
 from claros.canonical import canonical_bytes
+from claros.check_rows import approved_repeat
 from claros.checkpoints import sign_checkpoint
-from claros.checks import approved_repeat
 from claros.clock import now_ms
 from claros.errors import BadRequestError, NotFoundError
 from claros.evidence.activity import RuleVersion, Versions, load_versions, records_between

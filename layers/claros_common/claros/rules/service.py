@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
-from claros.rules.model import Confirm, RuleSpec, rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
+
+if TYPE_CHECKING:  # the rule models (and the expression parser) only where rules are written:
+    from claros.rules.model import RuleSpec  # the evidence functions read versions only
 
 __all__ = ["MAX_RULES", "active_rules", "close_rule", "get_rule", "list_rules", "put_rule"]
 
@@ -122,6 +124,8 @@ def put_rule(
 ) -> tuple[dict[str, Any], bool]:
     """Create or edit a rule; returns (state, changed). An unchanged active rule makes no
     new version."""
+    from claros.rules.model import Confirm, rule_hash
+
     store, workspace = services.store, principal.workspace
     written = spec.written()
     digest = rule_hash(written)

@@ -27,16 +27,17 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
-
-from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from claros.auth import KeyRefused, Principal, authenticate, key_principal
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, PayloadTooLargeError, UnauthorizedError
 from claros.store.base import GLOBAL, DocWrite, Store
 from claros.wiring import Services
+
+if TYPE_CHECKING:  # imported where a cookie is made: the authorizer (which only reads
+    from aws_lambda_powertools.shared.cookies import Cookie  # them) skips Powertools
 
 __all__ = [
     "COOKIE",
@@ -104,6 +105,8 @@ def cookie_name(headers: Mapping[str, str]) -> str:
 
 
 def session_cookie(session_id: str, headers: Mapping[str, str]) -> Cookie:
+    from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
     return Cookie(
         cookie_name(headers),
         session_id,
@@ -116,6 +119,8 @@ def session_cookie(session_id: str, headers: Mapping[str, str]) -> Cookie:
 
 
 def clear_cookie(headers: Mapping[str, str]) -> Cookie:
+    from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
     return Cookie(
         cookie_name(headers),
         "",

@@ -14,12 +14,13 @@ import secrets
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import jinja2
-
 from claros.web import html
+
+if TYPE_CHECKING:  # imported by the first page rendered: the admin function's JSON routes
+    import jinja2  # and every other function's cold start do without it
 
 __all__ = ["environment", "render_page", "render_fragment"]
 
@@ -51,6 +52,8 @@ def one_use() -> str:
 
 @cache
 def environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("claros.web", "templates"),
         autoescape=True,

@@ -16,7 +16,7 @@ from typing import Any
 from claros.ask_queue import QueuePage, queue_page
 from claros.asks import ask_view, list_my_asks
 from claros.auth import Principal
-from claros.checks import approved_repeat
+from claros.check_rows import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.span_cache import cached
 from claros.evidence.windowed import HOME_PARTS, window_bucket

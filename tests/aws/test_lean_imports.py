@@ -1,0 +1,87 @@
+"""Each function's cold start imports what it serves, nothing heavier: pinned here, in a
+fresh interpreter per function, so a module-level import that drags the web pages, YAML,
+the mapper or the rule parser into a function that never uses them fails a test instead
+of slowly costing every cold start (bench/coldstart.py measures what it costs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Imported only on the paths that use them: jinja2 by the first page rendered, yaml by the
+# rule editor and mapping proposals, the mapper and judges when the settings name a model;
+# Powertools (cookies) where a session cookie is made, never in the authorizer.
+PAGES = {"jinja2", "claros.web.templating", "claros.web.pages", "claros.api.web"}
+YAML = {"yaml"}
+MODELS = {"claros.mapping.mapper", "claros.bedrock", "claros.rules.judges"}
+# Deciding a check: the rule parser, mappings and asks; only the check function decides.
+DECIDING = {"claros.checks", "claros.rules.expr", "claros.mapping.model", "claros.asks"}
+ROUTES = {
+    "claros.api.check",
+    "claros.api.outcome",
+    "claros.api.evidence",
+    "claros.api.checkpoint",
+    "claros.api.admin",
+    "claros.api.export",
+    "claros.api.prune",
+    "claros.api.proposals",
+    "claros.api.lambda_entry",
+    "claros.api.app",
+}
+
+# Function -> modules its entry must leave unimported (besides other functions' routes).
+NOT_IMPORTED: dict[str, set[str]] = {
+    "check": PAGES | YAML | MODELS,
+    "outcome": PAGES | YAML | MODELS | DECIDING,
+    "evidence": PAGES | YAML | MODELS | DECIDING,
+    "checkpoint": PAGES | YAML | MODELS | DECIDING,
+    "export": {"jinja2", "claros.api.web"} | YAML | MODELS | DECIDING - {"claros.asks"},
+    "prune": PAGES | YAML | MODELS | DECIDING,
+    "admin": {"jinja2"} | YAML,
+    "authorizer": PAGES | YAML | MODELS | DECIDING | {"aws_lambda_powertools"},
+}
+OWN = {
+    "check": {"claros.api.check"},
+    "outcome": {"claros.api.outcome"},
+    "evidence": {"claros.api.evidence"},
+    "checkpoint": {"claros.api.checkpoint"},
+    "export": {"claros.api.export"},
+    "prune": {"claros.api.prune"},
+    "admin": {"claros.api.admin", "claros.api.proposals"},
+    "authorizer": set(),
+}
+
+
+def _loaded_by(function: str) -> set[str]:
+    """sys.modules after importing functions/<function>/app.py (the handler built, as
+    Lambda's init does), in a fresh interpreter with the template's store setting."""
+    probe = "import json, sys, app\nprint(json.dumps(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
+    env.update(CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("function", sorted(NOT_IMPORTED))
+def test_a_function_entry_imports_only_what_it_serves(function: str) -> None:
+    loaded = _loaded_by(function)
+    assert OWN[function] <= loaded  # the probe did import the function's routes
+    unwanted = (NOT_IMPORTED[function] | ROUTES) - OWN[function]
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+def test_every_function_is_pinned() -> None:
+    from claros.api.entry import ROUTE_MODULES
+
+    functions = {p.name for p in (REPO / "functions").iterdir() if (p / "app.py").is_file()}
+    assert functions == set(NOT_IMPORTED) == set(ROUTE_MODULES) | {"authorizer"}
