@@ -13,6 +13,7 @@ serve (the export, the printable report) are plain links: GET routes take the co
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import threading
@@ -586,14 +587,18 @@ def _home_routes(app: ClarosResolver) -> None:
         # An admin's Home shows the workspace's agents (the demo's act for its members,
         # not for the admin); a member's, the agents acting for them.
         wide = principal.is_admin
-        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1,
+        since_ms = now - days * 86_400_000
+        window = window_bucket(store, principal.workspace, since_ms, now + 1,
                                only=HOME_PARTS)  # fmt: skip
+        answered = answered_asks(store, principal)
         body = pages.home_page(
             _chrome(app, principal, "home"),
             asks=asks,
             asks_open=queue.open,
             asks_more="/app/asks?mine=1" if queue.next else "",
-            answered=answered_asks(store, principal),
+            answered=answered.asks,
+            answered_more="/app/asks?answered=1" if answered.next else "",
+            since=dt.datetime.fromtimestamp(since_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M"),
             agents=agents_of(store, principal, days=days, now=now, workspace_wide=wide,
                              bucket=window),
             timeline=timeline(store, principal, limit=25, before=before),
