@@ -38,6 +38,7 @@ from claros.api.http import (
     json_response,
     parse_json,
     public,
+    template_only,
     validate_object,
     validation_details,
 )
@@ -437,6 +438,9 @@ def _more_routes(app: ClarosResolver) -> None:
 
     web_rules.register(app)
     app.page_not_found = functools.partial(_page_not_found, app)
+    # In AWS, API Gateway answers a path no route names itself (JSON): this catch-all
+    # sends the rest of /app here, to the page above.
+    template_only("GET", "/app/{proxy+}", reason="any other /app path: the 404 page")
 
 
 SIGN_OUT_BY_LINK = (
@@ -447,15 +451,15 @@ SIGN_OUT_BY_LINK = (
 
 def _page_not_found(app: ClarosResolver) -> Response[str] | None:
     """An /app path no route serves: the web app's error page (signed in or not), not the
-    API's JSON, unless the client asks for JSON only. ``GET /app/signout`` is one: signing
-    out changes state, so it is a form's POST (with the CSRF token), never a link's GET."""
+    API's "no route" JSON; a client that asks for JSON only gets the same answer as JSON.
+    ``GET /app/signout`` is one: signing out changes state, so it is a form's POST (with
+    the CSRF token), never a link's GET."""
     event = app.current_event
     path = event.path
     if not (path == "/app" or path.startswith("/app/")):
         return None
     accept = _headers(app).get("accept") or ""
-    if "application/json" in accept and "text/html" not in accept:
-        return None
+    json_only = "application/json" in accept and "text/html" not in accept
     principal: Principal | None = None
     try:
         principal = caller(app, PEOPLE, web=True)
@@ -466,8 +470,12 @@ def _page_not_found(app: ClarosResolver) -> Response[str] | None:
     else:
         status = 404
         message = "There is no such page. Check the address, or start again from Home."
-    chrome = _chrome(app, principal)
-    response = html_response(pages.error_page(chrome, status, message), status)
+    if json_only:
+        code = "not_found" if status == 404 else "method_not_allowed"
+        response = json_response({"error": code, "message": f"no page {path}: {message}"}, status)
+    else:
+        chrome = _chrome(app, principal)
+        response = html_response(pages.error_page(chrome, status, message), status)
     if status == 405:
         response.headers["Allow"] = "POST"
     return response
