@@ -350,4 +350,8 @@ def once(
 
 
 def principal_of(app: ClarosResolver) -> Principal:
-    return authenticate(app.services.store, app.current_event.headers.get("authorization"))
+    return authenticate(
+        app.services.store,
+        app.current_event.headers.get("authorization"),
+        note_use=app.services.settings.notes_key_use,
+    )

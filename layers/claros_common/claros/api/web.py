@@ -725,7 +725,7 @@ def _evidence_routes(app: ClarosResolver) -> None:
     def verify_everything(principal: Principal) -> Response[str]:
         """Verify everything now: the whole chain again, not only its new segments."""
         read_input(app, VerifyForm, empty_ok=True)
-        state = verify_now(store, principal.workspace)
+        state = verify_now(store, principal.workspace, keep=services.settings.keeps_verified_state)
         if _wants_html(app):
             verdict = "ok" if not state["failures"] else "failed"
             return redirect(f"/app/evidence?verified={verdict}#chain")
@@ -817,8 +817,14 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
         aiuc1=_direct(
             "GET /api/evidence/aiuc1",
             lambda: aiuc1_pack(
-                store, workspace, days=90, fast_seconds=fast, now=end, counters=window
-            ),
+                store,
+                workspace,
+                days=90,
+                fast_seconds=fast,
+                now=end,
+                counters=window,
+                keep_state=app.services.settings.keeps_verified_state,
+            ),  # fmt: skip
         ),
         oversight=_direct(
             "GET /api/evidence/oversight",
@@ -834,7 +840,7 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
 
 def _verify_shown(app: ClarosResolver, workspace: str) -> dict[str, Any]:
     store, tamper = app.services.store, app.services.tamper
-    report = verified_report(store, workspace)
+    report = verified_report(store, workspace, keep=app.services.settings.keeps_verified_state)
     if tamper is not None:
         report.failures.extend(tampering_report(store, tamper, workspace)[1])
     return report.to_json()
