@@ -172,3 +172,17 @@ def test_the_command_rebuilds_and_refuses_plainly(tmp_path: Path) -> None:
     usage = _run("rebuild", "--data", str(data))
     assert usage.returncode == 2 and "--workspace" in usage.stderr
     assert "rebuild" in _run("--help").stdout
+
+
+def test_an_aggregate_is_replaced_only_at_the_version_read(store: Store) -> None:
+    assert store.aggregate_version(WS, "hour", 7) == (None, "absent")
+    assert store.put_aggregate(WS, "hour", 7, {"entries": 1}, expect="absent") is True
+    assert store.put_aggregate(WS, "hour", 7, {"entries": 9}, expect="absent") is False
+    bucket, version = store.aggregate_version(WS, "hour", 7)
+    assert bucket == {"entries": 1}
+    store.append(WS, "check", "c1", {"result": "allow"}, ts=7 * SPANS["hour"] + 5)
+    moved, newer = store.aggregate_version(WS, "hour", 7)
+    assert newer != version and moved is not None and moved["entries"] == 2
+    assert store.put_aggregate(WS, "hour", 7, {"entries": 9}, expect=version) is False
+    assert store.put_aggregate(WS, "hour", 7, {"entries": 3}, expect=newer) is True
+    assert store.aggregate_buckets(WS, 7, 8) == [(7, {"entries": 3})]
