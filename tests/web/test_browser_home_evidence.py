@@ -165,7 +165,7 @@ def test_a_cut_list_says_so_and_links_to_the_rest(
             assert got["result"] == "ask", got
     _sign_in(driver, world, world.admin)
     agents = driver.find_element(By.ID, "agents")
-    assert "Showing the latest 5 of 8. In Activity: 1 stopped 7 asked" in agents.text
+    assert "Showing the latest 5 of 8. In Activity: 1 stopped, 7 asked" in agents.text
     _both_widths(driver, screens, "home-admin-cut")
     agents.find_element(By.LINK_TEXT, "7 asked").click()
     _wait(driver, lambda d: "/app/activity" in d.current_url, "Activity, filtered")
