@@ -146,3 +146,29 @@ def test_evidence_shows_the_verified_state_and_verifies_everything(
     flash = driver.find_element(By.CSS_SELECTOR, "[role=status]").text
     assert flash == "Verified everything: the whole chain holds."
     assert "Last verified in full" in driver.find_element(By.ID, "chain").text
+
+
+def test_a_cut_list_says_so_and_links_to_the_rest(
+    driver: Any,  # noqa: F811
+    world: World,  # noqa: F811
+    traffic: dict[str, Any],
+    screens: Path,
+) -> None:
+    """Last in this module: it adds asks the tests above do not count. Home keeps the
+    latest 5 flagged checks per agent; it says how many there are and links to Activity
+    filtered to them (issue 13, item 3)."""
+    with httpx.Client(base_url=world.url, timeout=30) as api:
+        for n in range(6):
+            call = check_body(arguments={"order": f"P{n}", "amount": 80, "currency": "EUR",
+                                         "order_total": 100})  # fmt: skip
+            got = api.post("/v1/check", json=call, headers=bearer(world.agent)).json()
+            assert got["result"] == "ask", got
+    _sign_in(driver, world, world.admin)
+    agents = driver.find_element(By.ID, "agents")
+    assert "Showing the latest 5 of 8. In Activity: 1 stopped, 7 asked" in agents.text
+    _both_widths(driver, screens, "home-admin-cut")
+    agents.find_element(By.LINK_TEXT, "7 asked").click()
+    _wait(driver, lambda d: "/app/activity" in d.current_url, "Activity, filtered")
+    rows = driver.find_elements(By.CSS_SELECTOR, "table.activity-table tbody tr")
+    assert len(rows) == 7 and all("ask" in r.text.lower() for r in rows)
+    assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "claude-code"

@@ -39,6 +39,8 @@ EXPECTED_PUBLIC = {
     ("GET", "/app/signin"),
     ("POST", "/app/signin"),
     ("GET", "/app/static/{name}"),
+    # template.yaml's catch-all: any other /app path gets the web app's 404 page in AWS.
+    ("GET", "/app/{proxy+}"),
     ("POST", "/v1/device/code"),
     ("POST", "/v1/device/token"),
 }

@@ -226,3 +226,9 @@ def _near_of(node: dict[str, Any], rec: Mapping[str, Any]) -> None:
     if rec.get("amount") is not None:
         currency = str(rec.get("currency") or "unknown")
         _decimal_add(_sub(_sub(node, "sev_amounts"), severity), currency, rec["amount"])
+
+
+if __name__ == "__main__":  # python -m claros.aggregates rebuild --workspace WS
+    from claros.rebuild import main
+
+    raise SystemExit(main())

@@ -15,8 +15,12 @@ agent's or a service key), and never with the key that asked or any key derived 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,23 +30,26 @@ from claros.auth import PERSON_KINDS, Principal, member_role
 from claros.canonical import canonical_bytes
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
-from claros.errors import ConflictError, ForbiddenError, NotFoundError
+from claros.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 __all__ = [
+    "ASK_FILTERS",
     "AnswerRequest",
+    "AskPage",
     "answer_ask",
     "ask_view",
     "call_hash",
-    "list_my_asks",
+    "my_asks_page",
     "open_ask",
     "use_approval",
     "visible_ask",
 ]
 
 COLLECTION = "ask"
+_ASK_ID = re.compile(r"^ask_[0-9a-f]{28}$")
 
 
 class AnswerRequest(BaseModel):
@@ -171,29 +178,79 @@ def visible_ask(store: Store, principal: Principal, ask_id: str) -> dict[str, An
     return ask
 
 
-def list_my_asks(
-    store: Store, principal: Principal, *, include_closed: bool, limit: int
-) -> list[dict[str, Any]]:
+ASK_FILTERS = ("open", "all", "answered")  # which of the person's asks a listing shows
+# Asks read per page at most: a listing of answered asks skips the open ones (and the
+# reverse), so a page may come back short, with a cursor to read on (as Activity does).
+ASK_SCAN_LIMIT = 1_000
+_ASK_CURSOR = "a1:"
+
+
+def encode_ask_cursor(ask_id: str) -> str:
+    return base64.urlsafe_b64encode((_ASK_CURSOR + ask_id).encode()).decode().rstrip("=")
+
+
+def decode_ask_cursor(cursor: str) -> str:
+    bad = BadRequestError("cursor is not one this server gave out: start again from the first page")
+    if len(cursor) > 100:
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, ValueError):
+        raise bad from None
+    if not raw.startswith(_ASK_CURSOR) or not _ASK_ID.match(raw[len(_ASK_CURSOR) :]):
+        raise bad
+    return raw[len(_ASK_CURSOR) :]
+
+
+@dataclass(frozen=True, slots=True)
+class AskPage:
+    asks: list[dict[str, Any]]  # ask views, newest first
+    next: str | None  # the cursor of the next page (opaque), None on the last
+
+
+def _wanted(show: str, view: Mapping[str, Any]) -> bool:
+    if show == "all":
+        return True
+    return bool(view["status"] == "open") == (show == "open")
+
+
+def my_asks_page(
+    store: Store,
+    principal: Principal,
+    *,
+    show: str = "open",
+    limit: int = 50,
+    cursor: str | None = None,
+) -> AskPage:
+    """A page of the asks routed to the caller, newest first: the open ones, every one
+    (``all``) or those no longer open (``answered``: approved, denied or expired). The page
+    ends with a cursor whenever more may follow, so no listing stops silently."""
     if not principal.person:
         raise ForbiddenError("asks are answered by people: use a person's key")
+    if show not in ASK_FILTERS:
+        raise BadRequestError(f"show must be one of {', '.join(ASK_FILTERS)}, not {show!r}")
+    after = decode_ask_cursor(cursor) if cursor else None
     out: list[dict[str, Any]] = []
     now = now_ms()
-    after = None
-    while len(out) < limit:
+    scanned = 0
+    last: str | None = None  # the last key read: where the next page starts
+    while True:
         page = store.query_docs(
             principal.workspace, _mine(principal.person), after=after, limit=100, descending=True
         )
         for doc in page:
             ask = store.get_doc(principal.workspace, COLLECTION, doc.key)
-            if ask is None:
-                continue
-            view = ask_view(ask.value, now)
-            if include_closed or view["status"] == "open":
+            if ask is not None and _wanted(show, view := ask_view(ask.value, now)):
+                if len(out) == limit:  # one past the page: there is a next page
+                    return AskPage(out, encode_ask_cursor(str(last)))
                 out.append(view)
+            last = doc.key
+            scanned += 1
+            if scanned >= ASK_SCAN_LIMIT:  # a short page; read on from here
+                return AskPage(out, encode_ask_cursor(doc.key))
         if len(page) < 100:
-            break
+            return AskPage(out, None)
         after = page[-1].key
-    return out[:limit]
 
 
 def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> str:

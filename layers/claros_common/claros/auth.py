@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import secrets
 import sys
@@ -319,7 +318,7 @@ def _life_days(kind: str, expires_days: int | None) -> int:
     return days
 
 
-def authenticate(store: Store, authorization: str | None) -> Principal:
+def authenticate(store: Store, authorization: str | None, *, note_use: bool = True) -> Principal:
     """The caller behind an ``Authorization: Bearer <key>`` header, or 401."""
     if not authorization:
         raise UnauthorizedError("no key: send Authorization: Bearer <key>")
@@ -329,7 +328,7 @@ def authenticate(store: Store, authorization: str | None) -> Principal:
         raise UnauthorizedError("Authorization must be 'Bearer <key>'")
     if not _KEY.match(key):
         raise UnauthorizedError("not a Claros key")
-    return key_principal(store, hash_key(key))
+    return key_principal(store, hash_key(key), note_use=note_use)
 
 
 class KeyRefused(UnauthorizedError):
@@ -342,10 +341,11 @@ class KeyRefused(UnauthorizedError):
         self.problem = problem
 
 
-def key_principal(store: Store, digest: str) -> Principal:
+def key_principal(store: Store, digest: str, *, note_use: bool = True) -> Principal:
     """Who a key (by its hash) is, checked as every request checks it: for a bearer key
     and for the key a web session was opened with alike. KeyRefused when it no longer
-    stands."""
+    stands. ``note_use``: write its last use (Settings.notes_key_use: not from a role that
+    may not write, template.yaml)."""
     doc = store.get_doc(GLOBAL, "key", digest)
     if doc is None or doc.value.get("revoked_at"):
         raise KeyRefused("unknown or revoked key", "revoked")
@@ -366,7 +366,8 @@ def key_principal(store: Store, digest: str) -> Principal:
             raise KeyRefused("this audit key expired: its maker can make another", "expired")
     lineage = tuple(str(k) for k in info.get("lineage") or ())
     _check_ancestors(store, workspace, lineage)
-    _note_use(store, doc, now)
+    if note_use:
+        _note_use(store, doc, now)
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
 
 
@@ -422,8 +423,6 @@ def _note_use(store: Store, doc: Doc, now: int) -> None:
     the race to another (or to a revocation, which wins) or that meets a read-only or full
     disk, or a function whose role may not write docs (AWS: the evidence readers), is
     answered all the same."""
-    if os.environ.get("CLAROS_NOTE_KEY_USE") == "no":  # template.yaml: read-only roles
-        return
     last = doc.value.get("last_used_at")
     if isinstance(last, int) and 0 <= now - last < LAST_USED_EVERY_MS:
         return

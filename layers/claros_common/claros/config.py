@@ -32,7 +32,14 @@ ENV = {
     "judge": "CLAROS_JUDGE",
     "judge_model": "CLAROS_JUDGE_MODEL",
     "mapper_model": "CLAROS_MAPPER_MODEL",
+    "role_writes": "CLAROS_ROLE_WRITES",
 }
+
+# The writes a function's role may make besides its own work (template.yaml narrows each
+# role): ``verified_state``, the verified-through state (only the signer role, which
+# LeadingKeys lets write it); ``key_use``, a key's last use (not the read-only roles).
+RoleWrite = Literal["verified_state", "key_use"]
+ROLE_WRITES: tuple[RoleWrite, ...] = ("verified_state", "key_use")
 
 
 class ConfigError(ValueError):
@@ -78,6 +85,17 @@ class Settings(BaseModel):
     # proposer alone, which needs no model.
     mapper_model: str = ""
     max_depth: int = 32
+    # Which of ROLE_WRITES this process may make (CLAROS_ROLE_WRITES, comma-separated; an
+    # empty value: none). Locally every one; the domain code takes them as arguments.
+    role_writes: frozenset[RoleWrite] = frozenset(ROLE_WRITES)
+
+    @property
+    def keeps_verified_state(self) -> bool:
+        return "verified_state" in self.role_writes
+
+    @property
+    def notes_key_use(self) -> bool:
+        return "key_use" in self.role_writes
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -85,6 +103,9 @@ class Settings(BaseModel):
         Claros cannot use is a ``ConfigError`` naming each variable that is wrong."""
         env = os.environ if env is None else env
         values: dict[str, object] = {field: env[name] for field, name in ENV.items() if name in env}
+        if isinstance(values.get("role_writes"), str):
+            values["role_writes"] = [w.strip() for w in str(values["role_writes"]).split(",")
+                                     if w.strip()]  # fmt: skip
         if values.get("store") == "dynamodb":  # AWS: KMS keys, checkpoints from the stream
             values.setdefault("signer", "kms")
             values.setdefault("inline_checkpoints", "false")

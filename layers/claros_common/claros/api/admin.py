@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
-from claros.asks import AnswerRequest, answer_ask, list_my_asks
+from claros.asks import AnswerRequest, answer_ask, my_asks_page
 from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
@@ -139,12 +139,18 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
 
     @routed(app, "GET", "/api/asks", READERS)
     def asks(principal: Principal) -> Any:
-        # The asks routed to the caller (?mine=1, the only view a person has); open ones
-        # unless ?all=1.
+        # The asks routed to the caller (?mine=1, the only view a person has), newest
+        # first: open ones unless ?all=1 (every one) or ?answered=1 (no longer open), a
+        # page at a time (?cursor= the previous page's next).
         _flag(app, "mine")
+        everything, answered = _flag(app, "all"), _flag(app, "answered")
+        if everything and answered:
+            raise BadRequestError("give all=1 or answered=1, not both")
+        show = "all" if everything else "answered" if answered else "open"
         limit = query_int(app, "limit", 50, minimum=1, maximum=200)
-        found = list_my_asks(store, principal, include_closed=_flag(app, "all"), limit=limit)
-        return {"asks": found}
+        cursor = (app.current_event.query_string_parameters or {}).get("cursor") or None
+        found = my_asks_page(store, principal, show=show, limit=limit, cursor=cursor)
+        return {"asks": found.asks, "next": found.next}
 
     @routed(app, "POST", "/api/asks/{ask_id}/answer", PEOPLE, refusal=ANSWER)
     def answer(principal: Principal, ask_id: str) -> Any:

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from claros.api.http import ClarosResolver, json_response, routed
-from claros.auth import Principal
+from claros.auth import Principal, workspaces
 from claros.checkpoints import Tail, entry_at, sign_checkpoint, sign_due, unsigned_tails
 from claros.clock import now_ms
 from claros.errors import ConflictError
+from claros.evidence.verified import catch_up_quietly
 from claros.ledger import Checkpoint, Entry
 from claros.signing import SigningError
 from claros.tamper import tampering_in
@@ -101,7 +102,17 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
             # Retrying the batch would not help; the refusal is logged and counted.
             log.error("CHECKPOINT REFUSED: %s", exc)
             services.metric("CheckpointRefused", 1)
+    _catch_up(services, {cp.workspace for cp in signed})
     return signed
+
+
+def _catch_up(services: Services, names: Iterable[str]) -> None:
+    """The verified-through state of each workspace, made or moved on one bounded step
+    (claros.evidence.verified.catch_up): only this function's role may keep it."""
+    if not services.settings.keeps_verified_state:
+        return
+    for workspace in sorted(names):
+        catch_up_quietly(services.store, workspace)
 
 
 def checkpoint_lag(tails: Iterable[Tail], now: int) -> tuple[int, float]:
@@ -120,7 +131,7 @@ def on_schedule(services: Services) -> list[Checkpoint]:
     lag_entries, lag_seconds = checkpoint_lag(tails, now)
     services.metric("CheckpointLagEntries", lag_entries)
     services.metric("CheckpointLagSeconds", lag_seconds)
-    return sign_due(
+    signed = sign_due(
         services.store,
         services.signer,
         tails,
@@ -129,3 +140,7 @@ def on_schedule(services: Services) -> list[Checkpoint]:
         now=now,
         anchor=services.anchor,
     )
+    # Every workspace, signed now or not: an idle ledger's first state is made (a step
+    # per tick) even when no new checkpoint comes.
+    _catch_up(services, workspaces(services.store))
+    return signed

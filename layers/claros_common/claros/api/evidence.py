@@ -65,11 +65,12 @@ def register(app: ClarosResolver) -> None:
         if full not in ("true", "false"):
             raise BadRequestError("full must be true or false")
         workspace = principal.workspace
+        keep = app.services.settings.keeps_verified_state
         if full == "true":
             report = verify_workspace(store, workspace)
-            keep_full(store, workspace, report)
+            keep_full(store, workspace, report, keep=keep)
         else:
-            report = verified_report(store, workspace)
+            report = verified_report(store, workspace, keep=keep)
         body = {**report.to_json(), "verified": state_json(store, workspace)}
         tamper = app.services.tamper
         if tamper is None:
@@ -88,7 +89,8 @@ def register(app: ClarosResolver) -> None:
     def aiuc1(principal: Principal) -> Any:
         days = query_int(app, "days", 90, minimum=1, maximum=MAX_DAYS)
         fast = query_int(app, "fast_seconds", settings.fast_approval_s, maximum=86_400)
-        return aiuc1_pack(store, principal.workspace, days=days, fast_seconds=fast)
+        return aiuc1_pack(store, principal.workspace, days=days, fast_seconds=fast,
+                          keep_state=app.services.settings.keeps_verified_state)  # fmt: skip
 
     @routed(app, "GET", "/api/evidence/oversight", ADMINS)
     def owners(principal: Principal) -> Any:

@@ -50,6 +50,7 @@ __all__ = [
     "public",
     "query_int",
     "routed",
+    "template_only",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -240,6 +241,15 @@ def public(
     return decorate
 
 
+def template_only(method: str, path: str, *, reason: str) -> None:
+    """A route API Gateway sends to a function whose resolver has no route for it (a
+    greedy ``{proxy+}`` catch-all: the not-found handler answers). Recorded as public
+    (no credential at the gateway, ``reason`` says why) so the template tests see it."""
+    if (method, path) in PERMISSIONS:
+        raise RuntimeError(f"{method} {path} is declared with key kinds")
+    PUBLIC[(method, path)] = reason
+
+
 def _depth(value: Any, limit: int) -> int:
     """Nesting depth of a parsed JSON value, without recursion."""
     deepest = 0
@@ -340,4 +350,8 @@ def once(
 
 
 def principal_of(app: ClarosResolver) -> Principal:
-    return authenticate(app.services.store, app.current_event.headers.get("authorization"))
+    return authenticate(
+        app.services.store,
+        app.current_event.headers.get("authorization"),
+        note_use=app.services.settings.notes_key_use,
+    )

@@ -13,6 +13,7 @@ serve (the export, the printable report) are plain links: GET routes take the co
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import threading
@@ -37,6 +38,7 @@ from claros.api.http import (
     json_response,
     parse_json,
     public,
+    template_only,
     validate_object,
     validation_details,
 )
@@ -436,6 +438,9 @@ def _more_routes(app: ClarosResolver) -> None:
 
     web_rules.register(app)
     app.page_not_found = functools.partial(_page_not_found, app)
+    # In AWS, API Gateway answers a path no route names itself (JSON): this catch-all
+    # sends the rest of /app here, to the page above.
+    template_only("GET", "/app/{proxy+}", reason="any other /app path: the 404 page")
 
 
 SIGN_OUT_BY_LINK = (
@@ -446,15 +451,15 @@ SIGN_OUT_BY_LINK = (
 
 def _page_not_found(app: ClarosResolver) -> Response[str] | None:
     """An /app path no route serves: the web app's error page (signed in or not), not the
-    API's JSON, unless the client asks for JSON only. ``GET /app/signout`` is one: signing
-    out changes state, so it is a form's POST (with the CSRF token), never a link's GET."""
+    API's "no route" JSON; a client that asks for JSON only gets the same answer as JSON.
+    ``GET /app/signout`` is one: signing out changes state, so it is a form's POST (with
+    the CSRF token), never a link's GET."""
     event = app.current_event
     path = event.path
     if not (path == "/app" or path.startswith("/app/")):
         return None
     accept = _headers(app).get("accept") or ""
-    if "application/json" in accept and "text/html" not in accept:
-        return None
+    json_only = "application/json" in accept and "text/html" not in accept
     principal: Principal | None = None
     try:
         principal = caller(app, PEOPLE, web=True)
@@ -465,8 +470,12 @@ def _page_not_found(app: ClarosResolver) -> Response[str] | None:
     else:
         status = 404
         message = "There is no such page. Check the address, or start again from Home."
-    chrome = _chrome(app, principal)
-    response = html_response(pages.error_page(chrome, status, message), status)
+    if json_only:
+        code = "not_found" if status == 404 else "method_not_allowed"
+        response = json_response({"error": code, "message": f"no page {path}: {message}"}, status)
+    else:
+        chrome = _chrome(app, principal)
+        response = html_response(pages.error_page(chrome, status, message), status)
     if status == 405:
         response.headers["Allow"] = "POST"
     return response
@@ -586,14 +595,18 @@ def _home_routes(app: ClarosResolver) -> None:
         # An admin's Home shows the workspace's agents (the demo's act for its members,
         # not for the admin); a member's, the agents acting for them.
         wide = principal.is_admin
-        window = window_bucket(store, principal.workspace, now - days * 86_400_000, now + 1,
+        since_ms = now - days * 86_400_000
+        window = window_bucket(store, principal.workspace, since_ms, now + 1,
                                only=HOME_PARTS)  # fmt: skip
+        answered = answered_asks(store, principal)
         body = pages.home_page(
             _chrome(app, principal, "home"),
             asks=asks,
             asks_open=queue.open,
             asks_more="/app/asks?mine=1" if queue.next else "",
-            answered=answered_asks(store, principal),
+            answered=answered.asks,
+            answered_more="/app/asks?answered=1" if answered.next else "",
+            since=dt.datetime.fromtimestamp(since_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M"),
             agents=agents_of(store, principal, days=days, now=now, workspace_wide=wide,
                              bucket=window),
             timeline=timeline(store, principal, limit=25, before=before),
@@ -712,7 +725,7 @@ def _evidence_routes(app: ClarosResolver) -> None:
     def verify_everything(principal: Principal) -> Response[str]:
         """Verify everything now: the whole chain again, not only its new segments."""
         read_input(app, VerifyForm, empty_ok=True)
-        state = verify_now(store, principal.workspace)
+        state = verify_now(store, principal.workspace, keep=services.settings.keeps_verified_state)
         if _wants_html(app):
             verdict = "ok" if not state["failures"] else "failed"
             return redirect(f"/app/evidence?verified={verdict}#chain")
@@ -804,8 +817,14 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
         aiuc1=_direct(
             "GET /api/evidence/aiuc1",
             lambda: aiuc1_pack(
-                store, workspace, days=90, fast_seconds=fast, now=end, counters=window
-            ),
+                store,
+                workspace,
+                days=90,
+                fast_seconds=fast,
+                now=end,
+                counters=window,
+                keep_state=app.services.settings.keeps_verified_state,
+            ),  # fmt: skip
         ),
         oversight=_direct(
             "GET /api/evidence/oversight",
@@ -821,7 +840,7 @@ def _evidence(app: ClarosResolver, principal: Principal) -> EvidenceData:
 
 def _verify_shown(app: ClarosResolver, workspace: str) -> dict[str, Any]:
     store, tamper = app.services.store, app.services.tamper
-    report = verified_report(store, workspace)
+    report = verified_report(store, workspace, keep=app.services.settings.keeps_verified_state)
     if tamper is not None:
         report.failures.extend(tampering_report(store, tamper, workspace)[1])
     return report.to_json()

@@ -29,6 +29,7 @@ from claros.api.web import (
     redirect,
 )
 from claros.ask_queue import sees_every_ask
+from claros.asks import my_asks_page
 from claros.auth import Principal
 from claros.clock import now_ms
 from claros.errors import BadRequestError
@@ -109,6 +110,8 @@ def _ask_routes(app: ClarosResolver) -> None:
     @page(app, "GET", "/app/asks", PEOPLE, ANSWER)
     def asks(principal: Principal) -> Response[str]:
         query = _query(app)
+        if query.get("answered") in ("1", "true"):
+            return _answered_page(app, principal)
         mine = query.get("mine") in ("1", "true")
         after = query.get("after") or None
         limit = query_int(app, "limit", PAGE, minimum=1, maximum=200)
@@ -138,6 +141,26 @@ def _ask_routes(app: ClarosResolver) -> None:
             once=one_use_field,
         )
         return html_response(body)
+
+
+def _answered_page(app: ClarosResolver, principal: Principal) -> Response[str]:
+    """The asks routed to the person that are no longer open, newest first, page by page
+    (Home's "Recently answered" links here for the rest)."""
+    cursor = _query(app).get("cursor") or None
+    limit = query_int(app, "limit", PAGE, minimum=1, maximum=200)
+    found = my_asks_page(app.services.store, principal, show="answered", limit=limit,
+                         cursor=cursor)  # fmt: skip
+    if not _wants_html(app):
+        return json_response({"asks": found.asks, "next": found.next})
+    next_href = (
+        "/app/asks?" + urlencode({"answered": "1", "cursor": found.next}) if found.next else None
+    )
+    body = render_page(
+        "asks_answered.html", _chrome(app, principal, "asks"), title="Answered asks",
+        lede="The asks routed to you that are no longer open, the newest first.",
+        asks=found.asks, next_href=next_href, first_page=cursor is None,
+    )  # fmt: skip
+    return html_response(body)
 
 
 # --- Keys & people ----------------------------------------------------------------------

@@ -138,10 +138,12 @@ def aiuc1_pack(
     now: int | None = None,
     scan: bool = False,
     counters: Counters | None = None,
+    keep_state: bool = True,
 ) -> dict[str, Any]:
     """The pack over the last ``days``, counted from the hourly aggregates; ``scan=True``
     feeds every record of the window instead (the reference the tests compare with).
-    ``counters``: that window's, counted already (the Evidence page shares them)."""
+    ``counters``: that window's, counted already (the Evidence page shares them).
+    ``keep_state``: save the verified-through state it advances (Settings.role_writes)."""
     end = now if now is not None else now_ms()
     start = end - days * DAY_MS
     versions = load_versions(store, workspace)
@@ -159,7 +161,7 @@ def aiuc1_pack(
     rules = _rules(store, workspace, versions)
     retention = get_retention(store, workspace)
     # The verified-through state (claros.evidence.verified), brought up to the head.
-    chain = verified_report(store, workspace).to_json()
+    chain = verified_report(store, workspace, keep=keep_state).to_json()
     chain["failures"] = chain["failures"][:20]
     agents = coverage.agents()
     checks = activity.checks_json()

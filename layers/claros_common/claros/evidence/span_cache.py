@@ -10,8 +10,9 @@ It holds while no entry appended since is stamped inside the range: on reuse the
 after the head it was read at are read (the ledger's own rows, no records), and any one
 stamped in the range, or more than ``MAX_NEW`` of them, reads the range again. A prune
 changes the log's first seq, which is part of the key. The aggregates are written with
-their entries in one transaction by both stores, and nothing else writes them, so what
-is kept is what a fresh read would give. Per process (a Lambda's container, the local
+their entries in one transaction by both stores; the one other writer, a rebuild
+(``claros.rebuild``, maybe in another process), ends by writing a new random stamp doc,
+which is part of the key too, so what is kept is what a fresh read would give. Per process (a Lambda's container, the local
 server), per store object (weakly: a closed store's go with it).
 """
 
@@ -26,12 +27,16 @@ from typing import Any, TypeVar
 
 from claros.store.base import Store
 
-__all__ = ["MAX_KEPT", "MAX_NEW", "cached", "clear"]
+__all__ = ["MAX_KEPT", "MAX_NEW", "STAMP_COLLECTION", "STAMP_KEY", "cached", "clear"]
 
 T = TypeVar("T")
 
 MAX_NEW = 5_000  # entries appended since the read that are checked before reading again
 MAX_KEPT = 64  # ranges kept per store (a window reads five; pages read a few windows)
+# One doc per workspace, rewritten with a new random stamp when a rebuild replaced its
+# aggregates: ranges kept under another stamp are not used again (one keyed read a call).
+STAMP_COLLECTION = "aggregate_stamp"
+STAMP_KEY = "rebuilt"
 
 
 @dataclass(slots=True)
@@ -47,6 +52,11 @@ _KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[Hashable, _Kept]] = weakref.We
 def _head_seq(store: Store, workspace: str) -> int:
     head = store.head(workspace)
     return head.seq if head is not None else 0
+
+
+def _stamp(store: Store, workspace: str) -> str:
+    doc = store.get_doc(workspace, STAMP_COLLECTION, STAMP_KEY)
+    return "" if doc is None else str(doc.value.get("stamp", ""))
 
 
 def _unchanged(store: Store, workspace: str, kept: _Kept, lo: int, hi: int, now: int) -> bool:
@@ -75,7 +85,7 @@ def cached(
     when no entry since is stamped in that range. ``head``: the chain head's seq, read
     already by the caller before anything of the range; the value must not be changed."""
     now = _head_seq(store, workspace) if head is None else head
-    full = (workspace, key, lo, hi)
+    full = (workspace, key, lo, hi, _stamp(store, workspace))
     with _LOCK:
         ranges = _KEPT.get(store)
         kept = ranges.get(full) if ranges is not None else None

@@ -437,3 +437,19 @@ class Store(Protocol):
         """The latest signed checkpoint at a seq below ``seq`` (None: none): one keyed
         read, where ``checkpoints`` would list every one below."""
         ...
+
+    # --- rebuilding the aggregates (issue 13: ledgers older than the aggregates) --------
+    def aggregate_version(
+        self, workspace: str, span: str, start: int
+    ) -> tuple[dict[str, Any] | None, str]:
+        """One hour's or day's aggregate as stored (None: none) and an opaque version of
+        it, which changes whenever an append folds into it."""
+        ...
+
+    def put_aggregate(
+        self, workspace: str, span: str, start: int, bucket: Mapping[str, Any], *, expect: str
+    ) -> bool:
+        """Replace that aggregate with ``bucket`` if it is still at the version ``expect``
+        (``aggregate_version``); False, nothing written, when an append folded into it
+        since (``claros.rebuild`` then folds the new entries in and tries again)."""
+        ...

@@ -748,6 +748,45 @@ class DynamoStore:
         ).get("Item")
         return jsonutil.loads(got["body"]["S"]) if got else None
 
+    def aggregate_version(
+        self, workspace: str, span: str, start: int
+    ) -> tuple[dict[str, Any] | None, str]:
+        key = self._aggregate_key(workspace, span, start)
+        got = self.client.get_item(TableName=self.state_table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        if not got:
+            return None, "absent"
+        return jsonutil.loads(zlib.decompress(got["body"]["B"])), str(int(got["rev"]["N"]))
+
+    def put_aggregate(
+        self, workspace: str, span: str, start: int, bucket: Mapping[str, Any], *, expect: str
+    ) -> bool:
+        # The same revision counter the appends' conditional puts move (_aggregate_put).
+        key = self._aggregate_key(workspace, span, start)
+        rev = 0 if expect == "absent" else int(expect)
+        put: dict[str, Any] = {
+            "TableName": self.state_table,
+            "Item": {
+                **key,
+                "rev": _n(rev + 1),
+                "body": {"B": zlib.compress(jsonutil.dumps(dict(bucket)).encode())},
+            },
+        }
+        if expect == "absent":
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "#rev = :rev"
+            put["ExpressionAttributeNames"] = {"#rev": "rev"}
+            put["ExpressionAttributeValues"] = {":rev": _n(rev)}
+        try:
+            self.client.put_item(**put)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def save_verified_state(
         self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
     ) -> bool:

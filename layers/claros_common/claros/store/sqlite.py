@@ -17,6 +17,7 @@ appends, each in a savepoint, and commits once; the others wait for their answer
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 import time
@@ -495,6 +496,45 @@ class SqliteStore:
             (workspace, span, first, last),
         )
         return [(int(start), jsonutil.loads(body)) for start, body in rows]
+
+    def aggregate_version(
+        self, workspace: str, span: str, start: int
+    ) -> tuple[dict[str, Any] | None, str]:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?",
+                (workspace, span, start),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None, "absent"
+        return jsonutil.loads(row[0]), hashlib.sha256(str(row[0]).encode()).hexdigest()
+
+    def put_aggregate(
+        self, workspace: str, span: str, start: int, bucket: Mapping[str, Any], *, expect: str
+    ) -> bool:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")  # appends fold in their own IMMEDIATE transaction
+        try:
+            row = conn.execute(
+                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?",
+                (workspace, span, start),
+            ).fetchone()
+            now = "absent" if row is None else hashlib.sha256(str(row[0]).encode()).hexdigest()
+            if now != expect:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)",
+                (workspace, span, start, jsonutil.dumps(dict(bucket))),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return True
 
     def verified_state(self, workspace: str) -> dict[str, Any] | None:
         row = (

@@ -203,6 +203,8 @@ def home_page(
     flash: Safe = NOTHING,
     asks_open: int | None = None,
     asks_more: str = "",
+    answered_more: str = "",
+    since: str = "",
 ) -> str:
     """Home (``templates/home.html``): asks, agents over the chosen window, charts, the
     person's answers and timeline."""
@@ -233,6 +235,9 @@ def home_page(
         once=secrets.token_urlsafe(16),
         asks_open=len(asks) if asks_open is None else asks_open,
         asks_more=asks_more,
+        answered_more=answered_more,
+        since=since,
+        flagged_results=("stop", "ask", "nudge"),
     )
 
 

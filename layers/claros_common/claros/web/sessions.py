@@ -160,10 +160,10 @@ _SESSION_REFUSED = {
 }
 
 
-def _key_principal(store: Store, digest: str) -> Principal:
+def _key_principal(store: Store, digest: str, *, note_use: bool = True) -> Principal:
     """The key a session was opened with, re-checked as every bearer key is."""
     try:
-        return key_principal(store, digest)
+        return key_principal(store, digest, note_use=note_use)
     except KeyRefused as exc:
         raise UnauthorizedError(_SESSION_REFUSED[exc.problem]) from None
 
@@ -214,7 +214,9 @@ def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str
     return session_id, principal
 
 
-def load_session(store: Store, session_id: str, *, now: int | None = None) -> Principal:
+def load_session(
+    store: Store, session_id: str, *, now: int | None = None, note_use: bool = True
+) -> Principal:
     """The person behind a session id, or 401 (unknown, signed out, expired, key revoked)."""
     if len(session_id) > 128:
         raise UnauthorizedError("not a Claros session: sign in again")
@@ -223,7 +225,7 @@ def load_session(store: Store, session_id: str, *, now: int | None = None) -> Pr
         raise UnauthorizedError("you are signed out (or the session is unknown): sign in again")
     if int(doc.value["expires_at"]) <= (now or now_ms()):
         raise UnauthorizedError("your session expired: sign in again")
-    principal = _key_principal(store, str(doc.value["key_hash"]))
+    principal = _key_principal(store, str(doc.value["key_hash"]), note_use=note_use)
     if principal.kind not in SIGN_IN_KINDS:  # opened when agent keys still could
         raise UnauthorizedError("sessions are opened with a person key now: sign in again")
     return principal
@@ -302,7 +304,7 @@ def session_principal(services: Services, event: Mapping[str, Any]) -> Principal
     session_id = read_session_id(event)
     if session_id is None:
         return None
-    principal = load_session(services.store, session_id)
+    principal = load_session(services.store, session_id, note_use=services.settings.notes_key_use)
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "GET"))
     if method.upper() not in SAFE_METHODS:
         check_csrf(event, session_id, services.settings.max_body_bytes)
@@ -327,7 +329,13 @@ def request_principal(
             found = session_principal(services, event)
         else:
             session_id = read_session_id(event)
-            found = None if session_id is None else load_session(services.store, session_id)
+            found = (
+                None
+                if session_id is None
+                else load_session(
+                    services.store, session_id, note_use=services.settings.notes_key_use
+                )
+            )
         if found is not None:
             return found
-    return authenticate(services.store, authorization)
+    return authenticate(services.store, authorization, note_use=services.settings.notes_key_use)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claros.ask_queue import QueuePage, queue_page
-from claros.asks import ask_view, list_my_asks
+from claros.asks import AskPage, ask_view, my_asks_page
 from claros.auth import Principal
 from claros.check_rows import approved_repeat
 from claros.clock import now_ms
@@ -85,9 +85,10 @@ def open_asks(store: Store, principal: Principal, *, limit: int = 50) -> list[di
     return waiting(store, principal, limit=limit)[0]
 
 
-def answered_asks(store: Store, principal: Principal, *, limit: int = 10) -> list[dict[str, Any]]:
-    found = list_my_asks(store, principal, include_closed=True, limit=limit * 3)
-    return [a for a in found if a["status"] != "open"][:limit]
+def answered_asks(store: Store, principal: Principal, *, limit: int = 10) -> AskPage:
+    """The newest asks routed to the person that are no longer open, and the cursor of the
+    rest (Home links to them on the Asks page)."""
+    return my_asks_page(store, principal, show="answered", limit=limit)
 
 
 @dataclass
