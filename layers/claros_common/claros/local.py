@@ -114,8 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.connection_timeout_s)
-        # Headers and body go out in two writes; without this, Nagle's algorithm and the
-        # client's delayed ACK add ~40 ms to every answer on a keep-alive connection.
+        # A streamed answer goes out in several writes; without this, Nagle's algorithm
+        # and the client's delayed ACK add ~40 ms to them on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def handle_expect_100(self) -> bool:
