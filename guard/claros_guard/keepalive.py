@@ -213,7 +213,7 @@ async def _read_body(
     if method == "HEAD" or status in (204, 304):
         return b"", keep
     if "chunked" in found.get("transfer-encoding", "").lower():
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
             if size == 0:

@@ -36,9 +36,8 @@ def _count_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return write
 
     monkeypatch.setattr(socket.SocketIO, "write", counted(socket.SocketIO.write))
-    monkeypatch.setattr(
-        socketserver._SocketWriter, "write", counted(socketserver._SocketWriter.write)
-    )
+    unbuffered = socketserver._SocketWriter  # type: ignore[attr-defined]
+    monkeypatch.setattr(unbuffered, "write", counted(unbuffered.write))
     return writes
 
 
