@@ -39,6 +39,7 @@ from claros_guard.errors import (
     ClarosUnavailableError,
     ConfigError,
 )
+from claros_guard.keepalive import KeepAlivePool, proxied
 from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
@@ -157,7 +158,7 @@ def _code(response: httpx.Response) -> str:
 
 
 class HttpClarosApi:
-    """The real thing, over one keep-alive HTTP connection pool."""
+    """The real thing, over kept-alive HTTP/1.1 connections (``claros_guard.keepalive``)."""
 
     def __init__(
         self,
@@ -180,15 +181,40 @@ class HttpClarosApi:
             self.url, self.key = usable_connection(url, key)
         except CredentialsError as exc:
             raise ConfigError(str(exc)) from None
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.key}"},
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            transport=transport,
-        )
+        auth = {"Authorization": f"Bearer {self.key}"}
+        # The lean client (claros_guard.keepalive) where it goes; httpx through a proxy
+        # from the environment, or a transport given (tests).
+        self._pool: KeepAlivePool | None = None
+        self._http: httpx.AsyncClient | None = None
+        if transport is None and not proxied(self.url):
+            self._pool = KeepAlivePool(
+                self.url, auth, timeout=timeout, connect_timeout=min(timeout, 5.0)
+            )
+        else:
+            self._http = httpx.AsyncClient(
+                base_url=self.url,
+                headers=auth,
+                timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+                transport=transport,
+            )
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+    ) -> httpx.Response:
+        if self._pool is not None:
+            return await self._pool.request(method, path, body, headers)
+        assert self._http is not None
+        return await self._http.request(method, path, json=body, headers=headers)
 
     async def _send(
         self,
@@ -200,8 +226,8 @@ class HttpClarosApi:
         what: str = "check",
     ) -> Any:
         try:
-            response = await self._http.request(
-                method, path, json=dict(body) if body is not None else None, headers=headers
+            response = await self._request(
+                method, path, dict(body) if body is not None else None, headers
             )
         except httpx.TimeoutException as exc:
             raise ClarosUnavailableError(f"Claros at {self.url} did not answer in time") from exc

@@ -66,6 +66,7 @@ _MESSAGES = {
     414: "the request line is over 65536 bytes",
     431: "the request headers are too large: at most 65536 bytes a line and 100 headers",
 }
+_WRITE_BUFFER = 64 * 1024  # an answer up to this size goes out in one write
 _SPARE_RESOLVERS = 64  # resolvers kept for the next connections
 _GONE = (ConnectionError, TimeoutError)  # the client reset, closed, or stopped reading
 
@@ -105,13 +106,24 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "claros"
     sys_version = ""
+    # The answer's headers and body leave in one write (flushed when the request is
+    # done): written apart, the client wakes on the headers and, on a busy machine, the
+    # body waits for the server's next time slice (up to ~10 ms per answer, measured).
+    wbufsize = _WRITE_BUFFER
 
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.connection_timeout_s)
-        # Headers and body go out in two writes; without this, Nagle's algorithm and the
-        # client's delayed ACK add ~40 ms to every answer on a keep-alive connection.
+        # A streamed answer goes out in several writes; without this, Nagle's algorithm
+        # and the client's delayed ACK add ~40 ms to them on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue``: the interim answer goes out now (the write buffer
+        would hold it), or the client waits for it before sending the body."""
+        answered = super().handle_expect_100()
+        self.wfile.flush()
+        return answered
 
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
