@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from claros import jsonutil
 from claros.aggregates import HOUR_MS
 from claros.store.base import ConflictError, DocWrite, NewRecord
-from claros.store.buckets import BucketCache
+from claros.store.buckets import BucketCache, encode
 from claros.store.sqlite import _CHECK_COLUMNS, SqliteStore
 
 WS = "acme"
@@ -164,6 +165,40 @@ def test_concurrent_appends_fold_every_record_once(tmp_path: Path) -> None:
             assert sum(b["entries"] for b in span) == 150
             assert min(b["seq_min"] for b in span) == 1
             assert max(b["seq_max"] for b in span) == 150
+    finally:
+        store.close()
+
+
+def _other_kinds(i: int) -> list[NewRecord]:
+    """Records of every kind the aggregates count, beside the checks."""
+    return [
+        NewRecord("approval", f"q{i}", {"ask_id": f"q{i}", "check_id": f"c{i}",
+                  "decision": ("approve", "deny")[i % 2], "authority": "owner",
+                  "decided_by": "dana@example.com", "opened_at": 1, "decided_at": 5 + i}),
+        NewRecord("override", f"o{i}", {"override_id": f"o{i}", "check_id": f"c{i}",
+                  "verdict": ("wrong_stop", "missed")[i % 2], "rule_id": "r1",
+                  "check_result": "stop", "check_rules": _check(i)["rules"]}),
+        NewRecord("outcome", f"out{i}", {"agent": "cc", "key_id": "k1",
+                  "check_result": ("stop", "allow")[i % 2]}),
+        NewRecord("unchecked", f"u{i}", {"agent": {"name": "cc", "via": {"guard": "g"}},
+                  "key_id": "k1"}),
+    ]  # fmt: skip
+
+
+def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
+    """The samples' texts are reused (claros.store.buckets.encode): the bucket's text must
+    still be exactly the whole bucket written at once, for every kind of record."""
+    store = SqliteStore(tmp_path / "a.db")
+    try:
+        for i in range(30):
+            records = [NewRecord("check", f"c{i}", _check(i)), *_other_kinds(i)]
+            store.append_many(WS, records, ts=500 * HOUR_MS + (i // 10) * HOUR_MS)
+            for key, kept in store._buckets._kept.items():
+                assert kept.text == jsonutil.dumps(kept.bucket), key
+                assert encode(kept.bucket, {})[0] == kept.text
+        assert len(store._buckets) == 4  # three hours and their day
+        for *_, text in _buckets(tmp_path / "a.db"):
+            assert text == jsonutil.dumps(jsonutil.loads(text))
     finally:
         store.close()
 

@@ -47,7 +47,7 @@ from claros.store.base import (
     check_key_range,
     record_bytes,
 )
-from claros.store.buckets import BucketCache, BucketKey
+from claros.store.buckets import BucketCache, BucketKey, Kept, encode
 from claros.store.group import GroupCommit
 
 __all__ = ["SqliteStore"]
@@ -566,9 +566,7 @@ class SqliteStore:
         self._apply(conn, item.writes)
         return _Written(workspace, when, entries, records)
 
-    def _fold(
-        self, conn: sqlite3.Connection, appends: Sequence[_Written]
-    ) -> dict[BucketKey, tuple[str, dict[str, Any]]]:
+    def _fold(self, conn: sqlite3.Connection, appends: Sequence[_Written]) -> dict[BucketKey, Kept]:
         """The appends' records into their hour's and day's aggregates, inside their
         transaction: each bucket read, folded and written once, however many appends it
         takes (in seq order). Returns what was written, for the cache once committed."""
@@ -577,17 +575,17 @@ class SqliteStore:
             for span, size in SPANS.items():
                 key = (written.workspace, span, written.ts // size)
                 folds.setdefault(key, []).extend(zip(written.entries, written.records, strict=True))
-        out: dict[BucketKey, tuple[str, dict[str, Any]]] = {}
+        out: dict[BucketKey, Kept] = {}
         for key, items in folds.items():
             row = conn.execute(
                 "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?", key
             ).fetchone()
-            bucket = self._buckets.take(key, row[0] if row else None)
+            bucket, texts = self._buckets.take(key, row[0] if row else None)
             for entry, record in items:
                 fold(bucket, entry.seq, entry.kind, record)
-            text = jsonutil.dumps(bucket)
+            text, texts = encode(bucket, texts)
             conn.execute("INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)", (*key, text))
-            out[key] = (text, bucket)
+            out[key] = Kept(text, bucket, texts)
         return out
 
     def aggregate_buckets(
