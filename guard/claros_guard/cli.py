@@ -74,13 +74,18 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"claros serve needs the server extra (pip install 'getclaros[server]'): {exc}",
               file=sys.stderr)  # fmt: skip
         return 2
+    from claros_guard.errors import ConfigError as LevelError
+    from claros_guard.logs import log_level
+
     port = _serve_port(args)
     data = args.data if args.data is not None else os.environ.get("CLAROS_DATA") or ".claros"
     try:
         settings = Settings.from_env().model_copy(update={"data_dir": data})
-    except ConfigError as exc:
+        # WARNING leaves out the line per request (the access log) and its cost.
+        level = log_level()
+    except (ConfigError, LevelError) as exc:
         raise UsageError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     try:
         services = build_services(settings)
     except (StoreError, OSError, sqlite3.Error) as exc:

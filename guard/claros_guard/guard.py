@@ -28,6 +28,7 @@ from claros_guard.config import load_config
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, ConfigError, GuardError
 from claros_guard.keykind import KindCheckedApi, approving_key_in
 from claros_guard.login import url_problem
+from claros_guard.logs import log_level
 from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_dir
 from claros_guard.reporter import Reporter
 from claros_guard.session import AgentSession
@@ -48,20 +49,6 @@ class GuardPlan:
     shared: GuardSettings
     peers: Path
     timeout: float = 10.0
-
-
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-def log_level() -> str:
-    """``$CLAROS_LOG`` (default INFO); ConfigError naming the levels when it is none."""
-    level = (os.environ.get("CLAROS_LOG") or "INFO").strip().upper()
-    if level not in LEVELS:
-        raise ConfigError(
-            f"CLAROS_LOG={os.environ.get('CLAROS_LOG')!r} is not a log level: use "
-            + ", ".join(LEVELS)
-        )
-    return level
 
 
 def _seconds(name: str, default: float) -> float:

@@ -40,11 +40,12 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+# Made once, as _DECODER: json.dumps with any keyword builds a new encoder per call, which
+# costs more than writing a small value (the ledger writes several per check).
+_ENCODER = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
-    return json.dumps(
-        value,
-        default=_default,
-        ensure_ascii=False,
-        separators=(",", ":") if indent is None else None,
-        indent=indent,
-    )
+    if indent is None:
+        return _ENCODER.encode(value)  # what json.dumps does with these arguments
+    return json.dumps(value, default=_default, ensure_ascii=False, indent=indent)

@@ -48,6 +48,7 @@ from claros.store.base import (
     check_key_range,
     record_bytes,
 )
+from claros.store.buckets import BucketCache, BucketKey, Kept, encode
 from claros.store.group import GroupCommit
 
 __all__ = ["SqliteStore"]
@@ -99,6 +100,8 @@ CREATE TABLE IF NOT EXISTS prune_marks (
     workspace TEXT PRIMARY KEY, through_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- Checks are indexed by the append itself (_index_check), no longer by a trigger.
+DROP TRIGGER IF EXISTS check_index_add;
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
 BEGIN SELECT RAISE(ABORT, 'the ledger refuses updates'); END;
 DROP TRIGGER IF EXISTS ledger_delete_below_checkpoint;
@@ -130,10 +133,10 @@ CREATE TRIGGER IF NOT EXISTS checkpoints_no_delete BEFORE DELETE ON checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints refuse deletes'); END;
 """.replace("{kept}", ", ".join(f"'{kind}'" for kind in sorted(NEVER_PRUNED)))
 
-# Activity (issue 13): the fields a listing filters on, one row per check record, kept by
-# triggers on the records table (so every writer keeps it, and a prune's deletes drop its
-# rows): reading plain columns in key order instead of parsing each record's JSON makes a
-# page of 5,000 and a count of 10,000 checks cheap. Derived data, not evidence: the
+# Activity (issue 13): the fields a listing filters on, one row per check record, written
+# by the append in its transaction (_index_check) and dropped by a trigger when a prune
+# deletes the record: reading plain columns in key order instead of parsing each record's
+# JSON makes a page of 5,000 and a count of 10,000 checks cheap. Derived data, not evidence: the
 # record stays the truth (a listing returns the record's body). ``rules`` holds the rule
 # ids as " a b " so one instr() finds an id.
 _CHECK_INDEX = """
@@ -142,9 +145,6 @@ CREATE TABLE IF NOT EXISTS check_index (
     tool TEXT, agent TEXT, person TEXT, result TEXT, rules TEXT,
     PRIMARY KEY (workspace, check_id)
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS check_index_add AFTER INSERT ON records WHEN NEW.kind = 'check'
-BEGIN INSERT OR REPLACE INTO check_index SELECT {columns} FROM (SELECT NEW.workspace AS
-  workspace, NEW.ref_id AS ref_id, NEW.body AS body); END;
 CREATE TRIGGER IF NOT EXISTS check_index_drop AFTER DELETE ON records WHEN OLD.kind = 'check'
 BEGIN DELETE FROM check_index WHERE workspace = OLD.workspace AND check_id = OLD.ref_id; END;
 """
@@ -155,7 +155,65 @@ _CHECK_COLUMNS = (
     " (SELECT ' ' || group_concat(json_extract(e.value, '$.id'), ' ') || ' '"
     " FROM json_each(body, '$.rules') e)"
 )
-_CHECK_INDEX = _CHECK_INDEX.replace("{columns}", _CHECK_COLUMNS)
+# A check's index row in SQL, from its record's text: what _index_check writes when the
+# record's shape is not the usual one, and what the index was built from before (a trigger
+# that parsed the record's JSON once per column, on every check).
+_CHECK_INDEX_ROW = (
+    f"INSERT OR REPLACE INTO check_index SELECT {_CHECK_COLUMNS} FROM (SELECT ? AS workspace,"
+    " ? AS ref_id, ? AS body)"
+)
+
+
+def _index_check(
+    conn: sqlite3.Connection, workspace: str, ref_id: str, body: str, record: Any
+) -> None:
+    """The check's row in the check index, inside its append's transaction. ``record`` is
+    ``body`` parsed; a check as ``record_check`` writes it (text fields, an integer ts, rule
+    references with text ids) is indexed from it directly; any other shape is read from
+    ``body`` by SQLite, so both give the row _CHECK_COLUMNS defines."""
+    row = _check_index_row(workspace, ref_id, record)
+    if row is None:
+        conn.execute(_CHECK_INDEX_ROW, (workspace, ref_id, body))
+    else:
+        conn.execute("INSERT OR REPLACE INTO check_index VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+
+def _check_index_row(workspace: str, ref_id: str, record: Any) -> tuple[Any, ...] | None:
+    if type(record) is not dict:
+        return None
+    fields: list[str | None] = []
+    for name in ("app", "tool", "agent", "on_behalf_of", "result"):
+        value = record.get(name)
+        if name == "agent" and value is not None:
+            if type(value) is not dict:
+                return None
+            value = value.get("name")
+        if value is not None and type(value) is not str:
+            return None
+        fields.append(value)
+    ts = record.get("ts", 0)
+    rules = record.get("rules")
+    ids = _rule_ids(rules) if rules is not None else ""
+    if type(ts) is not int or ids is None:
+        return None
+    app, tool, agent, person, result = fields
+    return (workspace, ref_id, ts, app, tool, agent, person, result, ids or None)
+
+
+def _rule_ids(rules: Any) -> str | None:
+    """The index's ``rules`` column (" a b ", or "" for none), None for another shape."""
+    if type(rules) is not list:
+        return None
+    named = []
+    for ref in rules:
+        if type(ref) is not dict:
+            return None
+        rule_id = ref.get("id")
+        if rule_id is not None:
+            if type(rule_id) is not str:
+                return None
+            named.append(rule_id)
+    return f" {' '.join(named)} " if named else ""
 
 
 def _now_ms() -> int:
@@ -249,6 +307,32 @@ def _fits(batch: list[_Append], item: _Append) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Written:
+    """One append as written in a transaction, to fold into the aggregates."""
+
+    workspace: str
+    ts: int
+    entries: list[Entry]
+    records: list[Any]  # each record parsed back from its canonical JSON
+
+
+def _doc_conflict(conn: sqlite3.Connection, w: DocWrite) -> None:
+    """Raise the ConflictError of a doc write whose expected revision is not the doc's."""
+    row = conn.execute(
+        "SELECT rev FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
+        (w.workspace, w.collection, w.key),
+    ).fetchone()
+    rev = row[0] if row else 0
+    state = f"at revision {rev}" if rev else "absent"
+    raise ConflictError(
+        f"{w.collection}/{w.key} is {state}, expected "
+        f"{'absent' if w.expect_rev == 0 else f'revision {w.expect_rev}'}",
+        collection=w.collection,
+        key=w.key,
+    )
+
+
 def _entry(row: Sequence[Any]) -> Entry:
     return Entry(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
@@ -275,6 +359,7 @@ class SqliteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._buckets = BucketCache()
         try:
             self._conn().executescript(_SCHEMA)
             self._index_checks()
@@ -366,23 +451,32 @@ class SqliteStore:
         writes: Sequence[DocWrite] = (),
         ts: int | None = None,
     ) -> list[Entry]:
-        check_batch(records, writes)
-        prepared = []
-        for new in records:
-            raw, payload = record_bytes(new.record)
-            prepared.append((new, raw.decode("utf-8"), payload))
-        item = _Append(workspace, prepared, writes, ts)
+        item = self._prepare(workspace, records, writes, ts)
         if self.group_commit:
             return self._group.submit("", item)
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            entries = self._write(conn, item, self._head_of(conn, workspace))
+            written = self._write(conn, item, self._head_of(conn, workspace))
+            buckets = self._fold(conn, [written])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return entries
+        self._buckets.keep(buckets)
+        return written.entries
+
+    @staticmethod
+    def _prepare(
+        workspace: str, records: Sequence[NewRecord], writes: Sequence[DocWrite], ts: int | None
+    ) -> _Append:
+        """An append checked and canonicalized, before it waits for a transaction."""
+        check_batch(records, writes)
+        prepared = []
+        for new in records:
+            raw, payload = record_bytes(new.record)
+            prepared.append((new, raw.decode("utf-8"), payload))
+        return _Append(workspace, prepared, writes, ts)
 
     @staticmethod
     def _head_of(conn: sqlite3.Connection, workspace: str) -> tuple[int, str]:
@@ -399,38 +493,48 @@ class SqliteStore:
         conn = self._conn()
         answers: list[list[Entry] | BaseException] = []
         heads: dict[str, tuple[int, str]] = {}
+        done: list[_Written] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
             if len(batch) == 1:  # alone: its failure is the transaction's, no savepoint
                 item = batch[0]
-                answers.append(self._write(conn, item, self._head_of(conn, item.workspace)))
+                done.append(self._write(conn, item, self._head_of(conn, item.workspace)))
+                answers.append(done[0].entries)
                 batch = []
             for item in batch:
                 head = heads.get(item.workspace) or self._head_of(conn, item.workspace)
                 conn.execute("SAVEPOINT one_append")
                 try:
-                    entries = self._write(conn, item, head)
+                    written = self._write(conn, item, head)
                 except ConflictError as exc:
                     conn.execute("ROLLBACK TO one_append")
                     answers.append(exc)
                 else:
+                    entries = written.entries
                     heads[item.workspace] = (entries[-1].seq, entries[-1].hash)
                     answers.append(entries)
+                    done.append(written)
                 conn.execute("RELEASE one_append")
+            # The aggregates once for the whole transaction, every append folded in.
+            buckets = self._fold(conn, done)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self._buckets.keep(buckets)
         return answers
 
-    def _write(self, conn: sqlite3.Connection, item: _Append, head: tuple[int, str]) -> list[Entry]:
+    def _write(self, conn: sqlite3.Connection, item: _Append, head: tuple[int, str]) -> _Written:
         """Write one append's entries, records, head and docs after ``head`` (seq, hash),
-        inside the caller's transaction."""
+        inside the caller's transaction; the caller folds them into the aggregates."""
         workspace = item.workspace
         seq, prev = head
         when = item.ts if item.ts is not None else _now_ms()
         entries = []
-        for new, body, payload in item.prepared:
+        # Each record as the ledger keeps it, read back from its canonical JSON: what the
+        # aggregates and the check index see is exactly what a scan of the ledger would.
+        records = [jsonutil.loads(body) for _new, body, _payload in item.prepared]
+        for (new, body, payload), record in zip(item.prepared, records, strict=True):
             seq += 1
             entry = Entry.build(
                 workspace, seq, new.kind, new.ref_id, when, new.record, prev, payload=payload
@@ -450,6 +554,8 @@ class SqliteStore:
                     collection=new.kind,
                     key=new.ref_id,
                 ) from exc
+            if new.kind == "check":
+                _index_check(conn, workspace, new.ref_id, body, record)
             entries.append(entry)
             prev = entry.hash
         last = entries[-1]
@@ -458,34 +564,30 @@ class SqliteStore:
             (workspace, last.seq, last.kind, last.ref_id, last.ts, last.payload_sha256,
              last.prev_hash, last.hash),
         )  # fmt: skip
-        self._fold(conn, workspace, when, entries, item.prepared)
         self._apply(conn, item.writes)
-        return entries
+        return _Written(workspace, when, entries, records)
 
-    @staticmethod
-    def _fold(
-        conn: sqlite3.Connection,
-        workspace: str,
-        when: int,
-        entries: Sequence[Entry],
-        prepared: Sequence[tuple[NewRecord, str, str]],
-    ) -> None:
-        """The records into their hour's and day's aggregates, inside the append's
-        transaction (all the batch's entries carry one ts)."""
-        records = [jsonutil.loads(body) for _new, body, _payload in prepared]
-        for span, size in SPANS.items():
-            start = when // size
+    def _fold(self, conn: sqlite3.Connection, appends: Sequence[_Written]) -> dict[BucketKey, Kept]:
+        """The appends' records into their hour's and day's aggregates, inside their
+        transaction: each bucket read, folded and written once, however many appends it
+        takes (in seq order). Returns what was written, for the cache once committed."""
+        folds: dict[BucketKey, list[tuple[Entry, Any]]] = {}
+        for written in appends:
+            for span, size in SPANS.items():
+                key = (written.workspace, span, written.ts // size)
+                folds.setdefault(key, []).extend(zip(written.entries, written.records, strict=True))
+        out: dict[BucketKey, Kept] = {}
+        for key, items in folds.items():
             row = conn.execute(
-                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?",
-                (workspace, span, start),
+                "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?", key
             ).fetchone()
-            bucket: dict[str, Any] = jsonutil.loads(row[0]) if row else {}
-            for entry, record in zip(entries, records, strict=True):
+            bucket, texts = self._buckets.take(key, row[0] if row else None)
+            for entry, record in items:
                 fold(bucket, entry.seq, entry.kind, record)
-            conn.execute(
-                "INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)",
-                (workspace, span, start, jsonutil.dumps(bucket)),
-            )
+            text, texts = encode(bucket, texts)
+            conn.execute("INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)", (*key, text))
+            out[key] = Kept(text, bucket, texts)
+        return out
 
     def aggregate_buckets(
         self, workspace: str, first: int, last: int, *, span: str = "hour"
@@ -784,32 +886,40 @@ class SqliteStore:
 
     @staticmethod
     def _apply(conn: sqlite3.Connection, writes: Sequence[DocWrite]) -> None:
+        """Each write one statement whose condition is in its SQL (an append writes two or
+        three docs per check); the revision is read only to say why a condition failed."""
         for w in writes:
-            row = conn.execute(
-                "SELECT rev FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
-                (w.workspace, w.collection, w.key),
-            ).fetchone()
-            rev = row[0] if row else 0
-            if w.expect_rev is not None and w.expect_rev != rev:
-                state = f"at revision {rev}" if rev else "absent"
-                raise ConflictError(
-                    f"{w.collection}/{w.key} is {state}, expected "
-                    f"{'absent' if w.expect_rev == 0 else f'revision {w.expect_rev}'}",
-                    collection=w.collection,
-                    key=w.key,
-                )
+            where = (w.workspace, w.collection, w.key)
             if w.value is None:
+                match = "workspace = ? AND collection = ? AND key = ?"
+                if w.expect_rev is None:
+                    conn.execute(f"DELETE FROM docs WHERE {match}", where)
+                elif w.expect_rev == 0:  # "absent": nothing to delete, unless it is there
+                    if conn.execute(f"SELECT 1 FROM docs WHERE {match}", where).fetchone():
+                        _doc_conflict(conn, w)
+                elif not conn.execute(
+                    f"DELETE FROM docs WHERE {match} AND rev = ?", (*where, w.expect_rev)
+                ).rowcount:
+                    _doc_conflict(conn, w)
+                continue
+            body = jsonutil.dumps(dict(w.value))
+            if w.expect_rev is None:
                 conn.execute(
-                    "DELETE FROM docs WHERE workspace = ? AND collection = ? AND key = ?",
-                    (w.workspace, w.collection, w.key),
+                    "INSERT INTO docs VALUES (?, ?, ?, 1, ?) ON CONFLICT (workspace, collection,"
+                    " key) DO UPDATE SET rev = rev + 1, body = excluded.body",
+                    (*where, body),
                 )
-            else:
-                conn.execute(
-                    "INSERT INTO docs VALUES (?, ?, ?, ?, ?) ON CONFLICT"
-                    " (workspace, collection, key) DO UPDATE SET rev = excluded.rev,"
-                    " body = excluded.body",
-                    (w.workspace, w.collection, w.key, rev + 1, jsonutil.dumps(dict(w.value))),
-                )
+            elif w.expect_rev == 0:
+                try:
+                    conn.execute("INSERT INTO docs VALUES (?, ?, ?, 1, ?)", (*where, body))
+                except sqlite3.IntegrityError:  # the statement alone is undone
+                    _doc_conflict(conn, w)
+            elif not conn.execute(
+                "UPDATE docs SET rev = rev + 1, body = ? WHERE workspace = ? AND collection = ?"
+                " AND key = ? AND rev = ?",
+                (body, *where, w.expect_rev),
+            ).rowcount:
+                _doc_conflict(conn, w)
 
     # --- activity (issue 13) ----------------------------------------------------------
     # Checks are read in key order on the check index's primary key (workspace, check id):

@@ -1,0 +1,98 @@
+"""The aggregate buckets (``claros.aggregates``) a store last wrote, kept parsed.
+
+Every append folds its records into its hour's and its day's bucket, in the append's
+transaction. A bucket of a busy hour is ~15 KB of JSON (the latest checks with their rule
+references), and parsing it back from the row on every append was a third of a check's
+CPU on the local server. This keeps, per bucket, the text written and the dict it was
+written from: an append reads the row as before (inside its transaction, under the write
+lock), and when the text is the one kept here, it folds into the kept dict instead of
+parsing the text again. Any other text (another process wrote the bucket, or a transaction
+of ours rolled back) is parsed as before, so what is folded is always what the row holds.
+
+A bucket handed out is removed from the cache (``take``): only the transaction that holds
+it may change it, and it comes back (``keep``) only once that transaction has committed.
+
+Writing the bucket back was then the largest cost left: nearly all of its text is its
+samples (``s_with_rules``: the latest checks with their 20 rule references), and a sample
+never changes once ``claros.aggregates`` has added it (it only appends to those lists and
+drops the oldest). ``encode`` writes each sample's text once and reuses it while the
+sample stays in the bucket; the text is exactly ``jsonutil.dumps(bucket)``
+(tests/store/test_sqlite_append_cost.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from claros import jsonutil
+
+__all__ = ["BucketCache", "BucketKey", "Kept", "encode"]
+
+BucketKey = tuple[str, str, int]  # (workspace, span, start)
+# Each sample's text, by the sample's id (the sample itself kept, so the id stays its own).
+Texts = dict[int, tuple[dict[str, Any], str]]
+
+
+class Kept(NamedTuple):
+    text: str  # as stored
+    bucket: dict[str, Any]  # parsed, or the dict ``text`` was written from
+    texts: Texts
+
+
+def encode(bucket: Mapping[str, Any], texts: Texts) -> tuple[str, Texts]:
+    """``jsonutil.dumps(bucket)``, writing only the samples (top-level lists of objects)
+    that ``texts`` does not hold yet; with the texts of the samples the bucket holds now."""
+    parts = []
+    now: Texts = {}
+    for key, value in bucket.items():
+        name = jsonutil.dumps(key)
+        if type(value) is list and value and all(type(item) is dict for item in value):
+            items = []
+            for item in value:
+                known = texts.get(id(item))
+                text = known[1] if known is not None and known[0] is item else jsonutil.dumps(item)
+                now[id(item)] = (item, text)
+                items.append(text)
+            parts.append(f"{name}:[{','.join(items)}]")
+        else:
+            parts.append(f"{name}:{jsonutil.dumps(value)}")
+    return "{" + ",".join(parts) + "}", now
+
+
+# The current hour and day of a few hundred workspaces; older ones fall out first.
+_KEPT = 512
+
+
+class BucketCache:
+    def __init__(self, size: int = _KEPT) -> None:
+        self._size = size
+        self._kept: OrderedDict[BucketKey, Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: BucketKey, text: str | None) -> tuple[dict[str, Any], Texts]:
+        """The bucket whose stored text is ``text`` (None: no row yet), for the caller's
+        transaction alone, with its samples' texts."""
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        if text is None:
+            return {}, {}
+        if kept is not None and kept.text == text:
+            return kept.bucket, kept.texts
+        bucket: dict[str, Any] = jsonutil.loads(text)
+        return bucket, {}
+
+    def keep(self, written: Mapping[BucketKey, Kept]) -> None:
+        """Buckets a committed transaction wrote: their text, the dict each was written
+        from and its samples' texts."""
+        with self._lock:
+            for key, value in written.items():
+                self._kept[key] = value
+                self._kept.move_to_end(key)
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._kept)
