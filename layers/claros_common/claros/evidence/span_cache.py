@@ -12,8 +12,9 @@ stamped in the range, or more than ``MAX_NEW`` of them, reads the range again. A
 changes the log's first seq, which is part of the key. The aggregates are written with
 their entries in one transaction by both stores; the one other writer, a rebuild
 (``claros.rebuild``, maybe in another process), ends by writing a new random stamp doc,
-which is part of the key too, so what is kept is what a fresh read would give. Per process (a Lambda's container, the local
-server), per store object (weakly: a closed store's go with it).
+which is part of the key too, so what is kept is what a fresh read would give. Per
+process (a Lambda's container, the local server), per store object (weakly: a closed
+store's go with it).
 """
 
 from __future__ import annotations
