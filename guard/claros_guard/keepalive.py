@@ -6,11 +6,13 @@ cookies, auth and redirect layers, header validation, the anyio stream wrappers)
 client ~0.3 ms, and on a busy machine CPU is wall time several times over.
 
 What it does, and no more: ``http`` and ``https`` (the TLS context httpx would build),
-one write per request (headers and body together), responses with ``Content-Length``,
-chunked or up to the close, idle connections kept open for the next request (a few) and
-dropped once the server has closed them. Errors are httpx's exception types, so callers
-treat both clients alike; a request that found a kept connection already closed (no
-byte of an answer) is sent once more on a new one. ``HttpClarosApi`` falls back to httpx
+one write per request (headers and body together), idle connections kept open for the
+next request (a few) and dropped once the server has closed them. The HTTP/1.1 itself is
+h11's (the protocol library under httpx): it frames the request and reads the answer
+(``Content-Length``, chunked or up to the close, 1xx interim answers, keep-alive).
+Errors are httpx's exception types, so callers treat both clients alike; a request that
+found a kept connection already closed (no byte of an answer) is sent once more on a new
+one. ``HttpClarosApi`` falls back to httpx
 where this one does not go (a proxy from the environment, a test's mock transport).
 """
 
@@ -26,12 +28,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import h11
 import httpx
 
 __all__ = ["KeepAlivePool", "proxied"]
 
 _MAX_HEAD = 64 * 1024  # bytes of a status line and headers
 _KEEP_IDLE = 4  # connections kept for the next requests
+_READ = 64 * 1024  # bytes asked of the socket at a time
 
 
 def proxied(url: str) -> bool:
@@ -87,7 +91,7 @@ class KeepAlivePool:
             "User-Agent": "claros-guard",
             **headers,
         }
-        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
+        self._fixed = list(fixed.items())
         self._idle: list[_Connection] = []
         self._closed = False
 
@@ -104,16 +108,18 @@ class KeepAlivePool:
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         body = b""
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        fields = [*self._fixed, *(headers or {}).items()]
         if json_body is not None:
             body = json.dumps(
                 json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
             ).encode("utf-8")
-            extra += "Content-Type: application/json\r\n"
+            fields.append(("Content-Type", "application/json"))
         if body or method in ("POST", "PUT", "PATCH"):
-            extra += f"Content-Length: {len(body)}\r\n"
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._fixed}{extra}\r\n"
-        data = head.encode("latin-1") + body
+            fields.append(("Content-Length", str(len(body))))
+        try:
+            request = h11.Request(method=method, target=f"{self.prefix}{path}", headers=fields)
+        except h11.LocalProtocolError as exc:  # e.g. a line break in a header's value
+            raise httpx.LocalProtocolError(f"cannot send this request: {exc}") from exc
         try:
             with anyio.fail_after(self.timeout):
                 while self._idle:
@@ -122,10 +128,10 @@ class KeepAlivePool:
                         kept.close()
                         continue
                     try:
-                        return await self._exchange(kept, data, method)
+                        return await self._exchange(kept, request, body)
                     except _Stale:
                         continue  # closed by the server while idle: a new connection
-                return await self._exchange(await self._connect(), data, method, fresh=True)
+                return await self._exchange(await self._connect(), request, body, fresh=True)
         except TimeoutError as exc:
             raise httpx.ReadTimeout(f"no answer within {self.timeout:g} s") from exc
 
@@ -148,81 +154,64 @@ class KeepAlivePool:
         return _Connection(reader, writer)
 
     async def _exchange(
-        self, conn: _Connection, data: bytes, method: str, *, fresh: bool = False
+        self, conn: _Connection, request: h11.Request, body: bytes, *, fresh: bool = False
     ) -> httpx.Response:
-        keep = False
-        got_any = False
+        # h11 writes the request and reads the answer (1xx interim answers, Content-Length,
+        # chunked or up to the close) and says whether the connection may carry the next.
+        parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        data = parser.send(request) or b""  # one write: headers and body together
+        if body:
+            data += parser.send(h11.Data(data=body)) or b""
+        data += parser.send(h11.EndOfMessage()) or b""
+        seen = _Seen()
         try:
             conn.writer.write(data)
             await conn.writer.drain()
-            while True:
-                try:
-                    head = await conn.reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError as exc:
-                    got_any = got_any or bool(exc.partial)
-                    raise
-                got_any = True
-                status, version, fields = _parse_head(head)
-                if status >= 200:
-                    break  # 1xx: an interim answer, the real one follows
-            content, keep = await _read_body(conn.reader, status, version, fields, method)
-            return httpx.Response(status, headers=fields, content=content)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            if not got_any and not fresh:
+            answer = await _read_answer(conn.reader, parser, seen)
+            seen.keep = parser.our_state is h11.DONE and parser.their_state is h11.DONE
+            return answer
+        except (OSError, h11.RemoteProtocolError) as exc:
+            if not seen.got_any and not fresh:
                 raise _Stale() from exc
+            if isinstance(exc, h11.RemoteProtocolError) and not seen.closed:
+                raise httpx.RemoteProtocolError(f"not an HTTP/1.1 answer: {exc}") from exc
             raise httpx.RemoteProtocolError(
                 f"the connection ended before a whole answer: {exc!r}"
             ) from exc
-        except (asyncio.LimitOverrunError, ValueError) as exc:
-            raise httpx.RemoteProtocolError(f"not an HTTP/1.1 answer: {exc}") from exc
         finally:
-            if keep and not self._closed and len(self._idle) < _KEEP_IDLE:
+            if seen.keep and not self._closed and len(self._idle) < _KEEP_IDLE:
                 self._idle.append(conn)
             else:
                 conn.close()
 
 
-def _parse_head(head: bytes) -> tuple[int, str, list[tuple[str, str]]]:
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"status line {lines[0][:80]!r}")
-    status = int(rest[:3])
-    fields: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"header line {line[:80]!r}")
-        fields.append((name.strip(), value.strip()))
-    return status, version, fields
+@dataclass
+class _Seen:
+    got_any: bool = False  # a byte of an answer came (else a kept connection was stale)
+    closed: bool = False  # the server closed the connection
+    keep: bool = False  # the connection may carry the next request
 
 
-async def _read_body(
-    reader: asyncio.StreamReader,
-    status: int,
-    version: str,
-    fields: list[tuple[str, str]],
-    method: str,
-) -> tuple[bytes, bool]:
-    """The body, and whether the connection can carry the next request."""
-    found = {name.lower(): value for name, value in fields}
-    connection = found.get("connection", "").lower()
-    keep = version == "HTTP/1.1" and "close" not in connection
-    if method == "HEAD" or status in (204, 304):
-        return b"", keep
-    if "chunked" in found.get("transfer-encoding", "").lower():
-        parts: list[bytes] = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass  # trailers
-                return b"".join(parts), keep
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    length = found.get("content-length")
-    if length is not None:
-        return await reader.readexactly(int(length)), keep
-    return await reader.read(), False  # up to the close
+async def _read_answer(
+    reader: asyncio.StreamReader, parser: h11.Connection, seen: _Seen
+) -> httpx.Response:
+    answer: h11.Response | None = None
+    parts: list[bytes] = []
+    while True:
+        event = parser.next_event()
+        if event is h11.NEED_DATA:
+            chunk = await reader.read(_READ)
+            seen.got_any, seen.closed = seen.got_any or bool(chunk), not chunk
+            parser.receive_data(chunk)  # b"": the server closed the connection
+        elif isinstance(event, h11.Response):
+            answer = event
+        elif isinstance(event, h11.Data):
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            if answer is None:  # pragma: no cover - h11 gives the Response first
+                raise h11.RemoteProtocolError("an answer without a status line")
+            fields = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer.headers]
+            return httpx.Response(answer.status_code, headers=fields, content=b"".join(parts))
+        elif isinstance(event, h11.ConnectionClosed):
+            raise h11.RemoteProtocolError("the connection closed before an answer")
+        # h11.InformationalResponse: an interim 1xx answer, the real one follows
