@@ -13,14 +13,13 @@ when there are more ("10,000+"). See docs/api.md, "Activity".
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from claros import cursors
 from claros.asks import COLLECTION as ASKS
 from claros.auth import Principal
 from claros.errors import BadRequestError, ForbiddenError
@@ -77,21 +76,11 @@ class ActivityRequest:
 
 
 def encode_cursor(check_id: str) -> str:
-    raw = (_CURSOR + check_id).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode(_CURSOR, check_id)
 
 
 def decode_cursor(cursor: str) -> str:
-    bad = BadRequestError("cursor is not one this server gave out: start again from the first page")
-    if len(cursor) > 100:
-        raise bad
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, ValueError):
-        raise bad from None
-    if not raw.startswith(_CURSOR) or not _CHECK_ID.match(raw[len(_CURSOR) :]):
-        raise bad
-    return raw[len(_CURSOR) :]
+    return cursors.decode(_CURSOR, _CHECK_ID, cursor)
 
 
 def parse_time(name: str, value: str, *, end: bool = False) -> int:

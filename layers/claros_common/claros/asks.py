@@ -15,8 +15,6 @@ agent's or a service key), and never with the key that asked or any key derived 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from claros import cursors
 from claros.ask_queue import close_writes, open_writes
 from claros.auth import PERSON_KINDS, Principal, member_role
 from claros.canonical import canonical_bytes
@@ -186,20 +185,11 @@ _ASK_CURSOR = "a1:"
 
 
 def encode_ask_cursor(ask_id: str) -> str:
-    return base64.urlsafe_b64encode((_ASK_CURSOR + ask_id).encode()).decode().rstrip("=")
+    return cursors.encode(_ASK_CURSOR, ask_id)
 
 
 def decode_ask_cursor(cursor: str) -> str:
-    bad = BadRequestError("cursor is not one this server gave out: start again from the first page")
-    if len(cursor) > 100:
-        raise bad
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, ValueError):
-        raise bad from None
-    if not raw.startswith(_ASK_CURSOR) or not _ASK_ID.match(raw[len(_ASK_CURSOR) :]):
-        raise bad
-    return raw[len(_ASK_CURSOR) :]
+    return cursors.decode(_ASK_CURSOR, _ASK_ID, cursor)
 
 
 @dataclass(frozen=True, slots=True)
