@@ -773,19 +773,7 @@ class DynamoStore:
                 "body": {"B": zlib.compress(jsonutil.dumps(dict(bucket)).encode())},
             },
         }
-        if expect == "absent":
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            put["ConditionExpression"] = "#rev = :rev"
-            put["ExpressionAttributeNames"] = {"#rev": "rev"}
-            put["ExpressionAttributeValues"] = {":rev": _n(rev)}
-        try:
-            self.client.put_item(**put)
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._put_if(put, "rev", None if expect == "absent" else rev)
 
     def save_verified_state(
         self, workspace: str, state: Mapping[str, Any], *, expect_seq: int | None
@@ -798,12 +786,17 @@ class DynamoStore:
                 "body": _s(jsonutil.dumps(dict(state))),
             },
         }
-        if expect_seq is None:
+        return self._put_if(put, "seq", expect_seq)
+
+    def _put_if(self, put: dict[str, Any], field: str, expected: int | None) -> bool:
+        """``put`` if the stored item's ``field`` is still ``expected`` (None: no item yet);
+        False, nothing written, when another writer moved it first."""
+        if expected is None:
             put["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
-            put["ConditionExpression"] = "#seq = :seq"
-            put["ExpressionAttributeNames"] = {"#seq": "seq"}
-            put["ExpressionAttributeValues"] = {":seq": _n(expect_seq)}
+            put["ConditionExpression"] = "#f = :f"
+            put["ExpressionAttributeNames"] = {"#f": field}
+            put["ExpressionAttributeValues"] = {":f": _n(expected)}
         try:
             self.client.put_item(**put)
         except ClientError as exc:
