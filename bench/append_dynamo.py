@@ -2,7 +2,7 @@
 talks to DynamoDB), 1, 4, 16 and 64 writer threads: group commit (today's append) against
 the append before it (each append racing for the head alone, ``group_commit=False``),
 in one run, interleaved (old, new, old, new ...), ``BENCH_ROUNDS`` rounds (default 3).
-A run takes no new append after ``BENCH_APPEND_SECONDS`` (default 20 s): the old path
+A run takes no new append after ``BENCH_APPEND_SECONDS`` (default 10 s): the old path
 manages under one append a second with 64 writers, so without the cap it alone would take
 twenty minutes; a run cut short is marked ``cut at N s`` and its appends/s is what it did
 in that time (the appends already in flight finish and count), and so are its retries and
@@ -33,7 +33,7 @@ from bench.append import sample_row
 from claros.store.base import ChainBusyError
 
 WRITERS = (1, 4, 16, 64)
-CAP_SECONDS = float(os.environ.get("BENCH_APPEND_SECONDS", "20"))
+CAP_SECONDS = float(os.environ.get("BENCH_APPEND_SECONDS", "10"))
 
 
 @dataclass
