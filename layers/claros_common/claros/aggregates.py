@@ -92,13 +92,24 @@ def refs_signature(refs: Any) -> str:
     return json.dumps(out, sort_keys=True, default=str)
 
 
-def fold(bucket: dict[str, Any], seq: int, kind: str, rec: Mapping[str, Any]) -> None:
-    """Count one record (as the ledger keeps it) into its hour's bucket."""
+def fold(
+    bucket: dict[str, Any],
+    seq: int,
+    kind: str,
+    rec: Mapping[str, Any],
+    shared: dict[int, dict[str, Any]] | None = None,
+) -> None:
+    """Count one record (as the ledger keeps it) into its hour's bucket.
+
+    ``shared`` (by seq): the check's rules sample built for another bucket of the same
+    transaction (its hour's and its day's take the same one), so it is built once and
+    its text written once (``claros.store.buckets.encode``). A sample is never changed
+    once in a bucket, so two buckets may hold the same dict."""
     bucket["seq_min"] = min(int(bucket.get("seq_min", seq)), seq)
     bucket["seq_max"] = max(int(bucket.get("seq_max", seq)), seq)
     _inc(bucket, "entries")
     if kind == "check":
-        _check(bucket, seq, rec)
+        _check(bucket, seq, rec, shared)
     elif kind == "unchecked":
         agent = rec.get("agent") or {}
         name = str(agent.get("name", "unknown"))
@@ -152,7 +163,12 @@ def _answer(bucket: dict[str, Any], rec: Mapping[str, Any]) -> None:
     _sub(_sub(bucket, "ov_waits"), str(person)).setdefault(str(rec["decision"]), []).append(waited)
 
 
-def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
+def _check(
+    bucket: dict[str, Any],
+    seq: int,
+    rec: Mapping[str, Any],
+    shared: dict[int, dict[str, Any]] | None = None,
+) -> None:
     agent: Mapping[str, Any] = rec.get("agent") or {}
     guard = (agent.get("via") or {}).get("guard")
     cov = _sub(_sub(bucket, "cov"), str(agent.get("name", "unknown")))
@@ -183,11 +199,16 @@ def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
         _near(bucket, seq, rec, brief)
         _near_of(_sub(_sub(bucket, "people_near"), str(person) if person else ""), rec)
     if rec.get("rules"):
-        rules = [
-            {k: r.get(k) for k in ("id", "version", "hash", "confirm", "matched")}
-            for r in rec["rules"]
-        ]
-        _tail(bucket, "s_with_rules", {**brief, "rules": rules}, SAMPLES)
+        sample = shared.get(seq) if shared is not None else None
+        if sample is None:
+            rules = [
+                {k: r.get(k) for k in ("id", "version", "hash", "confirm", "matched")}
+                for r in rec["rules"]
+            ]
+            sample = {**brief, "rules": rules}
+            if shared is not None:
+                shared[seq] = sample
+        _tail(bucket, "s_with_rules", sample, SAMPLES)
     if result in ("stop", "ask"):
         _inc(_sub(bucket, "ov_decided"), json.dumps([result, refs_signature(rec.get("rules"))]))
     elif result in ("allow", "nudge"):

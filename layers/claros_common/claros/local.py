@@ -126,7 +126,9 @@ class _Handler(BaseHTTPRequestHandler):
         return answered
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
+        # Formatted only when it is logged: the stdlib calls this on every request.
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s %s", self.address_string(), format % args)
 
     def handle(self) -> None:
         try:

@@ -336,6 +336,14 @@ def query_int(
     return value
 
 
+def _time_budget(context: Any) -> LambdaContextLike | None:
+    """The context if it gives the request's time left. What ``isinstance`` with the
+    runtime-checkable protocol tests (the method is there), without its per-call walk of
+    the protocol's members (measured: ~5% of a "need" check's CPU)."""
+    has = callable(getattr(context, "get_remaining_time_in_millis", None))
+    return cast(LambdaContextLike, context) if has else None
+
+
 def once(
     app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
 ) -> Response[str]:
@@ -345,7 +353,7 @@ def once(
     event = app.current_event
     return run_idempotently(
         app.services.store, principal, route, dict(event.headers), event.body, run,
-        app.lambda_context if isinstance(app.lambda_context, LambdaContextLike) else None,
+        _time_budget(app.lambda_context),
     )  # fmt: skip
 
 

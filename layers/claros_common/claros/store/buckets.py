@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from claros import jsonutil
 
-__all__ = ["BucketCache", "BucketKey", "Kept", "encode"]
+__all__ = ["BucketCache", "BucketKey", "Kept", "Texts", "encode"]
 
 BucketKey = tuple[str, str, int]  # (workspace, span, start)
 # Each sample's text, by the sample's id (the sample itself kept, so the id stays its own).
@@ -42,9 +42,13 @@ class Kept(NamedTuple):
     texts: Texts
 
 
-def encode(bucket: Mapping[str, Any], texts: Texts) -> tuple[str, Texts]:
+def encode(
+    bucket: Mapping[str, Any], texts: Texts, shared: Texts | None = None
+) -> tuple[str, Texts]:
     """``jsonutil.dumps(bucket)``, writing only the samples (top-level lists of objects)
-    that ``texts`` does not hold yet; with the texts of the samples the bucket holds now."""
+    that ``texts`` does not hold yet; with the texts of the samples the bucket holds now.
+    ``shared``: texts written for the other buckets of the same transaction (a check's
+    hour and day hold the same sample), looked up and added to."""
     parts = []
     now: Texts = {}
     for key, value in bucket.items():
@@ -53,7 +57,14 @@ def encode(bucket: Mapping[str, Any], texts: Texts) -> tuple[str, Texts]:
             items = []
             for item in value:
                 known = texts.get(id(item))
-                text = known[1] if known is not None and known[0] is item else jsonutil.dumps(item)
+                if (known is None or known[0] is not item) and shared is not None:
+                    known = shared.get(id(item))
+                if known is not None and known[0] is item:
+                    text = known[1]
+                else:
+                    text = jsonutil.dumps(item)
+                    if shared is not None:
+                        shared[id(item)] = (item, text)
                 now[id(item)] = (item, text)
                 items.append(text)
             parts.append(f"{name}:[{','.join(items)}]")
