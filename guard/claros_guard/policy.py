@@ -211,6 +211,8 @@ class Policy:
         raise ClarosUnavailableError(f"Claros answered an unknown result {result!r}")
 
     def _pending(self, call: Call) -> _PendingAsk | None:
+        if not self._asks:  # nothing waits on an ask: no digest to work out per call
+            return None
         key = call.digest()
         pending = self._asks.get(key)
         if pending is not None and pending.expires_at and pending.expires_at < self.clock() * 1000:
