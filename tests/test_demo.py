@@ -93,3 +93,29 @@ def test_demo_refuses_a_bad_environment_in_one_line(
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_demo_ledger_has_a_member_role_entry_for_every_member(tmp_path: Path) -> None:
+    """Who could act when is on the demo's ledger: each member it adds joins in one
+    transaction with their ``member_role`` entry, with the role they hold."""
+    from claros.config import Settings
+    from claros.demo import WORKSPACE, _keys
+    from claros.people import list_members
+    from claros.store.sqlite import SqliteStore
+
+    settings = Settings(data_dir=tmp_path / "data")
+    (tmp_path / "data").mkdir()
+    keys = _keys(settings)
+    assert set(keys) == {"admin", "person", "agent", "service", "audit"}
+    store = SqliteStore(tmp_path / "data" / "claros.db")
+    try:
+        members = {m["email"]: m["role"] for m in list_members(store, WORKSPACE)}
+        roles: dict[str, str] = {}
+        for entry, record in store.entries_with_records(WORKSPACE):
+            if entry.kind == "member_role":
+                assert record is not None
+                roles[record["person"]] = record["role"]  # the last entry per person
+        assert members == {"admin@example.com": "admin", "dana@example.com": "member"}
+        assert roles == members
+    finally:
+        store.close()

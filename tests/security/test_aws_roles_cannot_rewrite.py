@@ -541,9 +541,13 @@ def test_the_prune_role_prunes_through_a_checkpoint_the_signer_signed(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The prune function signs nothing: it drops entries through the last checkpoint at or
-    below its cut, and says so when there is none yet."""
+    below its cut, once the checkpoint function signed its own prune entry (from the
+    ledger's stream); until then it drops nothing and says so. (Changed with the prune
+    entry covered at once: before, it dropped entries while its entry was unsigned.)"""
+    from claros.evidence import retention
     from tests.api.seed import install_clock, utc_ms
 
+    monkeypatch.setattr(retention, "COVER_WAIT_S", 0.0)  # no stream runs meanwhile here
     clock = install_clock(monkeypatch, utc_ms(2026, 1, 10, 12))
     _seed(world)  # checkpoint at 2 of 3 entries
     assert (
@@ -551,9 +555,14 @@ def test_the_prune_role_prunes_through_a_checkpoint_the_signer_signed(
     )
     clock.at(utc_ms(2027, 6, 1, 12))  # every entry is older than a year now
     status, body = world.functions.http("prune", load_event("prune-prune", world.keys.admin))
+    assert status == 200 and body["pruned"] is False, body
+    assert "no signed checkpoint covers it" in body["message"]
+    assert [cp["seq"] for cp in world.checkpoints()] == [2]  # the prune role signs nothing
+    world.functions.invoke("checkpoint", world.stream())  # the prune entry, signed at once
+    assert [cp["seq"] for cp in world.checkpoints()] == [2, body["prune_entry"]]
+    status, body = world.functions.http("prune", load_event("prune-prune", world.keys.admin))
     assert status == 200 and body["pruned"] is True, body
     assert body["through_seq"] == 2 and body["checkpoint"]["seq"] == 2
-    assert [cp["seq"] for cp in world.checkpoints()] == [2]  # nothing new was signed
     # The prune's deletes are accounted for: no tampering, and the chain verifies.
     world.functions.invoke("checkpoint", world.stream())
     report = world.verify_report()

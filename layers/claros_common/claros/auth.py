@@ -39,9 +39,9 @@ import logging
 import re
 import secrets
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
@@ -193,8 +193,36 @@ def member_writes(store: Store, workspace: str, email: str, role: Role) -> list[
     doc = store.get_doc(workspace, "member", email)
     if doc and (doc.value.get("role") == "admin" or role == "member"):
         return []
-    value = {**(doc.value if doc else {"email": email, "added_at": now_ms()}), "role": role}
+    value = {**(doc.value if doc else new_member(email)), "role": role}
+    if role == "admin":
+        value["admin_term"] = new_term()
     return [DocWrite(workspace, "member", email, value, doc.rev if doc else 0)]
+
+
+def new_term() -> str:
+    """A membership's (or an admin role's) own id. A key records the terms it was made in
+    and stands only in those: a person removed and added again, or demoted and made admin
+    again, does not get the keys of the earlier term back (they get new ones)."""
+    return secrets.token_hex(8)
+
+
+def new_member(email: str) -> dict[str, Any]:
+    """A new member's doc, before its role is set."""
+    return {"email": email, "added_at": now_ms(), "term": new_term()}
+
+
+def _terms(kind: str, member: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The terms a new key of ``kind`` is made in (its person's membership, and for an
+    admin key their admin role; an audit key: its maker's admin role)."""
+    if member is None:
+        return {}
+    if kind in ("agent", "person"):
+        return {"term": member.get("term")}
+    if kind == "admin":
+        return {"term": member.get("term"), "admin_term": member.get("admin_term")}
+    if kind == "audit":
+        return {"maker_admin_term": member.get("admin_term")}
+    return {}
 
 
 def key_index_writes(workspace: str, digest: str, created_at: int) -> list[DocWrite]:
@@ -252,10 +280,13 @@ def key_writes(
     parent: Principal | None = None,
     expires_days: int | None = None,
     with_member: bool = True,
+    member: Mapping[str, Any] | None = None,
 ) -> tuple[str, list[DocWrite]]:
     """A new key and the doc writes that make it (its person's membership when it changes,
     unless ``with_member`` is False; the key; its listing), for a caller that writes them
-    in one transaction with more (``claros.people``: a member's ledger entry)."""
+    in one transaction with more (``claros.people``: a member's ledger entry). ``member``:
+    the person's member doc as that caller writes it (default: as it is now), whose terms
+    the key is made in."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
     _check_parent(parent, workspace)
@@ -270,11 +301,17 @@ def key_writes(
     writes: list[DocWrite] = []
     if with_member and person and kind in ("admin", "agent", "person"):
         writes += member_writes(store, workspace, person, "admin" if kind == "admin" else "member")
+    if member is None and writes:
+        member = writes[-1].value
     if kind == "audit":
         made_by = made_by or person
-        if not made_by or member_role(store, workspace, made_by) != "admin":
+        maker = store.get_doc(workspace, "member", made_by) if made_by else None
+        if maker is None or maker.value.get("role") != "admin":
             raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
-        person = None
+        member, person = maker.value, None
+    elif member is None and person:
+        found = store.get_doc(workspace, "member", person)
+        member = found.value if found else None
     days = _life_days(kind, expires_days)
     key = "ck_" + secrets.token_urlsafe(32)
     created = now_ms()
@@ -285,6 +322,7 @@ def key_writes(
         "made_by": made_by or (parent.person if parent else None) or person,
         "label": label,
         "created_at": created,
+        **{k: v for k, v in _terms(kind, member).items() if v is not None},
     }
     if kind == "audit":
         doc["expires_at"] = created + days * DAY_MS
@@ -347,28 +385,61 @@ def key_principal(store: Store, digest: str, *, note_use: bool = True) -> Princi
     stands. ``note_use``: write its last use (Settings.notes_key_use: not from a role that
     may not write, template.yaml)."""
     doc = store.get_doc(GLOBAL, "key", digest)
-    if doc is None or doc.value.get("revoked_at"):
+    if doc is None:
         raise KeyRefused("unknown or revoked key", "revoked")
-    info = doc.value
-    workspace, kind = str(info["workspace"]), str(info["kind"])
-    person = info.get("person")
     now = now_ms()
-    if kind in ("agent", "person", "admin"):
-        role = member_role(store, workspace, str(person))
-        if role is None:
-            raise KeyRefused("this key's person is no longer a member of the workspace", "member")
-        if kind == "admin" and role != "admin":
-            raise KeyRefused("this admin key's person is no longer a workspace admin", "admin")
-    if kind == "audit":
-        if member_role(store, workspace, str(info.get("made_by"))) != "admin":
-            raise KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
-        if now >= audit_expiry(info):
-            raise KeyRefused("this audit key expired: its maker can make another", "expired")
+    refused = key_refusal(store, doc, now)
+    if refused is not None:
+        raise refused
+    info = doc.value
+    workspace, kind, person = str(info["workspace"]), str(info["kind"]), info.get("person")
     lineage = tuple(str(k) for k in info.get("lineage") or ())
-    _check_ancestors(store, workspace, lineage)
     if note_use:
         _note_use(store, doc, now)
     return Principal(workspace, kind, str(person) if person else None, digest[:16], lineage)
+
+
+def key_refusal(store: Store, doc: Doc, now: int) -> KeyRefused | None:
+    """Why the key ``doc`` is refused at ``now``, or None when it stands. The one decision:
+    every request checks its key with it (key_principal), and key lists show it
+    (claros.people.key_view), so a list never says "active" of a key auth refuses."""
+    info = doc.value
+    if info.get("revoked_at"):
+        return KeyRefused("unknown or revoked key", "revoked")
+    workspace, kind = str(info["workspace"]), str(info["kind"])
+    if kind in ("agent", "person", "admin"):
+        member = store.get_doc(workspace, "member", str(info.get("person")))
+        if member is None:
+            return KeyRefused("this key's person is no longer a member of the workspace", "member")
+        if info.get("term") != member.value.get("term"):
+            return KeyRefused(
+                "this key's person was removed from the workspace since it was made "
+                "(added again, they have new keys)",
+                "member",
+            )
+        if kind == "admin" and member.value.get("role") != "admin":
+            return KeyRefused("this admin key's person is no longer a workspace admin", "admin")
+        if kind == "admin" and info.get("admin_term") != member.value.get("admin_term"):
+            return KeyRefused(
+                "this admin key's person was demoted since it was made "
+                "(made admin again, they have a new admin key)",
+                "admin",
+            )
+    if kind == "audit":
+        maker = store.get_doc(workspace, "member", str(info.get("made_by")))
+        if (
+            maker is None
+            or maker.value.get("role") != "admin"
+            or info.get("maker_admin_term") != maker.value.get("admin_term")
+        ):
+            return KeyRefused("this audit key's maker is no longer a workspace admin", "audit")
+        if now >= audit_expiry(info):
+            return KeyRefused("this audit key expired: its maker can make another", "expired")
+    try:
+        _check_ancestors(store, workspace, tuple(str(k) for k in info.get("lineage") or ()))
+    except KeyRefused as exc:
+        return exc
+    return None
 
 
 def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> None:
@@ -546,11 +617,13 @@ def _print_keys(store: Store, workspace: str) -> None:
     print("KEY ID            KIND     PERSON                 MADE (UTC)        BY"
           "                     LAST USED         STATUS")  # fmt: skip
     for doc in server_keys(store, workspace):
-        v = key_view(doc)
+        v = key_view(store, doc)
+        # The status is what a request with the key would meet (auth's own decision).
+        status = f"refused: {v['refused']}" if v["status"] == "refused" else v["status"]
         print(
             f"{v['key_id']:<17} {v['kind']:<8} {v.get('person') or '-':<22} "
             f"{_when(v.get('created_at')):<17} {v.get('made_by') or '-':<22} "
-            f"{_when(v.get('last_used_at')):<17} {v['status']}"
+            f"{_when(v.get('last_used_at')):<17} {status}"
         )
 
 

@@ -23,9 +23,10 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from claros.auth import add_member, create_key
+from claros.auth import create_key
 from claros.config import ConfigError, Settings
 from claros.local import LocalServer
+from claros.people import Actor, add_person, make_key
 from claros.wiring import build_services
 
 __all__ = ["main"]
@@ -33,6 +34,7 @@ __all__ = ["main"]
 WORKSPACE = "demo"
 ADMIN = "admin@example.com"
 PERSON = "dana@example.com"
+DEMO = "demo (python -m claros.demo)"  # who the demo's members were added by
 
 
 def _keys(settings: Settings) -> dict[str, str]:
@@ -44,13 +46,16 @@ def _keys(settings: Settings) -> dict[str, str]:
     try:
         store = services.store
         if not keys:
-            keys = {"admin": create_key(store, WORKSPACE, "admin", person=ADMIN)}
+            # Each member joins in one transaction with their member_role entry, as an
+            # admin adds them (claros.people): the ledger shows who could act when.
+            actor = Actor(WORKSPACE, DEMO)
+            keys = {"admin": make_key(services, actor, "admin", person=ADMIN)[1]}
             # Dana joins: her own sign-in key (she answers her agent's asks with it),
             # then her agent's key.
-            keys["person"] = add_member(store, WORKSPACE, PERSON) or ""
-            keys["agent"] = create_key(store, WORKSPACE, "agent", person=PERSON)
-            keys["service"] = create_key(store, WORKSPACE, "service")
-            keys["audit"] = create_key(store, WORKSPACE, "audit", made_by=ADMIN)
+            keys["person"] = str(add_person(services, actor, PERSON)["key"])
+            keys["agent"] = make_key(services, actor, "agent", person=PERSON)[1]
+            keys["service"] = make_key(services, actor, "service")[1]
+            keys["audit"] = make_key(services, actor, "audit", person=ADMIN)[1]
         else:  # demo keys kept from before person keys existed
             keys["person"] = create_key(store, WORKSPACE, "person", person=PERSON)
     finally:

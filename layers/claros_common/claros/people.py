@@ -32,8 +32,10 @@ from claros.auth import (
     check_email,
     ensure_workspace,
     key_index_writes,
+    key_refusal,
     key_writes,
     member_role,
+    new_term,
 )
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
@@ -131,8 +133,13 @@ def server_keys(store: Store, workspace: str) -> Iterator[Doc]:
         yield doc
 
 
-def key_view(doc: Doc, now: int | None = None) -> dict[str, Any]:
-    """What a key list shows of a key: never its hash beyond the 16-hex key id."""
+def key_view(store: Store, doc: Doc, now: int | None = None) -> dict[str, Any]:
+    """What a key list shows of a key: never its hash beyond the 16-hex key id. Its
+    ``status`` is what auth would do with it now (``claros.auth.key_refusal``, the check
+    every request makes): ``active``, ``revoked`` (revoked itself), ``expired`` (an audit
+    key past its expiry) or ``refused`` (it stands no more: ``refused`` says why, in the
+    words a request with it is answered with, and ``refused_for`` names the cause:
+    ``member``, ``admin``, ``audit`` or ``revoked``, a key it was minted from)."""
     info = doc.value
     now = now or now_ms()
     view: dict[str, Any] = {
@@ -151,10 +158,13 @@ def key_view(doc: Doc, now: int | None = None) -> dict[str, Any]:
     }
     if info.get("kind") == "audit":
         view["expires_at"] = audit_expiry(info)
-        if now >= view["expires_at"]:
-            view["status"] = "expired"
+    refusal = key_refusal(store, doc, now)
     if info.get("revoked_at"):
         view["status"] = "revoked"
+    elif refusal is not None and refusal.problem == "expired":
+        view["status"] = "expired"
+    elif refusal is not None:
+        view.update(status="refused", refused=refusal.message, refused_for=refusal.problem)
     return {k: v for k, v in view.items() if v is not None}
 
 
@@ -188,7 +198,7 @@ def list_keys(
             continue
         if len(out) == limit:
             return KeyPage(out, last)
-        out.append(key_view(doc, now))
+        out.append(key_view(store, doc, now))
         last = cursor
     return KeyPage(out, None)
 
@@ -304,7 +314,7 @@ def revoke_key(services: Services, actor: Actor, key_id: str) -> dict[str, Any]:
         _revoke_batch(services, actor, todo[start : start + MAX_BATCH_RECORDS], now)
     done = store.get_doc(GLOBAL, "key", doc.key)
     assert done is not None
-    return {**key_view(done, now), "also_revoked": [d.key[:16] for d in minted]}
+    return {**key_view(store, done, now), "also_revoked": [d.key[:16] for d in minted]}
 
 
 # --- members ----------------------------------------------------------------------------
@@ -365,7 +375,10 @@ def change_role(services: Services, actor: Actor, email: str, role: str) -> dict
     previous = str(doc.value.get("role"))
     if previous == role:
         raise ConflictError(f"{email} is {'an admin' if role == 'admin' else 'a member'} already")
-    writes = [DocWrite(workspace, "member", email, {**doc.value, "role": role}, doc.rev)]
+    value = {**doc.value, "role": role}
+    if role == "admin":
+        value["admin_term"] = new_term()  # admin keys of an earlier admin term stay refused
+    writes = [DocWrite(workspace, "member", email, value, doc.rev)]
     if previous == "admin":
         writes += _other_admins_unchanged(store, workspace, email)
     answer: dict[str, Any] = {"email": email, "role": role, "previous": previous}
@@ -375,7 +388,7 @@ def change_role(services: Services, actor: Actor, email: str, role: str) -> dict
         parent = actor.principal if actor.principal and actor.principal.is_admin else None
         answer["key"], made = key_writes(
             store, workspace, "admin", person=email, made_by=actor.name, label="admin",
-            parent=parent, with_member=False,
+            parent=parent, with_member=False, member=value,
         )  # fmt: skip
         writes += made
     try:
@@ -452,9 +465,11 @@ def make_key(
     sign_in = None
     if kind == "agent" and email and previous is None:
         sign_in, writes = key_writes(store, workspace, "person", person=email, label="sign-in")
+    # The key is made in the membership its sign-in key's writes add (not written yet).
+    member = next((w.value for w in writes if w.collection == "member"), None)
     key, made = key_writes(
         store, workspace, kind, person=email, label=label, expires_days=expires_days,
-        with_member=sign_in is None,
+        with_member=sign_in is None, member=member,
     )  # fmt: skip
     writes += made
     if changes and email:

@@ -14,6 +14,7 @@ Locally (SQLite) there is no such log: the database's triggers refuse the rewrit
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,9 @@ from claros.store.base import Store
 
 __all__ = [
     "ACK_KIND",
+    "DynamoItems",
     "DynamoTamperLog",
+    "Items",
     "GuardedSigner",
     "TamperLog",
     "Tampering",
@@ -90,10 +93,70 @@ def _plain(value: Mapping[str, Any]) -> Any:
     return None
 
 
-def tampering_in(record: Mapping[str, Any], log_: TamperLog) -> Tampering | None:
-    """The tampering one stream record shows, if any: a MODIFY of a ledger or records item,
-    or a REMOVE no prune accounts for (an entry or record at or below a prune's
-    ``through_seq``, written before the prune deleted it)."""
+class Items(Protocol):
+    """The watched tables as they are now: what a stream record is checked against."""
+
+    def table_of(self, source_arn: str) -> str | None:
+        """ "ledger" or "records" for an event from that table's stream; None for any other
+        source (the state table, whose docs are updated in place by design)."""
+        ...
+
+    def item(self, table: str, keys: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The item at ``keys`` in the ledger or records table now (None: not there)."""
+        ...
+
+
+class DynamoItems:
+    """Items read with the checkpoint function's own role (GetItem on both tables)."""
+
+    def __init__(self, client: Any, ledger_table: str, records_table: str) -> None:
+        self.client = client
+        self.tables = {ledger_table: "ledger", records_table: "records"}
+
+    def table_of(self, source_arn: str) -> str | None:
+        # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+        name = source_arn.split(":table/", 1)[-1].split("/", 1)[0]
+        return self.tables.get(name)
+
+    def item(self, table: str, keys: Mapping[str, Any]) -> dict[str, Any] | None:
+        name = next(n for n, t in self.tables.items() if t == table)
+        got = self.client.get_item(TableName=name, Key=dict(keys), ConsistentRead=True)
+        item = got.get("Item")
+        return dict(item) if item is not None else None
+
+
+def _same(stored: Mapping[str, Any], image: Mapping[str, Any]) -> bool:
+    """An item read now and a stream image (binary values base64 there) are equal."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict) and "B" in value:
+            raw = value["B"]
+            return raw if isinstance(raw, str) else base64.b64encode(bytes(raw)).decode()
+        return value
+
+    return {k: plain(v) for k, v in stored.items()} == {k: plain(v) for k, v in image.items()}
+
+
+def tampering_in(
+    record: Mapping[str, Any], log_: TamperLog, items: Items | None = None
+) -> Tampering | None:
+    """The tampering one stream record shows, if any (THREATS.md §3): a change to a ledger
+    or records item (both refuse updates and deletes) that no prune accounts for. With
+    ``items`` (the tables as they are now), a record that cannot be a change of those
+    tables is not tampering (a made-up event must not stop signing):
+
+    * an event from another table's stream (the state table: docs, keys, aggregates are
+      updated in place by design), or whose keys are no ledger or records item's;
+    * a ``REMOVE`` of an item that is there now, unchanged (no record was removed);
+    * a ``MODIFY`` of an item that is not there (a real one that was then removed is
+      judged by its ``REMOVE``), or of a record that is now just as the event's old image
+      says it was (a real change shows in the table; a change back is a ``MODIFY`` of its
+      own, whose old image is the changed record).
+
+    Every other ``MODIFY`` (a ledger item that is there: the ledger's stream carries the
+    new image only, so a made-up one cannot be told from a rewrite, and it counts) and
+    every ``REMOVE`` of an item that is gone, above the last prune's ``through_seq``, is
+    tampering."""
     event = str(record.get("eventName", ""))
     if event not in ("MODIFY", "REMOVE"):
         return None
@@ -103,22 +166,43 @@ def tampering_in(record: Mapping[str, Any], log_: TamperLog) -> Tampering | None
     workspace = _plain(keys.get("workspace") or {})
     if not isinstance(workspace, str):
         return None
+    source = str(record.get("eventSourceARN") or "")
     # A record's partition key is "{workspace}#{nn}" (claros.store.dynamo.record_key).
     workspace = workspace.split("#", 1)[0]
     if "rid" in keys:
         table, key = "records", {"rid": _plain(keys["rid"])}
         if "seq" in image:
             key["seq"] = _plain(image["seq"])
+    elif "seq" in keys:
+        table, key = "ledger", {"seq": _plain(keys["seq"])}
     else:
-        table, key = "ledger", {"seq": _plain(keys.get("seq") or {})}
+        return None
+    if items is not None and source and items.table_of(source) != table:
+        return None  # not from the ledger's or the records' stream, or keys of another
     seq = key.get("seq")
     if event == "REMOVE" and isinstance(seq, int) and seq <= log_.pruned_through(workspace):
+        return None
+    if items is not None and not _could_be(event, table, items.item(table, keys), data):
         return None
     source = str(record.get("eventID") or repr(sorted(dict(record).items())))
     ident = "tmp_" + hashlib.sha256(source.encode()).hexdigest()[:24]
     when = data.get("ApproximateCreationDateTime")
     seen_at = int(float(when) * 1000) if when is not None else 0
     return Tampering(ident, workspace, table, event, key, seen_at)
+
+
+def _could_be(
+    event: str, table: str, now: Mapping[str, Any] | None, data: Mapping[str, Any]
+) -> bool:
+    """Whether the tables as they are now could follow the event the record describes."""
+    old = data.get("OldImage")
+    if event == "REMOVE":
+        return now is None or (old is not None and not _same(now, old))
+    if now is None:
+        return False
+    if table == "records" and old is not None:
+        return not _same(now, old)
+    return True
 
 
 def acknowledgement(store: Store, workspace: str, tampering_id: str) -> dict[str, Any] | None:

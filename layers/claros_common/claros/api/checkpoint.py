@@ -1,7 +1,8 @@
 """Routes and events of the checkpoint function, which signs (as the signer role).
 
 * ``POST /v1/ledger/checkpoints`` (admins): sign a checkpoint at the head now;
-* the ledger table's stream: sign at every entry whose seq is a multiple of N;
+* the ledger table's stream: sign at every entry whose seq is a multiple of N, and at
+  every ``prune`` entry (the prune waits for it before it deletes);
 * the ledger and records tables' streams: a MODIFY or REMOVE outside a prune is tampering
   (claros.tamper): recorded, counted as ``LedgerTampered``, and signing stops;
 * the schedule: sign any workspace whose tail stayed unsigned too long.
@@ -23,9 +24,9 @@ from claros.checkpoints import Tail, entry_at, sign_checkpoint, sign_due, unsign
 from claros.clock import now_ms
 from claros.errors import ConflictError
 from claros.evidence.verified import catch_up_quietly
-from claros.ledger import Checkpoint, Entry
+from claros.ledger import PRUNE_KIND, Checkpoint, Entry
 from claros.signing import SigningError
-from claros.tamper import tampering_in
+from claros.tamper import DynamoItems, tampering_in
 from claros.wiring import Services
 
 log = logging.getLogger("claros.checkpoint")
@@ -58,10 +59,19 @@ def _entry_from_image(image: Mapping[str, Any]) -> Entry:
     )  # fmt: skip
 
 
+def _items(services: Services) -> DynamoItems | None:
+    """The watched tables, read back to check a stream record against (AWS only)."""
+    client = getattr(services.store, "client", None)
+    if client is None:
+        return None
+    settings = services.settings
+    return DynamoItems(client, settings.ledger_table, settings.records_table)
+
+
 def _watch(services: Services, record: Mapping[str, Any]) -> None:
     if services.tamper is None:
         return
-    found = tampering_in(record, services.tamper)
+    found = tampering_in(record, services.tamper, _items(services))
     if found is not None and services.tamper.record(found):
         log.error(
             "LEDGER TAMPERED: %s of a %s item %s in workspace %s; signing is stopped",
@@ -86,7 +96,9 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
         except (KeyError, ValueError, TypeError):
             log.warning("a stream record that is no ledger entry: %s", record.get("eventID"))
             continue
-        if claimed.seq % every != 0:
+        # A prune's entry is signed at once too: the prune function (which may not sign)
+        # waits for this checkpoint before it drops anything (claros.evidence.retention).
+        if claimed.seq % every != 0 and claimed.kind != PRUNE_KIND:
             continue
         stored = entry_at(services.store, claimed.workspace, claimed.seq)
         if stored != claimed:

@@ -11,13 +11,14 @@ checkpoint. The newest entry is never dropped, so the log always shows where it 
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from claros.auth import Principal
 from claros.checkpoints import entry_at, record, sign_checkpoint
-from claros.clock import new_id, now_ms
+from claros.clock import now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
 from claros.ledger import PRUNE_KIND, RETENTION_FLOOR_DAYS, Checkpoint, Entry, kept_digest
@@ -38,6 +39,10 @@ __all__ = [
 FLOOR_DAYS = RETENTION_FLOOR_DAYS  # every verifier refuses a prune entry naming fewer
 MAX_DAYS = 36_500
 SETTINGS, KEY = "settings", "retention"
+# In AWS, how long a prune waits for the checkpoint function to sign its entry (the
+# stream delivers within seconds; the prune function's timeout is 29 s).
+COVER_WAIT_S = 12.0
+COVER_POLL_S = 0.25
 _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
 
 
@@ -142,7 +147,22 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
     return {**body, **prune_through(services, last, days)}
 
 
-def prune_through(services: Services, last: Entry, days: int) -> dict[str, Any]:
+def _covered(store: Store, entry: Entry, wait_s: float) -> bool:
+    """Whether a signed checkpoint at or after ``entry`` is in the store, waiting up to
+    ``wait_s`` seconds for the checkpoint function to sign one."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        latest = store.latest_checkpoint(entry.workspace)
+        if latest is not None and latest.seq >= entry.seq:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(COVER_POLL_S)
+
+
+def prune_through(
+    services: Services, last: Entry, days: int, *, cover_wait_s: float | None = None
+) -> dict[str, Any]:
     """Drop the entries through ``last`` as a prune does (the steps every verifier checks):
     a checkpoint signed at ``last``, a ``prune`` entry naming it and ``days`` (covered by
     a checkpoint of its own), then the deletes."""
@@ -173,12 +193,32 @@ def prune_through(services: Services, last: Entry, days: int) -> dict[str, Any]:
         "kept": {"count": len(items), "sha256": kept_digest(items)},
         "retention_days": days,
     }
-    [entry] = record(services, workspace, [NewRecord(PRUNE_KIND, new_id("prn"), listed)])
+    # One prune entry per cut (its ref_id names the cut): a prune run again, after one cut
+    # short or one that waited in vain for its checkpoint, goes on with the entry written.
+    ref_id = f"prn_{last.seq}_{cp.seq}"
+    written = store.record_entry(workspace, PRUNE_KIND, ref_id)
+    if written is not None:
+        entry = written
+    else:
+        [entry] = record(services, workspace, [NewRecord(PRUNE_KIND, ref_id, listed)])
     # Signed before anything is dropped: a prune entry no checkpoint covers accounts for
-    # nothing (anyone who can write the store but not sign could have appended it). In AWS
-    # the checkpoint function covers it (within CheckpointMaxAge; docs/deploy.md).
+    # nothing (anyone who can write the store but not sign could have appended it), and a
+    # chain cut before its prune entry is signed verifies nowhere. In AWS the prune role
+    # may not sign: the checkpoint function signs a prune entry as soon as the ledger's
+    # stream shows it (claros.api.checkpoint.on_stream, the same sign_checkpoint), and the
+    # prune waits for that checkpoint before it deletes.
     if services.settings.inline_checkpoints:
         sign_checkpoint(store, services.signer, entry, services.anchor)
+    elif not _covered(store, entry, COVER_WAIT_S if cover_wait_s is None else cover_wait_s):
+        return {
+            "pruned": False,
+            "prune_entry": entry.seq,
+            "message": (
+                f"the prune entry (seq {entry.seq}) is written but no signed checkpoint "
+                f"covers it yet, so nothing was dropped: the checkpoint function signs it "
+                f"from the ledger's stream; run the prune again to drop the entries"
+            ),
+        }
     done = store.prune(workspace, last.seq)
     return {
         "pruned": True,
