@@ -10,6 +10,7 @@ processes test runs real processes against a ThreadedMotoServer."""
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,7 +32,7 @@ class Racing:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self.before: list[Callable[[], None]] = []
+        self.before: list[Callable[[], object]] = []
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.before:
@@ -42,12 +43,15 @@ class Racing:
         return getattr(self._client, name)
 
 
+def _tables(tables: dict[str, str]) -> dict[str, Any]:
+    return {arg: tables[lid] for arg, lid in STORE_TABLES.items()}
+
+
 @pytest.fixture
 def make_store(dynamodb_client: Any, dynamo_tables: dict[str, str]) -> Callable[..., DynamoStore]:
     def make(client: Any = None, **options: Any) -> DynamoStore:
         options.setdefault("sleep", lambda _s: None)
-        tables = {arg: dynamo_tables[lid] for arg, lid in STORE_TABLES.items()}
-        return DynamoStore(client or dynamodb_client, **tables, **options)
+        return DynamoStore(client or dynamodb_client, **_tables(dynamo_tables), **options)
 
     return make
 
@@ -114,7 +118,7 @@ def test_a_loser_that_gives_up_takes_its_pending_item_back_and_is_not_written(
     racing = Racing(dynamodb_client)
     store = make_store(racing, max_attempts=2)
     store.append(WS, "check", "warm", {})
-    racing.before += [lambda i=i: other.append(WS, "check", f"o{i}", {}) for i in range(2)]
+    racing.before += [functools.partial(other.append, WS, "check", f"o{i}", {}) for i in range(2)]
     with pytest.raises(ChainBusyError):
         store.append(WS, "check", "lost", {"n": 1})
     assert _pending(dynamodb_client, store) == []  # taken back: no one can carry it now
@@ -195,7 +199,9 @@ def test_an_append_with_doc_writes_stays_on_the_direct_path(
     other = make_store()
     racing = Racing(dynamodb_client)
     queued: list[int] = []
-    store = make_store(racing, sleep=lambda _s: queued.append(len(_pending(dynamodb_client, other))))
+    store = make_store(
+        racing, sleep=lambda _s: queued.append(len(_pending(dynamodb_client, other)))
+    )
     store.append(WS, "check", "warm", {})
     racing.before.append(lambda: other.append(WS, "check", "o0", {}))
     write = DocWrite(WS, "rules", "r1", {"on": True}, expect_rev=0)
@@ -216,7 +222,7 @@ def _writer(endpoint: str, tables: dict[str, str], w: int, m: int, out: Any) -> 
         aws_access_key_id="test",
         aws_secret_access_key="test",
     )
-    store = DynamoStore(client, **{arg: tables[lid] for arg, lid in STORE_TABLES.items()})
+    store = DynamoStore(client, **_tables(tables))
     for i in range(m):
         ref = f"p{w}-{i}"
         try:
@@ -262,7 +268,7 @@ def test_processes_appending_to_one_workspace_make_one_gapless_chain(
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    store = DynamoStore(client, **{arg: tables[lid] for arg, lid in STORE_TABLES.items()})
+    store = DynamoStore(client, **_tables(tables))
     entries = _verifies(store)
     by_ref = {e.ref_id: e for e in entries}
     assert len(by_ref) == len(entries)  # no duplicate

@@ -562,82 +562,111 @@ class DynamoStore:
         if it is already gone, a committer wrote it, and the answer is its entries)."""
         workspace = batch[0].workspace
         answers: list[list[Entry] | BaseException | None] = [None] * len(batch)
-        live = list(range(len(batch)))
         known = self._heads.get(workspace)
         head = self._forward(known) if known else self.head(workspace)
+        carry = carry and self.pending_appends
         attempt = 0
-        while live:
-            queue: list[Item] = []
-            if carry and self.pending_appends:
-                queue, gone = self._pending_queue(workspace, [batch[i] for i in live])
-                for i in [i for i in live if batch[i] in gone]:
-                    answers[i] = self._resolve(batch[i])
-                    live.remove(i)
-                if not live:
-                    break
-            group = self._carried(workspace, [batch[i] for i in live], queue)
-            mine = {id(batch[i]): i for i in live}
-            actions, built, offsets = self._group_actions(head, group)
-            culprits: dict[int, BaseException] = {}
-            try:
-                self.client.transact_write_items(
-                    TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
-                )
-            except ClientError as exc:
-                if _code(exc) == "ValidationException" and len(group) > 1:
-                    # Refused as a whole (too large, say): each of this process's appends
-                    # on its own, so the one at fault gets the error and the others are
-                    # written (the pending ones are carried by the next committer).
-                    for i in live:
-                        if batch[i].pending is None:
-                            answers[i] = self._commit_group([batch[i]], carry=False)[0]
-                    live = [i for i in live if answers[i] is None]
-                    if not live:
-                        break
-                    attempt += 1
-                    if attempt == self.max_attempts:
-                        self._give_up(workspace, batch, live, answers)
-                        break
-                    self._backoff(attempt - 1)
-                    head = self._after_race(workspace, head, True)
-                    continue
-                failed = self._group_failed(exc, group, built, offsets)
-                if isinstance(failed, Exception):  # every append of the batch shares it
-                    for i in live:
-                        answers[i] = self._settle(batch[i], failed)
-                    break
-                stale, culprits = failed
-            else:
-                for pos, item in enumerate(group):
-                    if id(item) in mine:
-                        answers[mine[id(item)]] = built[pos]
-                live = [i for i in live if answers[i] is None]
-                head = self._heads[workspace] = built[len(group) - 1][-1]
-                # This process's pending appends that did not fit go again at once: the
-                # head is ours, no race was lost.
-                continue
-            for pos, error in culprits.items():
-                item = group[pos]
-                if item.pending is not None:
-                    # Taken out of the queue; its writer (maybe this one) learns why from
-                    # the record that is there (claros.store.dynamo._resolve).
-                    self._drop_pending(workspace, item.pending)
-                elif id(item) in mine:
-                    answers[mine[id(item)]] = error
+        while live := [i for i, a in enumerate(answers) if a is None]:
+            queue = self._answer_gone(batch, live, answers) if carry else []
             live = [i for i in live if answers[i] is None]
-            if not culprits:
-                attempt += 1
-                if attempt == self.max_attempts or self._past_deadline(batch, live):
-                    self._give_up(workspace, batch, live, answers)
-                    break
-                if carry and self.pending_appends:
-                    for i in live:
-                        self._enqueue(batch[i])
+            if not live:
+                break
+            group = self._carried(workspace, [batch[i] for i in live], queue)
+            outcome, stale = self._attempt(head, group, batch, live, answers)
+            if outcome == "written":
+                head = self._heads[workspace]  # ours: the pending ones left go at once
+                continue
+            if outcome == "culprits":
+                head = self._after_race(workspace, head, stale)
+                continue
+            live = [i for i in live if answers[i] is None]
+            attempt += 1
+            if attempt == self.max_attempts or self._past_deadline(batch, live):
+                self._give_up(workspace, batch, live, answers)
+                break
+            if carry:
+                for i in live:
+                    self._enqueue(batch[i])
+            if outcome == "lost":
                 for _ in live:
                     self.on_retry()
-                self._backoff(attempt - 1)
+            self._backoff(attempt - 1)
             head = self._after_race(workspace, head, stale)
         return [a if a is not None else StoreError("append not answered") for a in answers]
+
+    def _attempt(
+        self,
+        head: Entry | None,
+        group: list[_Append],
+        batch: list[_Append],
+        live: list[int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> tuple[str, bool]:
+        """One transaction of ``group``; this process's appends (``batch[live]``) get
+        their answers in ``answers`` when they have one. What happened: "written",
+        "culprits" (some failed on their own condition: the rest go again at once),
+        "lost" (a race, after which the append retries), "refused" (DynamoDB refused the
+        group whole: this process's direct appends went one by one); and whether the
+        entry the transaction linked to has changed."""
+        mine = {id(batch[i]): i for i in live}
+        actions, built, offsets = self._group_actions(head, group)
+        try:
+            self.client.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+            )
+        except ClientError as exc:
+            if _code(exc) == "ValidationException" and len(group) > 1:
+                # Refused as a whole (too large, say): each of this process's direct
+                # appends on its own, so the one at fault gets the error and the others
+                # are written (queued ones wait for the next committer).
+                for i in live:
+                    if batch[i].pending is None:
+                        answers[i] = self._commit_group([batch[i]], carry=False)[0]
+                return "refused", True
+            failed = self._group_failed(exc, group, built, offsets)
+            if isinstance(failed, Exception):  # every append of the batch shares it
+                for i in live:
+                    answers[i] = self._settle(batch[i], failed)
+                return "failed", False
+        else:
+            for pos, item in enumerate(group):
+                if id(item) in mine:
+                    answers[mine[id(item)]] = built[pos]
+            self._heads[group[0].workspace] = built[len(group) - 1][-1]
+            return "written", False
+        stale, culprits = failed
+        for pos, error in culprits.items():
+            self._blame(group[pos], error, mine, answers)
+        return ("culprits" if culprits else "lost"), stale
+
+    def _blame(
+        self,
+        item: _Append,
+        error: BaseException,
+        mine: dict[int, int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> None:
+        """An append whose own condition failed: a queued one leaves the queue (its
+        writer, maybe this process, learns why from the record that is there:
+        ``_resolve``); a direct one of this process gets ``error``."""
+        if item.pending is not None:
+            self._drop_pending(item.workspace, item.pending)
+        elif id(item) in mine:
+            answers[mine[id(item)]] = error
+
+    def _answer_gone(
+        self,
+        batch: list[_Append],
+        live: list[int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> list[Item]:
+        """The workspace's queue; this process's queued appends that left it (a committer
+        wrote them, or dropped them) get their answer from the ledger."""
+        queue, gone = self._pending_queue(batch[0].workspace, [batch[i] for i in live])
+        for i in live:
+            if batch[i] in gone:
+                answers[i] = self._resolve(batch[i])
+        return queue
 
     # --- pending appends (claros.store.dynamo_pending) ---------------------------------
     def _pending_key(self, workspace: str, sk: str) -> Item:
@@ -669,9 +698,7 @@ class DynamoStore:
             return  # stays a direct append; nothing of it is queued
         item.pending, item.exp = sk, exp
 
-    def _pending_queue(
-        self, workspace: str, own: list[_Append]
-    ) -> tuple[list[Item], set[_Append]]:
+    def _pending_queue(self, workspace: str, own: list[_Append]) -> tuple[list[Item], set[_Append]]:
         """The workspace's pending items, oldest first (expired ones removed), and which of
         ``own``'s pending items are gone: a committer wrote them (or dropped them)."""
         try:
