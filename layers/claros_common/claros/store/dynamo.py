@@ -16,6 +16,7 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#pubkey``                key id              the public key's fields
   ``{workspace}#doc#_aggregates``       ``{span}#{n:012d}`` ``rev`` (N), ``body`` (B zlib JSON)
   ``{workspace}#verified``              ``state``           ``seq`` (N), ``body`` (S JSON)
+  ``{workspace}#doc#_pending``          arrival#random      ``exp`` (N), ``recs`` (B zlib)
   ====================================  ==================  ==============================
 
 The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
@@ -36,7 +37,10 @@ condition; the new revision is computed by the update expression). When another 
 the seq in between, the transaction is cancelled and retried after a jittered exponential
 backoff, from a fresh (consistent) read of the head; after ``max_attempts`` the caller gets
 ``ChainBusyError``. A failed record or doc condition is a ``ConflictError`` and is not
-retried. ``write_docs`` is one transaction too (at most 100 writes; one per doc).
+retried. An append without doc writes that lost a race queues a pending item
+(claros.store.dynamo_pending) before it retries, and every append carries the queue's
+oldest items in its transaction, so appends of different processes share transactions.
+``write_docs`` is one transaction too (at most 100 writes; one per doc).
 
 All reads are strongly consistent, as SQLite's are.
 """
