@@ -33,16 +33,9 @@ def append_group(
         sqlite_args["writers_list"] = dynamo_args["writers_list"] = writers
     if total is not None:
         sqlite_args["total"] = dynamo_args["total"] = total
-    processes: dict[str, Any] = {}
     if writers is not None:
-        processes["processes_list"] = tuple(w for w in writers if w > 1) or (2,)
-    if total is not None:
-        processes["total"] = total
-    return (
-        append_sqlite.main(**sqlite_args)
-        + append_dynamo.main(**dynamo_args)
-        + append_dynamo.main_processes(**processes)
-    )
+        dynamo_args["processes_list"] = tuple(w for w in writers if w > 1) or (2,)
+    return append_sqlite.main(**sqlite_args) + append_dynamo.main(**dynamo_args)
 
 
 BENCHES = {

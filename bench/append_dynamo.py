@@ -33,6 +33,7 @@ from bench.append import sample_row
 from claros.store.base import ChainBusyError
 
 WRITERS = (1, 4, 16, 64)
+PROCESSES = (4, 16)  # writer processes (main_processes)
 CAP_SECONDS = float(os.environ.get("BENCH_APPEND_SECONDS", "10"))
 
 
@@ -180,7 +181,8 @@ def _print(writers: int, old: list[Run], new: list[Run], *, unit: str = "writer 
             "throughput_ratio": ratio, "load_average": load}  # fmt: skip
 
 
-def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None) -> list[dict[str, Any]]:
+def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None,
+         processes_list: tuple[int, ...] = PROCESSES) -> list[dict[str, Any]]:  # fmt: skip
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     out = []
     with moto_server() as (client, tables):
@@ -194,6 +196,7 @@ def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None) -> l
                 old.append(run_once(client, tables, writers, per, False, f"old-{writers}-{r}"))
                 new.append(run_once(client, tables, writers, per, True, f"new-{writers}-{r}"))
             out.append(_print(writers, old, new))
+        out += _processes(client, tables, processes_list, total)
     return out
 
 
@@ -202,7 +205,6 @@ if __name__ == "__main__":
 
 
 # --- processes: each writer its own process and store, as Lambda environments are ------
-PROCESSES = (4, 16)
 
 # A writer process: its own boto3 client and DynamoStore, one append at a time. It says
 # "ready", waits for "go" on stdin, appends until its count or the deadline, and prints
@@ -298,6 +300,9 @@ def run_processes(endpoint: str, tables: dict[str, str], writers: int, per: int,
         assert p.stdout is not None
         got = json.loads(p.stdout.readline())
         p.wait(60)
+        p.stdout.close()
+        if p.stdin is not None:
+            p.stdin.close()
         run.latencies += got["latencies"]
         run.retries += got["retries"]
         run.gave_up += got["gave_up"]
@@ -312,6 +317,13 @@ def run_processes(endpoint: str, tables: dict[str, str], writers: int, per: int,
 
 def main_processes(processes_list: tuple[int, ...] = PROCESSES,
                    total: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Writer processes on their own moto server (``main`` runs them on its own)."""
+    with moto_server() as (client, tables):
+        return _processes(client, tables, processes_list, total)
+
+
+def _processes(client: Any, tables: dict[str, str], processes_list: tuple[int, ...],
+               total: int | None) -> list[dict[str, Any]]:  # fmt: skip
     """Writer processes (Lambda environments), the code before against this tree's,
     interleaved: before = the layer at BENCH_APPEND_GROUP_BEFORE (a git revision) if set,
     else this tree with ``pending_appends=False`` (appends that lose only retry)."""
@@ -324,18 +336,17 @@ def main_processes(processes_list: tuple[int, ...] = PROCESSES,
         before_path = _before_layer(rev, where) if rev else None
         before: tuple[str | None, bool | None] = (before_path, None) if rev else (None, False)
         label = f"before ({rev})" if rev else "before (no queue)"
-        with moto_server() as (client, tables):
-            endpoint = client.meta.endpoint_url
-            for writers in processes_list:
-                per = max(4, (total or 256) // writers)
-                old: list[Run] = []
-                new: list[Run] = []
-                for r in range(rounds):
-                    old.append(run_processes(endpoint, tables, writers, per, before[0],
-                                             before[1], label, f"pold-{writers}-{r}",
-                                             client))  # fmt: skip
-                    new.append(run_processes(endpoint, tables, writers, per, None, True,
-                                             "pending queue", f"pnew-{writers}-{r}",
-                                             client))  # fmt: skip
-                out.append(_print(writers, old, new, unit="processes", before=label))
+        endpoint = client.meta.endpoint_url
+        for writers in processes_list:
+            per = max(4, (total or 256) // writers)
+            old: list[Run] = []
+            new: list[Run] = []
+            for r in range(rounds):
+                old.append(run_processes(endpoint, tables, writers, per, before[0],
+                                         before[1], label, f"pold-{writers}-{r}",
+                                         client))  # fmt: skip
+                new.append(run_processes(endpoint, tables, writers, per, None, True,
+                                         "pending queue", f"pnew-{writers}-{r}",
+                                         client))  # fmt: skip
+            out.append(_print(writers, old, new, unit="processes", before=label))
     return out
