@@ -25,13 +25,16 @@ from bench import (
 def append_group(
     writers: tuple[int, ...] | None = None, total: int | None = None
 ) -> list[dict[str, object]]:
-    """Group commit against the append before it, SQLite and DynamoDB (moto)."""
+    """Group commit against the append before it, SQLite and DynamoDB (moto): writer
+    threads of one process, then writer processes (the pending queue)."""
     sqlite_args: dict[str, Any] = {}
     dynamo_args: dict[str, Any] = {}
     if writers is not None:
         sqlite_args["writers_list"] = dynamo_args["writers_list"] = writers
     if total is not None:
         sqlite_args["total"] = dynamo_args["total"] = total
+    if writers is not None:
+        dynamo_args["processes_list"] = tuple(w for w in writers if w > 1) or (2,)
     return append_sqlite.main(**sqlite_args) + append_dynamo.main(**dynamo_args)
 
 

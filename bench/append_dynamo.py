@@ -33,6 +33,7 @@ from bench.append import sample_row
 from claros.store.base import ChainBusyError
 
 WRITERS = (1, 4, 16, 64)
+PROCESSES = (4, 16)  # writer processes (main_processes)
 CAP_SECONDS = float(os.environ.get("BENCH_APPEND_SECONDS", "10"))
 
 
@@ -148,17 +149,20 @@ def _median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
 
 
-def _print(writers: int, old: list[Run], new: list[Run]) -> dict[str, Any]:
+def _print(writers: int, old: list[Run], new: list[Run], *, unit: str = "writer threads",
+           before: str = "before") -> dict[str, Any]:  # fmt: skip
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n## DynamoDB (moto server) append, one workspace, {writers} writers"
-          f"   (load average {load}, {len(old)} rounds, median run)")  # fmt: skip
+    print(f"\n## DynamoDB (moto server) append, one workspace, {writers} {unit}"
+          f"   (load average {load}, {len(old)} rounds, median run; before: {before})")  # fmt: skip
     print(f"{'':22} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'retries/append':>15}"
           f" {'gave up':>8} {'appends/txn':>12}")  # fmt: skip
     rows = {}
     for name, runs in (("before", old), ("group commit", new)):
         r = _median_run(runs)
         tried = r.appends + r.gave_up
-        per_txn = f"{r.appends / r.transactions:12.1f}" if r.transactions else f"{'1.0':>12}"
+        # Writer processes: what a transaction carried is not counted (a dash).
+        none = f"{'1.0':>12}" if unit == "writer threads" else f"{'-':>12}"
+        per_txn = f"{r.appends / r.transactions:12.1f}" if r.transactions else none
         label = f"{name}, cut at {CAP_SECONDS:g} s" if any(x.cut for x in runs) else name
         print(f"{label:22} {r.per_second:10.1f} {r.pct(0.5) * 1e3:8.1f} {r.pct(0.99) * 1e3:8.1f}"
               f" {r.retries / max(tried, 1):15.2f} {r.gave_up:8d} {per_txn}")  # fmt: skip
@@ -173,11 +177,12 @@ def _print(writers: int, old: list[Run], new: list[Run]) -> dict[str, Any]:
     spread = f"{min(x.per_second for x in new) / max(x.per_second for x in old):.1f}"
     print(f"{'ratio new/old':22} {ratio:10.1f}x{'':7} {p99:8.2f}x   (throughput ratio of the"
           f" worst new run to the best old run: {spread}x)")  # fmt: skip
-    return {"title": f"DynamoDB group commit, {writers} writers", "rows": rows,
+    return {"title": f"DynamoDB group commit, {writers} {unit}", "rows": rows,
             "throughput_ratio": ratio, "load_average": load}  # fmt: skip
 
 
-def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None) -> list[dict[str, Any]]:
+def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None,
+         processes_list: tuple[int, ...] = PROCESSES) -> list[dict[str, Any]]:  # fmt: skip
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     out = []
     with moto_server() as (client, tables):
@@ -191,8 +196,157 @@ def main(writers_list: tuple[int, ...] = WRITERS, total: int | None = None) -> l
                 old.append(run_once(client, tables, writers, per, False, f"old-{writers}-{r}"))
                 new.append(run_once(client, tables, writers, per, True, f"new-{writers}-{r}"))
             out.append(_print(writers, old, new))
+        out += _processes(client, tables, processes_list, total)
     return out
 
 
 if __name__ == "__main__":
     main()
+
+
+# --- processes: each writer its own process and store, as Lambda environments are ------
+
+# A writer process: its own boto3 client and DynamoStore, one append at a time. It says
+# "ready", waits for "go" on stdin, appends until its count or the deadline, and prints
+# one JSON line: its latencies, retries and gave-up appends. PYTHONPATH picks the code
+# (BENCH_APPEND_GROUP_BEFORE: the layer at that git revision, first on the path).
+_WORKER = """
+import json, os, sys, time
+import boto3
+from botocore.config import Config
+from claros.store.base import ChainBusyError
+from claros.store.dynamo import DynamoStore
+from bench.append import sample_row
+a = json.loads(sys.argv[1])
+client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=a["endpoint"],
+                      config=Config(retries={"max_attempts": 1}))
+options = {} if a["pending"] is None else {"pending_appends": a["pending"]}
+store = DynamoStore(client, **a["tables"], **options)
+out = {"latencies": [], "retries": 0, "gave_up": 0, "cut": False}
+def retried():
+    out["retries"] += 1
+store.on_retry = retried
+print("ready", flush=True)
+sys.stdin.readline()
+deadline = time.perf_counter() + a["cap"]
+for i in range(a["per"]):
+    if time.perf_counter() > deadline:
+        out["cut"] = True
+        break
+    began = time.perf_counter()
+    try:
+        store.append(a["workspace"], "check", f"chk_{a['w']:03d}_{i:06d}",
+                     sample_row(a["w"] * a["per"] + i))
+    except ChainBusyError:
+        out["gave_up"] += 1
+        continue
+    out["latencies"].append(time.perf_counter() - began)
+print(json.dumps(out), flush=True)
+"""
+
+
+def _before_layer(rev: str, where: str) -> str:
+    """The layer's code at git revision ``rev`` (BENCH_APPEND_GROUP_BEFORE), unpacked in
+    ``where``: the "before" writers run it."""
+    import io
+    import subprocess
+    import tarfile
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(
+        ["git", "archive", rev, "layers/claros_common/claros"],
+        cwd=repo, capture_output=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(where, filter="data")
+    return str(Path(where) / "layers" / "claros_common")
+
+
+def run_processes(endpoint: str, tables: dict[str, str], writers: int, per: int,
+                  path: str | None, pending: bool | None, name: str, workspace: str,
+                  client: Any) -> Run:  # fmt: skip
+    """``writers`` processes × ``per`` appends to one workspace; ``path`` first on the
+    writers' PYTHONPATH (None: this tree's code)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from claros.store.dynamo import DynamoStore
+    from tests.aws import STORE_TABLES
+
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in (path, str(repo)) if p])
+    store_tables = {arg: tables[lid] for arg, lid in STORE_TABLES.items()}
+    procs = []
+    for w in range(writers):
+        args = {"endpoint": endpoint, "tables": store_tables, "per": per, "w": w,
+                "workspace": workspace, "cap": CAP_SECONDS, "pending": pending}  # fmt: skip
+        procs.append(subprocess.Popen(  # noqa: S603 - this interpreter, our own script
+            [sys.executable, "-c", _WORKER, json.dumps(args)], cwd=repo, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    start = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    run = Run(name, writers)
+    for p in procs:
+        assert p.stdout is not None
+        got = json.loads(p.stdout.readline())
+        p.wait(60)
+        p.stdout.close()
+        if p.stdin is not None:
+            p.stdin.close()
+        run.latencies += got["latencies"]
+        run.retries += got["retries"]
+        run.gave_up += got["gave_up"]
+        run.cut = run.cut or got["cut"]
+    run.seconds = time.perf_counter() - start
+    run.appends = len(run.latencies)
+    store = DynamoStore(client, **store_tables)
+    head = store.head(workspace)
+    assert (head.seq if head else 0) == run.appends, "the chain lost or gained appends"
+    return run
+
+
+def main_processes(processes_list: tuple[int, ...] = PROCESSES,
+                   total: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Writer processes on their own moto server (``main`` runs them on its own)."""
+    with moto_server() as (client, tables):
+        return _processes(client, tables, processes_list, total)
+
+
+def _processes(client: Any, tables: dict[str, str], processes_list: tuple[int, ...],
+               total: int | None) -> list[dict[str, Any]]:  # fmt: skip
+    """Writer processes (Lambda environments), the code before against this tree's,
+    interleaved: before = the layer at BENCH_APPEND_GROUP_BEFORE (a git revision) if set,
+    else this tree with ``pending_appends=False`` (appends that lose only retry)."""
+    import tempfile
+
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    rev = os.environ.get("BENCH_APPEND_GROUP_BEFORE")
+    out = []
+    with tempfile.TemporaryDirectory(prefix="append-before-") as where:
+        before_path = _before_layer(rev, where) if rev else None
+        before: tuple[str | None, bool | None] = (before_path, None) if rev else (None, False)
+        label = f"before ({rev})" if rev else "before (no queue)"
+        endpoint = client.meta.endpoint_url
+        for writers in processes_list:
+            per = max(4, (total or 256) // writers)
+            old: list[Run] = []
+            new: list[Run] = []
+            for r in range(rounds):
+                old.append(run_processes(endpoint, tables, writers, per, before[0],
+                                         before[1], label, f"pold-{writers}-{r}",
+                                         client))  # fmt: skip
+                new.append(run_processes(endpoint, tables, writers, per, None, True,
+                                         "pending queue", f"pnew-{writers}-{r}",
+                                         client))  # fmt: skip
+            out.append(_print(writers, old, new, unit="processes", before=label))
+    return out

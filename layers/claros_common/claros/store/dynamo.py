@@ -16,6 +16,7 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#pubkey``                key id              the public key's fields
   ``{workspace}#doc#_aggregates``       ``{span}#{n:012d}`` ``rev`` (N), ``body`` (B zlib JSON)
   ``{workspace}#verified``              ``state``           ``seq`` (N), ``body`` (S JSON)
+  ``{workspace}#doc#_pending``          arrival#random      ``exp`` (N), ``recs`` (B zlib)
   ====================================  ==================  ==============================
 
 The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
@@ -36,7 +37,10 @@ condition; the new revision is computed by the update expression). When another 
 the seq in between, the transaction is cancelled and retried after a jittered exponential
 backoff, from a fresh (consistent) read of the head; after ``max_attempts`` the caller gets
 ``ChainBusyError``. A failed record or doc condition is a ``ConflictError`` and is not
-retried. ``write_docs`` is one transaction too (at most 100 writes; one per doc).
+retried. An append without doc writes that lost a race queues a pending item
+(claros.store.dynamo_pending) before it retries, and every append carries the queue's
+oldest items in its transaction, so appends of different processes share transactions.
+``write_docs`` is one transaction too (at most 100 writes; one per doc).
 
 All reads are strongly consistent, as SQLite's are.
 """
@@ -74,6 +78,13 @@ from claros.store.base import (
     check_key_range,
     record_bytes,
     search_text,
+)
+from claros.store.dynamo_pending import (
+    MAX_PENDING_ITEM_BYTES,
+    decode_pending,
+    encode_pending,
+    new_pending_key,
+    pending_pk,
 )
 from claros.store.group import GroupCommit
 
@@ -231,21 +242,31 @@ def _limit(limit: int | None) -> int | None:
 # attribute names and the entries (the records are counted compressed, as sent).
 _MAX_TRANSACT_BYTES = 3_500_000
 _ENTRY_BYTES = 400  # an entry item and a record's keys, generously
+# Pending items read before a transaction: more than fit in one.
+_PENDING_READ = 60
+# A queued append gives up this long before its pending item expires, and one that
+# cannot reach the queue waits this much past the expiry for committers' clocks.
+_GIVE_UP_MARGIN_MS = 2_000
+_CLOCK_SKEW_MS = 1_000
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class _Append:
-    """One caller's append waiting for a group transaction (claros.store.group)."""
+    """One caller's append waiting for a group transaction (claros.store.group), or an
+    append of another process read from the workspace's pending items (``pending`` set:
+    the sort key of its pending item, deleted in the transaction that carries it)."""
 
     workspace: str
     prepared: list[tuple[NewRecord, bytes, str]]
     writes: Sequence[DocWrite]
     doc_actions: list[dict[str, Any]]
     ts: int | None
+    pending: str | None = None
+    exp: int = 0  # ms: no committer carries the pending item after this
 
     @property
     def actions(self) -> int:
-        return 2 * len(self.prepared) + len(self.doc_actions)
+        return 2 * len(self.prepared) + len(self.doc_actions) + (1 if self.pending else 0)
 
     @property
     def size(self) -> int:
@@ -369,6 +390,8 @@ class DynamoStore:
         sleep: Callable[[float], None] = time.sleep,
         group_commit: bool = True,
         group_wait_s: float = 20.0,
+        pending_appends: bool = True,
+        pending_ttl_s: float = 20.0,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -394,6 +417,12 @@ class DynamoStore:
         # (claros.store.group). False: every append races for the head on its own, as
         # before group commit (bench/append_dynamo.py measures both).
         self.group_commit = group_commit
+        # Appends of one workspace made by different processes share transactions through
+        # the workspace's pending items (claros.store.dynamo_pending). False: an append
+        # that loses a race only retries, as before (bench/append_dynamo.py compares).
+        self.pending_appends = pending_appends
+        # How long a pending item may be carried: its writer gives up before that.
+        self.pending_ttl_s = pending_ttl_s
         self._group: GroupCommit[_Append, list[Entry]] = GroupCommit(
             self._commit_group,
             _fits,
@@ -522,61 +551,335 @@ class DynamoStore:
             f"{self.max_attempts} attempts"
         )
 
-    def _commit_group(self, batch: list[_Append]) -> list[list[Entry] | BaseException]:
+    def _commit_group(
+        self, batch: list[_Append], *, carry: bool = True
+    ) -> list[list[Entry] | BaseException]:
         """One transaction for a run of appends of one workspace (claros.store.group): the
-        link check, then per append its entries, its records and its doc writes. An
-        append whose own condition fails (its record exists, a doc is at another
-        revision) gets its ConflictError and the others go again at once; a head that
-        moved (another process appended) is a retry after a backoff, within
-        ``max_attempts``; then ChainBusyError for each."""
+        link check, then per append its entries, its records and its doc writes, then as
+        many of the workspace's pending appends (other processes', oldest first) as fit,
+        each with the delete of its pending item. An append whose own condition fails
+        (its record exists, a doc is at another revision) gets its ConflictError and the
+        others go again at once. A head that moved (another process appended) is a retry
+        after a backoff, within ``max_attempts``; an append without doc writes that lost
+        a race first puts its own pending item, so that whichever process takes the head
+        next writes it; then ChainBusyError for each (a pending item is taken back first:
+        if it is already gone, a committer wrote it, and the answer is its entries)."""
         workspace = batch[0].workspace
         answers: list[list[Entry] | BaseException | None] = [None] * len(batch)
-        live = list(range(len(batch)))
         known = self._heads.get(workspace)
         head = self._forward(known) if known else self.head(workspace)
+        carry = carry and self.pending_appends
         attempt = 0
-        while live:
-            actions, built, offsets = self._group_actions(head, batch, live)
-            try:
-                self.client.transact_write_items(
-                    TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
-                )
-            except ClientError as exc:
-                if _code(exc) == "ValidationException" and len(live) > 1:
-                    # Refused as a whole (too large, say): each append on its own, so
-                    # the one at fault gets the error and the others are written.
-                    for i in live:
-                        answers[i] = self._commit_group([batch[i]])[0]
-                    break
-                failed = self._group_failed(exc, batch, live, built, offsets)
-                if isinstance(failed, Exception):  # every append of the batch shares it
-                    answers = [failed if i in live else a for i, a in enumerate(answers)]
-                    break
-                stale, culprits = failed
-            else:
-                for i in live:
-                    answers[i] = built[i]
-                self._heads[workspace] = built[live[-1]][-1]
+        while live := [i for i, a in enumerate(answers) if a is None]:
+            queue = self._answer_gone(batch, live, answers) if carry else []
+            live = [i for i in live if answers[i] is None]
+            if not live:
                 break
-            if culprits:
-                # Nothing was written; the others go again without waiting (no race lost).
-                for i, error in culprits.items():
-                    answers[i] = error
-                live = [i for i in live if i not in culprits]
-            else:
-                attempt += 1
-                if attempt == self.max_attempts:
-                    busy = ChainBusyError(
-                        f"the chain head of {workspace!r} kept moving; gave up after "
-                        f"{self.max_attempts} attempts"
-                    )
-                    answers = [busy if i in live else a for i, a in enumerate(answers)]
-                    break
+            group = self._carried(workspace, [batch[i] for i in live], queue)
+            outcome, stale = self._attempt(head, group, batch, live, answers)
+            if outcome == "written":
+                head = self._heads[workspace]  # ours: the pending ones left go at once
+                continue
+            if outcome == "culprits":
+                head = self._after_race(workspace, head, stale)
+                continue
+            live = [i for i in live if answers[i] is None]
+            attempt += 1
+            if attempt == self.max_attempts or self._past_deadline(batch, live):
+                self._give_up(workspace, batch, live, answers)
+                break
+            if carry:
+                for i in live:
+                    self._enqueue(batch[i])
+            if outcome == "lost":
                 for _ in live:
                     self.on_retry()
-                self._backoff(attempt - 1)
+            self._backoff(attempt - 1)
             head = self._after_race(workspace, head, stale)
         return [a if a is not None else StoreError("append not answered") for a in answers]
+
+    def _attempt(
+        self,
+        head: Entry | None,
+        group: list[_Append],
+        batch: list[_Append],
+        live: list[int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> tuple[str, bool]:
+        """One transaction of ``group``; this process's appends (``batch[live]``) get
+        their answers in ``answers`` when they have one. What happened: "written",
+        "culprits" (some failed on their own condition: the rest go again at once),
+        "lost" (a race, after which the append retries), "refused" (DynamoDB refused the
+        group whole: this process's direct appends went one by one); and whether the
+        entry the transaction linked to has changed."""
+        mine = {id(batch[i]): i for i in live}
+        actions, built, offsets = self._group_actions(head, group)
+        try:
+            self.client.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+            )
+        except ClientError as exc:
+            if _code(exc) == "ValidationException" and len(group) > 1:
+                # Refused as a whole (too large, say): each of this process's direct
+                # appends on its own, so the one at fault gets the error and the others
+                # are written (queued ones wait for the next committer).
+                for i in live:
+                    if batch[i].pending is None:
+                        answers[i] = self._commit_group([batch[i]], carry=False)[0]
+                return "refused", True
+            failed = self._group_failed(exc, group, built, offsets)
+            if isinstance(failed, Exception):  # every append of the batch shares it
+                for i in live:
+                    answers[i] = self._settle(batch[i], failed)
+                return "failed", False
+        else:
+            for pos, item in enumerate(group):
+                if id(item) in mine:
+                    answers[mine[id(item)]] = built[pos]
+            self._heads[group[0].workspace] = built[len(group) - 1][-1]
+            return "written", False
+        stale, culprits = failed
+        for pos, error in culprits.items():
+            self._blame(group[pos], error, mine, answers)
+        return ("culprits" if culprits else "lost"), stale
+
+    def _blame(
+        self,
+        item: _Append,
+        error: BaseException,
+        mine: dict[int, int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> None:
+        """An append whose own condition failed: a queued one leaves the queue (its
+        writer, maybe this process, learns why from the record that is there:
+        ``_resolve``); a direct one of this process gets ``error``."""
+        if item.pending is not None:
+            self._drop_pending(item.workspace, item.pending)
+        elif id(item) in mine:
+            answers[mine[id(item)]] = error
+
+    def _answer_gone(
+        self,
+        batch: list[_Append],
+        live: list[int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> list[Item]:
+        """The workspace's queue; this process's queued appends that left it (a committer
+        wrote them, or dropped them) get their answer from the ledger."""
+        queue, gone = self._pending_queue(batch[0].workspace, [batch[i] for i in live])
+        for i in live:
+            if batch[i] in gone:
+                answers[i] = self._resolve(batch[i])
+        return queue
+
+    # --- pending appends (claros.store.dynamo_pending) ---------------------------------
+    def _pending_key(self, workspace: str, sk: str) -> Item:
+        return {"pk": _s(pending_pk(workspace)), "sk": _s(sk)}
+
+    def _enqueue(self, item: _Append) -> None:
+        """Put ``item``'s pending item, once: appends with doc writes (conditions of
+        their own, whose failure another process could not report) stay direct, and so
+        does one too large for an item, or when the put is refused."""
+        if item.pending is not None or item.writes:
+            return
+        raws = [(new.kind, new.ref_id, zlib.decompress(p)) for new, p, _ in item.prepared]
+        body = encode_pending(raws)
+        if len(body) > MAX_PENDING_ITEM_BYTES:
+            return
+        now = _now_ms()
+        sk = new_pending_key(now)
+        exp = now + int(self.pending_ttl_s * 1000)
+        put: Item = {**self._pending_key(item.workspace, sk), "exp": _n(exp), "recs": {"B": body}}
+        if item.ts is not None:
+            put["ts"] = _n(item.ts)
+        try:
+            self.client.put_item(
+                TableName=self.state_table,
+                Item=put,
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError:
+            return  # stays a direct append; nothing of it is queued
+        item.pending, item.exp = sk, exp
+
+    def _pending_queue(self, workspace: str, own: list[_Append]) -> tuple[list[Item], set[_Append]]:
+        """The workspace's pending items, oldest first (expired ones removed), and which of
+        ``own``'s pending items are gone: a committer wrote them (or dropped them)."""
+        try:
+            got = self.client.query(
+                TableName=self.state_table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": _s(pending_pk(workspace))},
+                ConsistentRead=True,
+                Limit=_PENDING_READ,
+            )
+        except ClientError as exc:
+            if _code(exc) != "AccessDeniedException":
+                raise
+            self.pending_appends = False  # a role without the queue: direct appends only
+            return [], set()
+        now = _now_ms()
+        queue: list[Item] = []
+        for it in got.get("Items", []):
+            if int(it.get("exp", {}).get("N", "0")) <= now:
+                self._drop_pending(workspace, it["sk"]["S"])  # its writer gave up by now
+            else:
+                queue.append(it)
+        there = {it["sk"]["S"] for it in queue}
+        truncated = "LastEvaluatedKey" in got
+        gone = {
+            a
+            for a in own
+            if a.pending is not None
+            and a.pending not in there
+            and (not truncated or not self._pending_exists(workspace, a.pending))
+        }
+        return queue, gone
+
+    def _pending_exists(self, workspace: str, sk: str) -> bool:
+        got = self.client.get_item(
+            TableName=self.state_table,
+            Key=self._pending_key(workspace, sk),
+            ConsistentRead=True,
+            ProjectionExpression="sk",
+        )
+        return "Item" in got
+
+    def _carried(self, workspace: str, live: list[_Append], queue: list[Item]) -> list[_Append]:
+        """The transaction's appends: this process's that are not queued, then the queue
+        in arrival order (this process's own pending ones among them) as far as they fit."""
+        group = [a for a in live if a.pending is None]
+        own = {a.pending: a for a in live if a.pending is not None}
+        for it in queue:
+            sk = it["sk"]["S"]
+            item = own.get(sk) or self._foreign(workspace, it)
+            if item is None:
+                self._drop_pending(workspace, sk)  # not an append Claros queued
+                continue
+            if not group or _fits(group, item):
+                group.append(item)
+            elif 1 + sum(b.actions for b in group) >= MAX_TRANSACT_ACTIONS - 2 * len(SPANS):
+                break  # full: the rest wait for the next transaction
+        if not group:  # only this process's pending appends, beyond the page read
+            group = [next(iter(own.values()))]
+        return group
+
+    def _foreign(self, workspace: str, it: Item) -> _Append | None:
+        decoded = decode_pending(it)
+        if decoded is None:
+            return None
+        records, ts = decoded
+        try:
+            check_batch(records, ())
+            prepared = [self._prepare(workspace, new) for new in records]
+        except StoreError:
+            return None
+        if len({(n.kind, n.ref_id) for n in records}) != len(records):
+            return None
+        return _Append(
+            workspace, prepared, (), [], ts, pending=it["sk"]["S"], exp=int(it["exp"]["N"])
+        )
+
+    def _drop_pending(self, workspace: str, sk: str) -> bool:
+        """Delete a pending item if it is still there: True if this call removed it."""
+        try:
+            self.client.delete_item(
+                TableName=self.state_table,
+                Key=self._pending_key(workspace, sk),
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def _pending_delete(self, item: _Append, now: int) -> dict[str, Any]:
+        """The transaction's delete of a carried append's pending item: only while it is
+        there (its writer has not taken it back, no other committer wrote it) and not
+        expired (its writer may have stopped waiting)."""
+        assert item.pending is not None
+        return {
+            "Delete": {
+                "TableName": self.state_table,
+                "Key": self._pending_key(item.workspace, item.pending),
+                "ConditionExpression": "attribute_exists(#pk) AND #exp > :now",
+                "ExpressionAttributeNames": {"#pk": "pk", "#exp": "exp"},
+                "ExpressionAttributeValues": {":now": _n(now)},
+            }
+        }
+
+    def _past_deadline(self, batch: list[_Append], live: list[int]) -> bool:
+        """A queued append gives up before its pending item expires, so that its own
+        answer, not the expiry, decides what became of it."""
+        now = _now_ms()
+        return any(batch[i].pending and now > batch[i].exp - _GIVE_UP_MARGIN_MS for i in live)
+
+    def _give_up(
+        self,
+        workspace: str,
+        batch: list[_Append],
+        live: list[int],
+        answers: list[list[Entry] | BaseException | None],
+    ) -> None:
+        busy = ChainBusyError(
+            f"the chain head of {workspace!r} kept moving; gave up after "
+            f"{self.max_attempts} attempts"
+        )
+        for i in live:
+            answers[i] = self._settle(batch[i], busy)
+
+    def _settle(self, item: _Append, error: BaseException) -> list[Entry] | BaseException:
+        """``error`` for an append that gives up, once nothing of it can be written any
+        more: a pending item is deleted first; if it is gone already, a committer took
+        it, and the answer is what the ledger holds of it."""
+        if item.pending is None:
+            return error
+        try:
+            if self._drop_pending(item.workspace, item.pending):
+                return error
+        except ClientError:
+            # The queue is out of reach: wait out the item's expiry (after it no committer
+            # carries it), then the records say what became of it.
+            self._sleep(max(0.0, (item.exp - _now_ms() + _CLOCK_SKEW_MS) / 1000))
+        return self._resolve(item)
+
+    def _resolve(self, item: _Append) -> list[Entry] | BaseException:
+        """What became of an append whose pending item is gone: its entries, if its
+        records are there with its pending key; a ConflictError if another append's
+        record holds its id; else nothing of it was written (ChainBusyError)."""
+        entries: list[Entry] = []
+        for new, _packed, _payload in item.prepared:
+            got = self.client.get_item(
+                TableName=self.records_table,
+                Key=record_key(item.workspace, new.kind, new.ref_id),
+                ConsistentRead=True,
+                ProjectionExpression="seq, pend",
+            ).get("Item")
+            if got is None:
+                return ChainBusyError(
+                    f"the append to {item.workspace!r} left the queue unwritten; "
+                    "nothing was written"
+                )
+            if got.get("pend", {}).get("S") != item.pending:
+                return ConflictError(
+                    f"a {new.kind} record {new.ref_id!r} exists already",
+                    collection=new.kind,
+                    key=new.ref_id,
+                )
+            entry = self.client.get_item(
+                TableName=self.ledger_table,
+                Key={"workspace": _s(item.workspace), "seq": got["seq"]},
+                ConsistentRead=True,
+            ).get("Item")
+            if entry is None:  # pragma: no cover - the record and entry commit together
+                return StoreError(f"record {new.kind}#{new.ref_id} has no entry")
+            entries.append(_entry(entry))
+        if entries:
+            known = self._heads.get(item.workspace)
+            if known is None or entries[-1].seq > known.seq:
+                self._heads[item.workspace] = entries[-1]
+        return entries
 
     def _after_race(self, workspace: str, head: Entry | None, stale: bool) -> Entry | None:
         """Where the chain's head is after an append lost a race: a few entries further on
@@ -588,18 +891,19 @@ class DynamoStore:
         return self.head(workspace) if stale or head is None else self._forward(head)
 
     def _group_actions(
-        self, head: Entry | None, batch: list[_Append], live: list[int]
+        self, head: Entry | None, group: list[_Append]
     ) -> tuple[list[dict[str, Any]], dict[int, list[Entry]], dict[int, int]]:
         """The group's transaction after ``head``: the actions, each append's entries and
-        where its actions start (the cancellation reasons follow this layout)."""
+        where its actions start, by position in ``group`` (the cancellation reasons follow
+        this layout: entries, records, doc writes, the pending item's delete)."""
         actions: list[dict[str, Any]] = [self._link_check(head)] if head else []
         built: dict[int, list[Entry]] = {}
         offsets: dict[int, int] = {}
         seq, prev = (head.seq, head.hash) if head else (0, ZERO_HASH)
         folds: dict[tuple[str, int], list[tuple[Entry, Any]]] = {}
-        for i in live:
-            item = batch[i]
-            when = item.ts if item.ts is not None else _now_ms()
+        now = _now_ms()
+        for pos, item in enumerate(group):
+            when = item.ts if item.ts is not None else now
             entries = []
             for new, _packed, payload in item.prepared:
                 seq += 1
@@ -609,13 +913,15 @@ class DynamoStore:
                 )  # fmt: skip
                 entries.append(entry)
                 prev = entry.hash
-            built[i], offsets[i] = entries, len(actions)
+            built[pos], offsets[pos] = entries, len(actions)
             actions += [self._ledger_put(e) for e in entries]
             actions += [
-                self._record_put(e, p[1], p[0].record)
+                self._record_put(e, p[1], p[0].record, pend=item.pending)
                 for e, p in zip(entries, item.prepared, strict=True)
             ]
             actions += item.doc_actions
+            if item.pending is not None:
+                actions.append(self._pending_delete(item, now))
             for (_new, packed, _), entry in zip(item.prepared, entries, strict=True):
                 for span, size in SPANS.items():
                     folds.setdefault((span, when // size), []).append(
@@ -624,7 +930,7 @@ class DynamoStore:
         # Each hour's and day's aggregate once, with every append of the group folded in:
         # a transaction may name an item only once (at the end: offsets[-1]).
         offsets[-1] = len(actions)
-        workspace = batch[live[0]].workspace
+        workspace = group[0].workspace
         for (span, start), folded in folds.items():
             entries_, records = zip(*folded, strict=True)
             actions.append(self._aggregate_put(workspace, span, start, entries_, records))
@@ -633,13 +939,13 @@ class DynamoStore:
     def _group_failed(
         self,
         exc: ClientError,
-        batch: list[_Append],
-        live: list[int],
+        group: list[_Append],
         built: dict[int, list[Entry]],
         offsets: dict[int, int],
     ) -> tuple[bool, dict[int, BaseException]] | Exception:
         """Why a group's transaction failed: (the link check failed, the appends whose own
-        condition failed with their errors), or the error of the whole batch."""
+        condition failed with their errors, by position), or the error of the whole
+        batch."""
         code = _code(exc)
         if code in _RETRY_ERRORS:
             return False, {}
@@ -650,30 +956,32 @@ class DynamoStore:
         every: list[Any] = list(exc.response.get("CancellationReasons", []))
         codes = [str(r.get("Code", "None")) for r in every]
         failed = {i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"}
-        has_link = min(offsets.values()) == 1
+        has_link = offsets[0] == 1
         stale = has_link and 0 in failed
         # An aggregate at another revision: another process appended in between.
         moved = stale or any(i >= offsets[-1] for i in failed)
         culprits: dict[int, BaseException] = {}
-        for i in live:
-            entries, start = built[i], offsets[i]
+        for pos, item in enumerate(group):
+            entries, start = built[pos], offsets[pos]
             n = len(entries)
             if failed & set(range(start, start + n)):
                 moved = True  # an entry's seq is taken: someone appended first
+            if item.pending is not None and start + 2 * n + len(item.writes) in failed:
+                moved = True  # its pending item is gone: written, or taken back
+                continue
             for j, entry in enumerate(entries):
                 if start + n + j in failed:
-                    culprits[i] = ConflictError(
+                    culprits[pos] = ConflictError(
                         f"a {entry.kind} record {entry.ref_id!r} exists already",
                         collection=entry.kind,
                         key=entry.ref_id,
                     )
                     break
             else:
-                for j, write in enumerate(batch[i].writes):
+                for j, write in enumerate(item.writes):
                     at = start + 2 * n + j
                     if at in failed:
-                        item = every[at].get("Item")
-                        culprits[i] = _doc_conflict(write, item)
+                        culprits[pos] = _doc_conflict(write, every[at].get("Item"))
                         break
         if culprits or moved or any(c in _RETRY_REASONS for c in codes):
             return stale, culprits
@@ -901,12 +1209,21 @@ class DynamoStore:
             }
         }
 
-    def _record_put(self, entry: Entry, packed: bytes, record: Mapping[str, Any]) -> dict[str, Any]:
+    def _record_put(
+        self,
+        entry: Entry,
+        packed: bytes,
+        record: Mapping[str, Any],
+        *,
+        pend: str | None = None,
+    ) -> dict[str, Any]:
         item: Item = {
             **record_key(entry.workspace, entry.kind, entry.ref_id),
             "seq": _n(entry.seq),
             "body": {"B": packed},
         }
+        if pend is not None:  # carried from the queue: its writer finds it by this
+            item["pend"] = _s(pend)
         if entry.kind == "check":
             item.update(_check_attributes(record))
         return {
