@@ -7,6 +7,12 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 RUN_STAMP  := $(VENV)/.installed-server
 TEST_STAMP := $(VENV)/.installed-dev
 
+# Test processes (pytest-xdist). Most tests wait on servers, subprocesses and Chromium, so
+# more workers than cores pays on a 2-core machine; `make test TEST_WORKERS=0` runs in one
+# process. The byte-code cache is on for the tests: they start hundreds of Python
+# subprocesses (guards, hooks, the CLI), each of which would otherwise compile Claros again.
+TEST_WORKERS ?= 4
+
 CLAROS_PORT ?= 8787
 CLAROS_DATA ?= .claros
 
@@ -29,7 +35,7 @@ test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -112,3 +112,28 @@ def _isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # --- end of web app and claros login ---------------------------------------------------
+
+
+# ======================================================================================
+# Parallel runs (pytest-xdist, `make test` runs `-n ... --dist loadgroup`): the tests of a
+# file that share a fixture wider than one test (module, class or package scope: a
+# server, a browser, a built wheel, a seeded ledger) go to one worker, in file order, so
+# that fixture is built once and what one test leaves for the next is still there. Every
+# other test is spread one by one.
+# ======================================================================================
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        shared = any(
+            defs[-1].scope in ("module", "class", "package")
+            for defs in info.name2fixturedefs.values()
+            if defs
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+# --- end of parallel runs --------------------------------------------------------------
