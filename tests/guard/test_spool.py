@@ -159,11 +159,14 @@ async def test_reports_still_queued_at_exit_go_to_the_spool(
     async with Client(ws.guard("lab", lab(), "--url", relay.url)) as agent:
         wrote = await agent.call_tool("note_write", {"text": "hi"})
         await until("checked", lambda: ws.records("check"))
-        started = time.monotonic()
-    # The guard exits within the 2 s an MCP client waits before it kills it.
-    assert time.monotonic() - started < 2.0
+        started = time.time()
     assert not wrote.is_error and ws.records("outcome") == []
     (line,) = spooled(ws)
+    # The guard spools what is still in flight within the 2 s an MCP client waits before
+    # it kills it. Timed by the spool file's own write, not the process's end, so the
+    # interpreter's teardown on a loaded machine (parallel tests) is not what is measured.
+    (spool,) = spool_files(ws)
+    assert spool.stat().st_mtime - started < 2.0
     (check,) = ws.records("check")
     assert line["route"] == f"/v1/check/{check['check_id']}/outcome"
     assert line["key"] == f"outcome-{check['check_id']}" and line["body"]["status"] == "ok"
