@@ -64,6 +64,7 @@ class Run:
 def moto_server() -> Iterator[tuple[Any, dict[str, str]]]:
     """A ThreadedMotoServer with the template's tables; (boto3 client, table names)."""
     import boto3
+    import httpx
     from botocore.config import Config
     from moto.server import ThreadedMotoServer
 
@@ -79,6 +80,9 @@ def moto_server() -> Iterator[tuple[Any, dict[str, str]]]:
         server.start()
         try:
             host, port = server.get_host_and_port()
+            # moto keeps its state per process, not per server: start from an empty one
+            # (a test run before this in the same process may have left its tables).
+            httpx.post(f"http://{host}:{port}/moto-api/reset", timeout=30).raise_for_status()
             client = boto3.client(
                 "dynamodb",
                 region_name="us-east-1",
