@@ -16,9 +16,15 @@ from typing import Any, cast
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from claros.api.errors_http import install_error_handlers
-from claros.api.http import ClarosResolver
-from claros.wiring import Services, build_services
+from claros import lazy_packages
+
+# Before claros.api.http imports Powertools' event handler: its package __init__ (every
+# resolver Powertools has) then runs only if a name of its own is asked for.
+lazy_packages.install()
+
+from claros.api.errors_http import install_error_handlers  # noqa: E402
+from claros.api.http import ClarosResolver  # noqa: E402
+from claros.wiring import Services, build_services  # noqa: E402
 
 __all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for", "make_handler"]
 

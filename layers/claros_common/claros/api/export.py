@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.api.streaming import streamed

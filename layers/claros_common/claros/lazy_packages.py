@@ -1,0 +1,121 @@
+"""Packages whose ``__init__`` runs only when a name of its own is asked for.
+
+Why: Powertools' ``aws_lambda_powertools/event_handler/__init__.py`` imports every
+resolver it has (AppSync, AppSync events, Bedrock agents, VPC Lattice, the local
+``http_resolver`` which pulls in asyncio, ...), about three times what the API Gateway
+resolver we use costs, and Python runs a package's ``__init__`` before any of its
+submodules can be imported. A Lambda cold start paid for all of it.
+
+``install()`` puts ``aws_lambda_powertools.event_handler`` in ``sys.modules`` as the real
+package module (its own ``__spec__``, ``__path__``, ``__file__``, ``__loader__``, made by
+``importlib.util.module_from_spec``) whose ``__init__`` body has not run yet. Then:
+
+- ``from aws_lambda_powertools.event_handler.api_gateway import Response`` imports only
+  ``api_gateway`` and what it imports (the package's ``__path__`` is all a submodule
+  import needs from its parent);
+- a submodule asked for as an attribute (``from aws_lambda_powertools.event_handler import
+  content_types``, which ``api_gateway`` itself does) is imported as the submodule, as the
+  import system would after the ``__init__``;
+- any other name the module does not have yet (``from aws_lambda_powertools.event_handler
+  import AppSyncResolver``, ``dir()``, ``__all__``) runs the real ``__init__`` body, once,
+  on that same module object (PEP 562 module ``__getattr__``; the loader's public
+  ``exec_module``), under a lock, so every name of the real package is there and is the
+  same object an eager import gives.
+
+Only public import-system APIs (``importlib.util.find_spec``, ``module_from_spec``,
+``Loader.exec_module``, ``PathFinder.find_spec``), the same from Python 3.11 to 3.13 (the
+Lambda runtime). The top-level ``aws_lambda_powertools`` package is left eager: its
+``__init__`` installs Powertools' package log handler and user agent (side effects a lazy
+body would skip) and imports Logger, Metrics and Tracer, which every HTTP function builds
+at init anyway. Nothing here is lazy once imported eagerly: ``install()`` after the package
+is in ``sys.modules`` does nothing.
+
+Call it before anything imports the package: each function's entry module
+(``functions/<name>/app.py``) and ``claros.api.entry`` / ``claros.api.lambda_entry`` do.
+Not the authorizer, which imports no Powertools (finding the subpackage's spec imports
+the top-level package).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+import types
+from typing import Any
+
+__all__ = ["LAZY", "install", "lazy_package"]
+
+# The packages made lazy by install().
+LAZY = ("aws_lambda_powertools.event_handler",)
+
+
+def install() -> None:
+    """Make every package of ``LAZY`` lazy, if it is not imported yet."""
+    for name in LAZY:
+        lazy_package(name)
+
+
+def lazy_package(name: str) -> types.ModuleType:
+    """``sys.modules[name]``: the package itself when already imported, else the package
+    module with its ``__init__`` body deferred to the first name it does not have."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)  # imports the parent package, as an import would
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        raise ImportError(f"{name} is not a package that can be loaded lazily", name=name)
+    module = importlib.util.module_from_spec(spec)
+    _Deferred(module, spec.loader)
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:  # what the import system sets on the parent after loading a submodule
+        setattr(sys.modules[parent], child, module)
+    return module
+
+
+class _Deferred:
+    """The deferred ``__init__`` of one package module: its PEP 562 ``__getattr__`` and
+    ``__dir__``, which run the body once and then leave the module's dict."""
+
+    def __init__(self, module: types.ModuleType, loader: importlib.abc.Loader) -> None:
+        self.module, self.loader = module, loader
+        self.lock = threading.RLock()  # another thread waits on it while the body runs
+        self.running = False  # the body is running (then a missing name is just missing)
+        module.__dict__["__getattr__"] = self.getattr
+        module.__dict__["__dir__"] = self.dir
+
+    def load(self) -> None:
+        """Run the real ``__init__`` body on the module, once."""
+        with self.lock:
+            if self.running or self.module.__dict__.get("__getattr__") != self.getattr:
+                return  # the body itself is asking (partly initialised), or done already
+            self.running = True
+            try:
+                self.loader.exec_module(self.module)
+            finally:
+                self.running = False
+            # The body's own __getattr__/__dir__, if it defines them, replaced ours.
+            for hook, ours in (("__getattr__", self.getattr), ("__dir__", self.dir)):
+                if self.module.__dict__.get(hook) == ours:
+                    del self.module.__dict__[hook]
+
+    def getattr(self, attr: str) -> Any:
+        name = self.module.__name__
+        if not self.running and not attr.startswith("__"):
+            # A submodule is imported as the submodule (what the import system does for
+            # ``from package import submodule``), without the __init__ body.
+            full = f"{name}.{attr}"
+            if importlib.machinery.PathFinder.find_spec(full, list(self.module.__path__)):
+                return importlib.import_module(full)
+        self.load()
+        try:
+            return self.module.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+
+    def dir(self) -> list[str]:
+        self.load()
+        return sorted(self.module.__dict__)
