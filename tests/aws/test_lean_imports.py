@@ -23,6 +23,21 @@ YAML = {"yaml"}
 MODELS = {"claros.mapping.mapper", "claros.bedrock", "claros.rules.judges"}
 # Deciding a check: the rule parser, mappings and asks; only the check function decides.
 DECIDING = {"claros.checks", "claros.rules.expr", "claros.mapping.model", "claros.asks"}
+# Powertools' resolvers we do not use, which its event_handler package __init__ imports:
+# claros.lazy_packages defers that __init__, so only event_handler.api_gateway is loaded.
+RESOLVERS = {
+    f"aws_lambda_powertools.event_handler.{name}"
+    for name in (
+        "appsync",
+        "bedrock_agent",
+        "bedrock_agent_function",
+        "events_appsync",
+        "graphql_appsync",
+        "http_resolver",
+        "lambda_function_url",
+        "vpc_lattice",
+    )
+}
 ROUTES = {
     "claros.api.check",
     "claros.api.outcome",
@@ -38,13 +53,13 @@ ROUTES = {
 
 # Function -> modules its entry must leave unimported (besides other functions' routes).
 NOT_IMPORTED: dict[str, set[str]] = {
-    "check": PAGES | YAML | MODELS,
-    "outcome": PAGES | YAML | MODELS | DECIDING,
-    "evidence": PAGES | YAML | MODELS | DECIDING,
-    "checkpoint": PAGES | YAML | MODELS | DECIDING,
-    "export": {"jinja2", "claros.api.web"} | YAML | MODELS | DECIDING - {"claros.asks"},
-    "prune": PAGES | YAML | MODELS | DECIDING,
-    "admin": {"jinja2"} | YAML,
+    "check": PAGES | YAML | MODELS | RESOLVERS,
+    "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS,
+    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS,
+    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS,
+    "export": {"jinja2", "claros.api.web"} | YAML | MODELS | DECIDING - {"claros.asks"} | RESOLVERS,
+    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS,
+    "admin": {"jinja2"} | YAML | RESOLVERS,
     "authorizer": PAGES | YAML | MODELS | DECIDING | {"aws_lambda_powertools"},
 }
 OWN = {
@@ -59,10 +74,10 @@ OWN = {
 }
 
 
-def _loaded_by(function: str) -> set[str]:
+def _loaded_by(function: str, probe: str = "import app") -> set[str]:
     """sys.modules after importing functions/<function>/app.py (the handler built, as
     Lambda's init does), in a fresh interpreter with the template's store setting."""
-    probe = "import json, sys, app\nprint(json.dumps(sorted(sys.modules)))"
+    probe = f"import json, sys\n{probe}\nprint(json.dumps(sorted(sys.modules)))"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
     env.update(CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
     done = subprocess.run(
@@ -85,3 +100,17 @@ def test_every_function_is_pinned() -> None:
 
     functions = {p.name for p in (REPO / "functions").iterdir() if (p / "app.py").is_file()}
     assert functions == set(NOT_IMPORTED) == set(ROUTE_MODULES) | {"authorizer"}
+
+
+@pytest.mark.parametrize("function", sorted(set(NOT_IMPORTED) - {"authorizer"}))
+def test_a_function_routes_import_no_asyncio_nor_other_resolvers(function: str) -> None:
+    """What bench/coldstart.py times: claros.api.entry and the function's routes (with the
+    lazy event handler package) import no asyncio. The built handler does: Powertools'
+    Tracer imports the X-Ray SDK, whose recorder imports asyncio, as it did before."""
+    probe = (
+        "import importlib, claros.api.entry as e\n"
+        f"for m in e.ROUTE_MODULES[{function!r}]: importlib.import_module(m)"
+    )
+    loaded = _loaded_by(function, probe)
+    assert "aws_lambda_powertools.event_handler.api_gateway" in loaded
+    assert not loaded & (RESOLVERS | {"asyncio", "aws_xray_sdk"}), sorted(loaded & RESOLVERS)
