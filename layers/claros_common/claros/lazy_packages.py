@@ -39,13 +39,15 @@ the top-level package).
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 import threading
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # importlib.abc imports importlib.resources: not at run time
+    from importlib.abc import Loader
 
 __all__ = ["LAZY", "install", "lazy_package"]
 
@@ -80,7 +82,7 @@ class _Deferred:
     """The deferred ``__init__`` of one package module: its PEP 562 ``__getattr__`` and
     ``__dir__``, which run the body once and then leave the module's dict."""
 
-    def __init__(self, module: types.ModuleType, loader: importlib.abc.Loader) -> None:
+    def __init__(self, module: types.ModuleType, loader: Loader) -> None:
         self.module, self.loader = module, loader
         self.lock = threading.RLock()  # another thread waits on it while the body runs
         self.running = False  # the body is running (then a missing name is just missing)
