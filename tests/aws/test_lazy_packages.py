@@ -157,3 +157,128 @@ def test_what_is_not_a_package_is_refused(name: str) -> None:
     with pytest.raises(ImportError, match=f"{name} is not a package that can be loaded lazily"):
         lazy_package(name)
     assert name not in sys.modules  # nothing half registered
+
+
+DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+# Every public name of a package (submodules too), each as where() says, asked one by one
+# (no dir(), no __all__: they would run the body); "ran": the __init__ body has run.
+ASKED = """
+import json, sys, types
+from claros import lazy_packages
+lazy_packages.install()
+import {package} as package
+
+def where(value):
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__, value is sys.modules[value.__name__]]
+    home = sys.modules[value.__module__]
+    same = getattr(home, value.__qualname__, None) is value
+    return [value.__module__, value.__qualname__, same]
+
+names = {{n: where(getattr(package, n)) for n in {names!r}}}
+print(json.dumps({{"names": names, "ran": "__getattr__" not in vars(package),
+                  "loaded": sorted(m for m in sys.modules if m.startswith("{package}."))}}))
+"""
+
+
+def test_data_classes_answer_every_public_name_from_its_submodule_without_the_init() -> None:
+    """Powertools' data_classes: each name the real package has is the same object when
+    asked through the lazy one, and asking for one loads only its submodule."""
+    eager = _run(NAMES.replace(PACKAGE, DATA_CLASSES))
+    public = sorted(eager["names"])
+    assert "APIGatewayProxyEventV2" in public and "event_source" in public
+    lazy = _run(ASKED.format(package=DATA_CLASSES, names=public))
+    assert lazy["names"] == eager["names"]
+    assert lazy["ran"] is False  # every name answered from its submodule, no body run
+    # event_source: the function the submodule of that name defines, not the submodule
+    assert eager["names"]["event_source"][0] == f"{DATA_CLASSES}.event_source"
+    one = _run(ASKED.format(package=DATA_CLASSES, names=["APIGatewayProxyEventV2"]))
+    assert f"{DATA_CLASSES}.ses_event" not in one["loaded"]  # the others stay unloaded
+    assert one["names"]["APIGatewayProxyEventV2"][0] == f"{DATA_CLASSES}.api_gateway_proxy_event"
+
+
+def test_a_name_that_is_also_its_submodule_stays_the_name_when_the_submodule_is_imported() -> None:
+    """``from .event_source import event_source``: the eager package's attribute is the
+    function; importing the submodule directly must not leave the module there."""
+    probe = f"""
+        import importlib, json, sys
+        INSTALL
+        importlib.import_module("{DATA_CLASSES}.event_source")  # the submodule, first
+        package = sys.modules["{DATA_CLASSES}"]
+        submodule = sys.modules["{DATA_CLASSES}.event_source"]
+        print(json.dumps({{
+            "attribute": type(package.event_source).__name__,
+            "the submodule's": package.event_source is submodule.event_source,
+            "ran": "__getattr__" not in vars(package),
+        }}))
+    """
+    eager = _run(probe.replace("INSTALL", ""))
+    lazy = _run(
+        probe.replace("INSTALL", "from claros import lazy_packages; lazy_packages.install()")
+    )
+    assert eager == {"attribute": "function", "the submodule's": True, "ran": True}
+    assert lazy == {**eager, "ran": False}
+
+
+def test_importlib_metadata_lazy_is_the_real_one_and_pydantic_leaves_it_unrun() -> None:
+    eager = _run(NAMES.replace(PACKAGE, "importlib.metadata"))
+    lazy = _run("from claros import lazy_packages\nlazy_packages.install()\n"
+                + NAMES.replace(PACKAGE, "importlib.metadata"))  # fmt: skip
+    assert lazy == eager and "version" in lazy["names"]
+    found = _run("""
+        import json, os, sys
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+        from claros import lazy_packages
+        lazy_packages.install(lazy_packages.STDLIB)
+        import pydantic
+        class Model(pydantic.BaseModel):  # building a model is when plugins are looked up
+            x: int
+        before = "importlib.metadata._adapters" in sys.modules
+        from importlib.metadata import version
+        print(json.dumps({"before": before, "version": version("pydantic") == pydantic.VERSION,
+                          "powertools": "aws_lambda_powertools" in sys.modules}))
+    """)
+    assert found == {"before": False, "version": True, "powertools": False}
+
+
+def _init_map(tmp_path: Path, body: str) -> dict[str, tuple[str, str]] | None:
+    import importlib.util
+
+    from claros.lazy_packages import _from_imports
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent(body))
+    spec = importlib.util.spec_from_file_location(
+        "pkg", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None and spec.loader is not None
+    return _from_imports(spec.loader, "pkg")
+
+
+def test_an_init_of_only_relative_from_imports_maps_each_name_to_its_submodule(
+    tmp_path: Path,
+) -> None:
+    body = '''
+        """Doc."""
+        from .a import x, y as z
+        from .b import b
+        __all__ = ["x", "z", "b"]
+    '''
+    assert _init_map(tmp_path, body) == {"x": ("a", "x"), "z": ("a", "y"), "b": ("b", "b")}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "from .a import x\nprint('side effect')\n",  # anything else in the body
+        "from .a import x\nfrom .b import x\n",  # a name bound twice
+        "from .a import b\nfrom .b import y\n",  # a submodule's name bound from another
+        "from .a import *\n",
+        "from os import path\n",  # not relative
+        "from . import a\n",
+        "import os\n",
+    ],
+)
+def test_an_init_with_anything_else_gets_no_map(tmp_path: Path, body: str) -> None:
+    assert _init_map(tmp_path, body) is None

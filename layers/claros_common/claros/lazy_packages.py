@@ -30,14 +30,31 @@ body would skip) and imports Logger, Metrics and Tracer, which every HTTP functi
 at init anyway. Nothing here is lazy once imported eagerly: ``install()`` after the package
 is in ``sys.modules`` does nothing.
 
+A package whose ``__init__`` is nothing but relative ``from .sub import name`` statements
+(and a docstring and ``__all__``), as Powertools' ``utilities.data_classes`` (every event
+class Powertools has, ~30 ms of CPU, of which ``api_gateway`` needs five), also answers
+each of those names from the submodule the ``__init__`` takes it from, without the rest:
+the map is read from the ``__init__``'s own source (``ast``), so it is the real one for the
+installed version, and a body with anything else (or no source) gets no map (every name
+runs the body). A name that is also the submodule it is taken from (``from .event_source
+import event_source``: the eager package's ``event_source`` is the function, the import
+of the submodule having set the attribute first) is bound when the package is installed,
+so a later ``import ...data_classes.event_source`` cannot leave the module there instead.
+
+``importlib.metadata`` (stdlib) is lazy too: pydantic imports it only for its plugin
+loader, which never touches it when ``PYDANTIC_DISABLE_PLUGINS`` says no plugins (the
+functions set it: claros.api.entry), and importing it costs email, zipfile, csv, ...
+Anything that asks it for a name (``pydantic.networks`` imports ``version``) runs it.
+
 Call it before anything imports the package: each function's entry module
 (``functions/<name>/app.py``) and ``claros.api.entry`` / ``claros.api.lambda_entry`` do.
-Not the authorizer, which imports no Powertools (finding the subpackage's spec imports
-the top-level package).
+The authorizer, which imports no Powertools (finding a subpackage's spec imports the
+top-level package), installs ``STDLIB`` only.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import importlib.util
@@ -49,15 +66,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # importlib.abc imports importlib.resources: not at run time
     from importlib.abc import Loader
 
-__all__ = ["LAZY", "install", "lazy_package"]
+__all__ = ["LAZY", "STDLIB", "install", "lazy_package"]
 
+# The standard library's packages made lazy (what the authorizer installs).
+STDLIB = ("importlib.metadata",)
 # The packages made lazy by install().
-LAZY = ("aws_lambda_powertools.event_handler",)
+LAZY = (
+    *STDLIB,
+    "aws_lambda_powertools.event_handler",
+    "aws_lambda_powertools.utilities.data_classes",
+)
 
 
-def install() -> None:
-    """Make every package of ``LAZY`` lazy, if it is not imported yet."""
-    for name in LAZY:
+def install(names: tuple[str, ...] = LAZY) -> None:
+    """Make every package of ``names`` lazy, if it is not imported yet."""
+    for name in names:
         lazy_package(name)
 
 
@@ -70,20 +93,59 @@ def lazy_package(name: str) -> types.ModuleType:
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         raise ImportError(f"{name} is not a package that can be loaded lazily", name=name)
     module = importlib.util.module_from_spec(spec)
-    _Deferred(module, spec.loader)
+    names = _from_imports(spec.loader, name)
+    deferred = _Deferred(module, spec.loader, names or {})
     sys.modules[name] = module
     parent, _, child = name.rpartition(".")
     if parent:  # what the import system sets on the parent after loading a submodule
         setattr(sys.modules[parent], child, module)
+    deferred.bind_shadowing()
     return module
+
+
+def _from_imports(loader: Loader, name: str) -> dict[str, tuple[str, str]] | None:
+    """``{name: (submodule, its attribute)}`` bound by the package's ``__init__`` when
+    that body is only a docstring, relative ``from .sub import a [as b]`` statements and
+    ``__all__ = [...]``; None when it has anything else, binds a name twice, binds a
+    submodule's name from another submodule, or its source is not there."""
+    get_source = getattr(loader, "get_source", None)
+    source = get_source(name) if get_source is not None else None
+    if source is None:
+        return None
+    names: dict[str, tuple[str, str]] = {}
+    for i, node in enumerate(ast.parse(source).body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.Assign) and [_target(t) for t in node.targets] == ["__all__"]:
+            continue
+        if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
+            return None
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            if bound in names or alias.name == "*":
+                return None
+            names[bound] = (node.module, alias.name)
+    submodules = {sub for sub, _ in names.values()}
+    # A submodule's own name bound by the body: only ``from .x import x`` (then the
+    # attribute, not the submodule, is what the eager package has: bind_shadowing).
+    if any(bound in submodules and sub != bound for bound, (sub, _) in names.items()):
+        return None
+    return names
+
+
+def _target(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
 
 
 class _Deferred:
     """The deferred ``__init__`` of one package module: its PEP 562 ``__getattr__`` and
     ``__dir__``, which run the body once and then leave the module's dict."""
 
-    def __init__(self, module: types.ModuleType, loader: Loader) -> None:
+    def __init__(
+        self, module: types.ModuleType, loader: Loader, names: dict[str, tuple[str, str]]
+    ) -> None:
         self.module, self.loader = module, loader
+        self.names = names  # what the body binds from its submodules (_from_imports)
         self.lock = threading.RLock()  # another thread waits on it while the body runs
         self.running = False  # the body is running (then a missing name is just missing)
         module.__dict__["__getattr__"] = self.getattr
@@ -104,8 +166,26 @@ class _Deferred:
                 if self.module.__dict__.get(hook) == ours:
                     del self.module.__dict__[hook]
 
+    def bind_shadowing(self) -> None:
+        """Bind now each name that is also the submodule it comes from (``from .x import
+        x``), as the eager body leaves it: else importing that submodule directly would
+        set the submodule as the package's attribute, where the eager one has the name."""
+        for bound, (sub, _) in list(self.names.items()):
+            if bound == sub:
+                self.from_submodule(bound)
+
+    def from_submodule(self, bound: str) -> Any:
+        """The name ``bound`` from the submodule the body takes it from, kept as the
+        module's attribute (from then on the dict answers, not ``__getattr__``)."""
+        sub, attr = self.names[bound]
+        value = getattr(importlib.import_module(f"{self.module.__name__}.{sub}"), attr)
+        self.module.__dict__[bound] = value
+        return value
+
     def getattr(self, attr: str) -> Any:
         name = self.module.__name__
+        if not self.running and attr in self.names:
+            return self.from_submodule(attr)
         if not self.running and not attr.startswith("__"):
             # A submodule is imported as the submodule (what the import system does for
             # ``from package import submodule``), without the __init__ body.
