@@ -192,6 +192,12 @@ def test_data_classes_answer_every_public_name_from_its_submodule_without_the_in
     assert lazy["ran"] is False  # every name answered from its submodule, no body run
     # event_source: the function the submodule of that name defines, not the submodule
     assert eager["names"]["event_source"][0] == f"{DATA_CLASSES}.event_source"
+    # dir() and __all__ run the real body: then it is the plain package, every name there
+    install = "from claros import lazy_packages\nlazy_packages.install()\n"
+    assert _run(install + NAMES.replace(PACKAGE, DATA_CLASSES)) == eager
+    plain = _run(install + f"import json, {DATA_CLASSES} as p\np.__all__\n"
+                 "print(json.dumps(type(p).__name__))")  # fmt: skip
+    assert plain == "module"
     one = _run(ASKED.format(package=DATA_CLASSES, names=["APIGatewayProxyEventV2"]))
     assert f"{DATA_CLASSES}.ses_event" not in one["loaded"]  # the others stay unloaded
     assert one["names"]["APIGatewayProxyEventV2"][0] == f"{DATA_CLASSES}.api_gateway_proxy_event"

@@ -36,10 +36,16 @@ class Powertools has, ~30 ms of CPU, of which ``api_gateway`` needs five), also 
 each of those names from the submodule the ``__init__`` takes it from, without the rest:
 the map is read from the ``__init__``'s own source (``ast``), so it is the real one for the
 installed version, and a body with anything else (or no source) gets no map (every name
-runs the body). A name that is also the submodule it is taken from (``from .event_source
-import event_source``: the eager package's ``event_source`` is the function, the import
-of the submodule having set the attribute first) is bound when the package is installed,
-so a later ``import ...data_classes.event_source`` cannot leave the module there instead.
+runs the body). Only the packages of ``FROM_SUBMODULES`` are read so (parsing
+``importlib.metadata``'s would cost more than it saves). A name that is also the
+submodule it is taken from (``from .event_source import event_source``: the eager
+package's ``event_source`` is the function, the import of the submodule having set the
+attribute first, and nothing sets it back) stays the name: the import system sets a
+loaded submodule on its parent with ``setattr``, and the lazy module's ``__setattr__``
+puts the submodule's own ``event_source`` there instead, so importing
+``...data_classes.event_source`` before asking for the name leaves what the eager package
+has (binding it at install instead would import Powertools' middleware factory and
+tracing, more than the whole saving).
 
 ``importlib.metadata`` (stdlib) is lazy too: pydantic imports it only for its plugin
 loader, which never touches it when ``PYDANTIC_DISABLE_PLUGINS`` says no plugins (the
@@ -70,12 +76,10 @@ __all__ = ["LAZY", "STDLIB", "install", "lazy_package"]
 
 # The standard library's packages made lazy (what the authorizer installs).
 STDLIB = ("importlib.metadata",)
+# Packages whose __init__ only takes names from its submodules: each name from its own.
+FROM_SUBMODULES = ("aws_lambda_powertools.utilities.data_classes",)
 # The packages made lazy by install().
-LAZY = (
-    *STDLIB,
-    "aws_lambda_powertools.event_handler",
-    "aws_lambda_powertools.utilities.data_classes",
-)
+LAZY = (*STDLIB, "aws_lambda_powertools.event_handler", *FROM_SUBMODULES)
 
 
 def install(names: tuple[str, ...] = LAZY) -> None:
@@ -93,13 +97,12 @@ def lazy_package(name: str) -> types.ModuleType:
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         raise ImportError(f"{name} is not a package that can be loaded lazily", name=name)
     module = importlib.util.module_from_spec(spec)
-    names = _from_imports(spec.loader, name)
-    deferred = _Deferred(module, spec.loader, names or {})
+    names = _from_imports(spec.loader, name) if name in FROM_SUBMODULES else None
+    _Deferred(module, spec.loader, names or {})
     sys.modules[name] = module
     parent, _, child = name.rpartition(".")
     if parent:  # what the import system sets on the parent after loading a submodule
         setattr(sys.modules[parent], child, module)
-    deferred.bind_shadowing()
     return module
 
 
@@ -127,7 +130,7 @@ def _from_imports(loader: Loader, name: str) -> dict[str, tuple[str, str]] | Non
             names[bound] = (node.module, alias.name)
     submodules = {sub for sub, _ in names.values()}
     # A submodule's own name bound by the body: only ``from .x import x`` (then the
-    # attribute, not the submodule, is what the eager package has: bind_shadowing).
+    # attribute, not the submodule, is what the eager package has: _Shadowing).
     if any(bound in submodules and sub != bound for bound, (sub, _) in names.items()):
         return None
     return names
@@ -135,6 +138,23 @@ def _from_imports(loader: Loader, name: str) -> dict[str, tuple[str, str]] | Non
 
 def _target(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _shadowing(shadowed: dict[str, str]) -> type[types.ModuleType]:
+    """A module class whose ``__setattr__`` keeps each name of ``shadowed`` (``from .x
+    import x``) the name: when the import system sets the loaded submodule ``x`` on its
+    package, the submodule's attribute goes there instead, as the eager body leaves it."""
+
+    def __setattr__(self: types.ModuleType, attr: str, value: Any) -> None:
+        if (
+            attr in shadowed
+            and isinstance(value, types.ModuleType)
+            and value.__name__ == f"{self.__name__}.{attr}"
+        ):
+            value = getattr(value, shadowed[attr])
+        types.ModuleType.__setattr__(self, attr, value)
+
+    return type("LazyPackage", (types.ModuleType,), {"__setattr__": __setattr__})
 
 
 class _Deferred:
@@ -150,6 +170,9 @@ class _Deferred:
         self.running = False  # the body is running (then a missing name is just missing)
         module.__dict__["__getattr__"] = self.getattr
         module.__dict__["__dir__"] = self.dir
+        shadowed = {bound: attr for bound, (sub, attr) in names.items() if bound == sub}
+        if shadowed:
+            module.__class__ = _shadowing(shadowed)
 
     def load(self) -> None:
         """Run the real ``__init__`` body on the module, once."""
@@ -161,18 +184,12 @@ class _Deferred:
                 self.loader.exec_module(self.module)
             finally:
                 self.running = False
+            if type(self.module) is not types.ModuleType:  # _shadowing: not needed now
+                self.module.__class__ = types.ModuleType
             # The body's own __getattr__/__dir__, if it defines them, replaced ours.
             for hook, ours in (("__getattr__", self.getattr), ("__dir__", self.dir)):
                 if self.module.__dict__.get(hook) == ours:
                     del self.module.__dict__[hook]
-
-    def bind_shadowing(self) -> None:
-        """Bind now each name that is also the submodule it comes from (``from .x import
-        x``), as the eager body leaves it: else importing that submodule directly would
-        set the submodule as the package's attribute, where the eager one has the name."""
-        for bound, (sub, _) in list(self.names.items()):
-            if bound == sub:
-                self.from_submodule(bound)
 
     def from_submodule(self, bound: str) -> Any:
         """The name ``bound`` from the submodule the body takes it from, kept as the
