@@ -78,7 +78,7 @@ NOT_IMPORTED: dict[str, set[str]] = {
     "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
     "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
     "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "export": {"jinja2", "claros.api.web"}
+    "export": {"jinja2", "claros.api.web", "claros.web.pages"}
     | YAML
     | MODELS
     | DECIDING - {"claros.asks"}

@@ -17,7 +17,7 @@ from claros.auth import Principal
 from claros.errors import BadRequestError
 from claros.evidence.export import S3Exports, export_lines, export_name, prepare_export
 from claros.evidence.report import build_report, render_html, sign_report
-from claros.web.pages import PAGE_HEADERS
+from claros.web.headers import PAGE_HEADERS
 
 __all__ = ["register"]
 
