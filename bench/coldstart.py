@@ -1,21 +1,25 @@
 """Cold start: what each function's entry module imports (claros.api.entry and the
 function's own routes; the authorizer: claros.api.authorizer) against importing the
-all-routes ``claros.api.lambda_entry`` (what every function imported before), each in a
-fresh interpreter, interleaved in one run. Target: each at most 40% of the baseline.
-Beside it, the check function's whole entry module with its handler built, against the
-same on the all-routes entry: the handler's Powertools Tracer imports the X-Ray SDK and
-botocore either way, a cost the route split does not change.
+all-routes ``claros.api.lambda_entry``, each in a fresh interpreter, interleaved in one run
+(A B f1 f2 ... A B f1 f2 ...). Two baselines: ``lambda_entry`` as it is now, and as it was
+"today" in issue 16 (rev ``ISSUE_BASELINE``, main before the issue's first merge: what
+every function imported then). Target (issue 16 item 5): each function at most 40% of
+the issue's baseline. Beside it, each function's whole entry module with its handler built
+(``functions/<name>/app.py``) against the same handler built on the all-routes entry, now
+and at that rev: the handler's Powertools Tracer imports the X-Ray SDK and botocore either
+way, a cost the route split does not change.
 
 ``python -m bench coldstart``; BENCH_COLDSTART_ROUNDS sets the rounds (default 7; a
-figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> adds the
-all-routes entry as it was at that revision to the same run. Every module is compiled to .pyc first
-(``compileall``, as the layer's build does: in an environment with PYTHONDONTWRITEBYTECODE
-the claros modules were compiled from source in every interpreter, and the figures were
-partly the compiler's). Each import is timed
-inside its own fresh interpreter, wall clock and that process's CPU time; the rows show the
-fastest run, the median, and the CPU time, with the ratios of both to the baseline's (CPU
-time moves less with the load of the machine's other work). boto3 is counted where an
-import needs it (the routes create their clients on first use, so none does today).
+figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures
+another rev as the "before" baseline (default ``ISSUE_BASELINE``; ``none``: no before
+baseline). Every module is compiled to .pyc first (``compileall``, as the layer's build
+does: in an environment with PYTHONDONTWRITEBYTECODE the claros modules were compiled from
+source in every interpreter, and the figures were partly the compiler's). Each import is
+timed inside its own fresh interpreter, wall clock and that process's CPU time; the rows
+show the fastest run, the median, and the least CPU time, each as a share of each
+baseline's (CPU time moves less with the load of the machine's other work). boto3 is
+counted where an import needs it (the routes create their clients on first use, so none
+does today).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from bench.harness import Result
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("check", "outcome", "evidence", "checkpoint", "admin", "export", "prune", "authorizer")
 TARGET = 0.40
+# "Today's" lambda_entry in issue 16: main before the merge of the issue's first work
+# (4bcd34e, merged in 7f3d6ca): ``git rev-parse 7f3d6ca^1``.
+ISSUE_BASELINE = "59f62c2"
 
 _TIMER = (
     "import sys, time\n"
@@ -98,31 +105,35 @@ def _result(name: str, runs: list[tuple[float, float, int]]) -> Result:
     return Result(name, wall, max(m for _, _, m in runs), median_seconds=median, cpu_seconds=cpu)
 
 
+Runs = list[tuple[float, float, int]]
+Subject = tuple[str, Path]  # the timed body, the directory it runs in
+
+
 def _interleaved(
-    baseline: tuple[str, str, Path], subjects: dict[str, tuple[str, Path]], rounds: int
-) -> tuple[Result, list[Result]]:
-    compile_all()
-    for _, body, cwd in [baseline]:  # warm-up: the disk cache holds every module
+    baselines: dict[str, Subject], subjects: dict[str, Subject], rounds: int
+) -> tuple[list[Result], list[Result]]:
+    """Every baseline, then every subject, once a round: the machine's drift hits all alike."""
+    everything = {**baselines, **subjects}
+    for body, cwd in everything.values():  # warm-up: the disk cache holds every module
         _import_seconds(body, cwd)
-    for body, cwd in subjects.values():
-        _import_seconds(body, cwd)
-    base: list[tuple[float, float, int]] = []
-    times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in subjects}
-    for _ in range(rounds):  # A B C ... A B C: the machine's drift hits all alike
-        base.append(_import_seconds(*baseline[1:]))
-        for name, (body, cwd) in subjects.items():
+    times: dict[str, Runs] = {name: [] for name in everything}
+    for _ in range(rounds):
+        for name, (body, cwd) in everything.items():
             times[name].append(_import_seconds(body, cwd))
-    return _result(baseline[0], base), [_result(name, t) for name, t in times.items()]
+    return [_result(n, times[n]) for n in baselines], [_result(n, times[n]) for n in subjects]
 
 
-def _before(rev: str, where: Path) -> tuple[str, tuple[str, Path]]:
-    """The all-routes entry as it was at git revision ``rev`` (BENCH_COLDSTART_BEFORE), so a
-    change of the shared modules shows what the baseline itself was before it, in the same
-    run: the layer's code at ``rev`` unpacked in ``where``, compiled, first on sys.path."""
-    archive = subprocess.run(
-        ["git", "archive", rev, "layers/claros_common/claros"],
-        cwd=REPO, capture_output=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+def _before(rev: str, where: Path) -> Path | None:
+    """The layer's code at git revision ``rev`` unpacked in ``where`` and compiled (its
+    directory, to put first on sys.path), or None (and why, printed) when git cannot."""
+    try:
+        archive = subprocess.run(
+            ["git", "archive", rev, "layers/claros_common/claros"],
+            cwd=REPO, capture_output=True, timeout=120, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"  (no before baseline: git archive {rev} failed: {e})")
+        return None
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(where, filter="data")
     layer = where / "layers" / "claros_common"
@@ -130,62 +141,89 @@ def _before(rev: str, where: Path) -> tuple[str, tuple[str, Path]]:
         [sys.executable, "-m", "compileall", "-q", str(layer)],
         env=_env(), capture_output=True, timeout=300, check=True,
     )  # fmt: skip
-    body = f"sys.path.insert(0, {str(layer)!r})\nimport claros.api.lambda_entry"
-    return f"lambda_entry at {rev} (before)", (body, REPO)
+    return layer
 
 
-def measure(rounds: int) -> tuple[Result, list[Result]]:
+def _baselines(body: str, layer: Path | None, rev: str) -> dict[str, Subject]:
+    """``body`` on the all-routes entry now, and at ``rev`` (its layer first on sys.path)."""
+    out = {"lambda_entry now": (body, REPO)}
+    if layer is not None:
+        out[f"lambda_entry at {rev}"] = (f"sys.path.insert(0, {str(layer)!r})\n{body}", REPO)
+    return out
+
+
+def measure(rounds: int, layer: Path | None, rev: str) -> tuple[list[Result], list[Result]]:
     """The target: each function's imports against the all-routes entry's."""
     subjects = {name: (_routes_of(name), REPO) for name in FUNCTIONS}
-    baseline = ("import claros.api.lambda_entry", "import claros.api.lambda_entry", REPO)
-    with tempfile.TemporaryDirectory(prefix="coldstart-before-") as where:
-        if rev := os.environ.get("BENCH_COLDSTART_BEFORE"):
-            name, subject = _before(rev, Path(where))
-            subjects[name] = subject
-        return _interleaved(baseline, subjects, rounds)
+    return _interleaved(_baselines("import claros.api.lambda_entry", layer, rev), subjects, rounds)
 
 
-def measure_with_handler(rounds: int) -> tuple[Result, list[Result]]:
-    """Beside it, the whole entry module with its handler built (Powertools' Tracer then
-    imports the X-Ray SDK, which patches botocore): functions/check/app.py against the
-    same handler built on the all-routes entry, as functions/check/app.py was."""
+def measure_with_handler(
+    rounds: int, layer: Path | None, rev: str
+) -> tuple[list[Result], list[Result]]:
+    """Beside it, each function's whole entry module with its handler built (Powertools'
+    Tracer then imports the X-Ray SDK, which patches botocore), against the check
+    function's handler built on the all-routes entry, as functions/check/app.py was."""
     old = "from claros.api.lambda_entry import handler_for\nhandler_for('check')"
-    subjects = {"functions/check/app.py": ("import app", REPO / "functions" / "check")}
-    return _interleaved(("all routes + handler_for('check')", old, REPO), subjects, rounds)
+    subjects = {name: ("import app", REPO / "functions" / name) for name in FUNCTIONS}
+    return _interleaved(_baselines(old, layer, rev), subjects, rounds)
 
 
 def _ms(seconds: float | None) -> str:
     return f"{(seconds or 0.0) * 1000:8.1f}"
 
 
-def _print(base: Result, results: list[Result], target: float | None) -> float:
-    """Rows: min wall, median wall, min CPU (ms), modules imported, then min wall and CPU
-    as a share of the baseline's; returns the worst wall ratio."""
-    print(f"  {'':<36} {'min ms':>8} {'median':>8} {'cpu ms':>8} {'modules':>7}"
-          f"  {'wall':>6} {'cpu':>6}")  # fmt: skip
-    print(f"  {base.name:<36} {_ms(base.seconds)} {_ms(base.median_seconds)} "
-          f"{_ms(base.cpu_seconds)} {base.items:7}  (baseline)")  # fmt: skip
-    worst = 0.0
+def _shares(result: Result, base: Result) -> tuple[float, float, float]:
+    """min wall, median wall and min CPU of ``result`` as shares of ``base``'s."""
+    return (
+        result.seconds / base.seconds,
+        (result.median_seconds or 0.0) / (base.median_seconds or 1.0),
+        (result.cpu_seconds or 0.0) / (base.cpu_seconds or 1.0),
+    )
+
+
+def _print(bases: list[Result], results: list[Result], target: float | None) -> dict[str, float]:
+    """Rows: min wall, median wall, min CPU (ms), modules imported, then min wall, median
+    wall and CPU as shares of each baseline's; returns each baseline's worst min-wall
+    share among the functions (flagged over ``target`` against the last baseline, the
+    issue's)."""
+    head = "".join(f"  {'vs ' + b.name.removeprefix('lambda_entry '):>23}" for b in bases)
+    print(f"  {'':<24} {'min ms':>8} {'median':>8} {'cpu ms':>8} {'modules':>7}{head}")
+    print(f"  {'':<24} {'':>8} {'':>8} {'':>8} {'':>7}" + "  {:>7} {:>7} {:>7}".format(
+        "min", "median", "cpu") * len(bases))  # fmt: skip
+    for base in bases:
+        print(f"  {base.name:<24} {_ms(base.seconds)} {_ms(base.median_seconds)} "
+              f"{_ms(base.cpu_seconds)} {base.items:7}  (baseline)")  # fmt: skip
+    worst = {base.name: 0.0 for base in bases}
     for result in results:
-        ratio = result.seconds / base.seconds
-        cpu = (result.cpu_seconds or 0.0) / (base.cpu_seconds or 1.0)
-        over = target is not None and ratio > target and result.name in FUNCTIONS
-        if result.name in FUNCTIONS or target is None:  # not the "before" row
-            worst = max(worst, ratio)
-        flag = f"  over {target:.0%}" if over else ""
+        cells = ""
+        for base in bases:
+            shares = _shares(result, base)
+            worst[base.name] = max(worst[base.name], shares[0])
+            cells += "  " + " ".join(f"{x:7.1%}" for x in shares)
+        over = target is not None and _shares(result, bases[-1])[0] > target
         times = f"{_ms(result.seconds)} {_ms(result.median_seconds)} {_ms(result.cpu_seconds)}"
-        print(f"  {result.name:<36} {times} {result.items:7}  {ratio:6.1%} {cpu:6.1%}{flag}")
+        flag = f"  over {target:.0%}" if over and target is not None else ""
+        print(f"  {result.name:<24} {times} {result.items:7}{cells}{flag}")
     return worst
 
 
 def main() -> None:
     rounds = max(1, int(os.environ.get("BENCH_COLDSTART_ROUNDS", "7")))
-    print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run "
-          f"(load average {_load()}):")  # fmt: skip
-    worst = _print(*measure(rounds), TARGET)
-    print(f"  worst ratio {worst:.1%} (target at most {TARGET:.0%}); load average {_load()}")
-    print("with the handler built (Tracer, Logger, Metrics), check function:")
-    _print(*measure_with_handler(rounds), None)
+    rev = os.environ.get("BENCH_COLDSTART_BEFORE", ISSUE_BASELINE)
+    compile_all()
+    with tempfile.TemporaryDirectory(prefix="coldstart-before-") as where:
+        layer = None if rev.lower() in ("", "none") else _before(rev, Path(where))
+        print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run "
+              f"(load average {_load()}):")  # fmt: skip
+        worst = _print(*measure(rounds, layer, rev), TARGET)
+        print("  worst min-wall share: " + ", ".join(
+            f"{w:.1%} of {name}" for name, w in worst.items()
+        ) + f" (target at most {TARGET:.0%} of the issue's); load average {_load()}")  # fmt: skip
+        print("with the handler built (functions/<name>/app.py: Tracer, Logger, Metrics), "
+              "against handler_for('check') on the all-routes entry:")  # fmt: skip
+        _print(*measure_with_handler(rounds, layer, rev), None)
+        print(f"  load average {_load()}")
 
 
 def _load() -> str:

@@ -304,3 +304,13 @@ def test_bad_webhook_settings(http: httpx.Client, keys: Keys) -> None:
     for body in ({"url": "not a url", "secret": SECRET}, {"url": "http://x.test", "secret": "s"}):
         response = http.put("/api/settings/ask-webhook", json=body, headers=bearer(keys.admin))
         assert response.status_code == 400
+
+
+def test_a_webhook_that_is_not_a_url_is_refused(http: httpx.Client, keys: Keys) -> None:
+    """The settings model is imported by the route (claros.webhook_settings): its refusal
+    is still a 400 with the reason, and nothing is written."""
+    put = http.put("/api/settings/ask-webhook", json={"url": "not a url", "secret": SECRET},
+                   headers=bearer(keys.admin))  # fmt: skip
+    assert put.status_code == 400 and "url" in put.text
+    shown = http.get("/api/settings/ask-webhook", headers=bearer(keys.admin)).json()
+    assert shown == {"url": None, "configured": False}

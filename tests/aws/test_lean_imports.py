@@ -23,6 +23,42 @@ YAML = {"yaml"}
 MODELS = {"claros.mapping.mapper", "claros.bedrock", "claros.rules.judges"}
 # Deciding a check: the rule parser, mappings and asks; only the check function decides.
 DECIDING = {"claros.checks", "claros.rules.expr", "claros.mapping.model", "claros.asks"}
+# Powertools' resolvers we do not use, which its event_handler package __init__ imports:
+# claros.lazy_packages defers that __init__, so only event_handler.api_gateway is loaded.
+RESOLVERS = {
+    f"aws_lambda_powertools.event_handler.{name}"
+    for name in (
+        "appsync",
+        "bedrock_agent",
+        "bedrock_agent_function",
+        "events_appsync",
+        "graphql_appsync",
+        "http_resolver",
+        "lambda_function_url",
+        "vpc_lattice",
+    )
+}
+# Powertools' event classes we do not use, which its utilities.data_classes __init__
+# imports: the lazy package answers api_gateway's five names from their own submodules.
+EVENTS = {
+    f"aws_lambda_powertools.utilities.data_classes.{name}"
+    for name in (
+        "cloud_watch_alarm_event",
+        "code_pipeline_job_event",
+        "event_bridge_event",
+        "kinesis_firehose_event",
+        "s3_batch_operation_event",
+        "ses_event",
+    )
+}
+# importlib.metadata's body (email, zipfile, csv): pydantic's plugin loader only imports
+# it (PYDANTIC_DISABLE_PLUGINS); pydantic.networks (HttpUrl, claros.webhook_settings: the
+# admin's PUT of the ask webhook) asks it for a name. With the handler built, urllib3
+# (botocore, through the X-Ray SDK) loads it anyway.
+METADATA = {"importlib.metadata._adapters", "pydantic.networks", "claros.webhook_settings"}
+# PyNaCl: the file signer's keys and verifying a checkpoint's signature import it where
+# they run; no function imports it at start (the stack signs with KMS).
+NACL = {"nacl"}
 ROUTES = {
     "claros.api.check",
     "claros.api.outcome",
@@ -38,14 +74,19 @@ ROUTES = {
 
 # Function -> modules its entry must leave unimported (besides other functions' routes).
 NOT_IMPORTED: dict[str, set[str]] = {
-    "check": PAGES | YAML | MODELS,
-    "outcome": PAGES | YAML | MODELS | DECIDING,
-    "evidence": PAGES | YAML | MODELS | DECIDING,
-    "checkpoint": PAGES | YAML | MODELS | DECIDING,
-    "export": {"jinja2", "claros.api.web"} | YAML | MODELS | DECIDING - {"claros.asks"},
-    "prune": PAGES | YAML | MODELS | DECIDING,
-    "admin": {"jinja2"} | YAML,
-    "authorizer": PAGES | YAML | MODELS | DECIDING | {"aws_lambda_powertools"},
+    "check": PAGES | YAML | MODELS | RESOLVERS | EVENTS,
+    "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "export": {"jinja2", "claros.api.web", "claros.web.pages"}
+    | YAML
+    | MODELS
+    | DECIDING - {"claros.asks"}
+    | RESOLVERS
+    | EVENTS,
+    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "admin": {"jinja2"} | YAML | RESOLVERS | EVENTS,
+    "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
 }
 OWN = {
     "check": {"claros.api.check"},
@@ -59,10 +100,10 @@ OWN = {
 }
 
 
-def _loaded_by(function: str) -> set[str]:
+def _loaded_by(function: str, probe: str = "import app") -> set[str]:
     """sys.modules after importing functions/<function>/app.py (the handler built, as
     Lambda's init does), in a fresh interpreter with the template's store setting."""
-    probe = "import json, sys, app\nprint(json.dumps(sorted(sys.modules)))"
+    probe = f"import json, sys\n{probe}\nprint(json.dumps(sorted(sys.modules)))"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
     env.update(CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
     done = subprocess.run(
@@ -76,7 +117,7 @@ def _loaded_by(function: str) -> set[str]:
 def test_a_function_entry_imports_only_what_it_serves(function: str) -> None:
     loaded = _loaded_by(function)
     assert OWN[function] <= loaded  # the probe did import the function's routes
-    unwanted = (NOT_IMPORTED[function] | ROUTES) - OWN[function]
+    unwanted = (NOT_IMPORTED[function] | ROUTES | NACL) - OWN[function]
     assert not loaded & unwanted, sorted(loaded & unwanted)
 
 
@@ -85,3 +126,31 @@ def test_every_function_is_pinned() -> None:
 
     functions = {p.name for p in (REPO / "functions").iterdir() if (p / "app.py").is_file()}
     assert functions == set(NOT_IMPORTED) == set(ROUTE_MODULES) | {"authorizer"}
+
+
+@pytest.mark.parametrize("function", sorted(set(NOT_IMPORTED) - {"authorizer"}))
+def test_a_function_routes_import_no_asyncio_nor_other_resolvers(function: str) -> None:
+    """What bench/coldstart.py times: claros.api.entry and the function's routes (with the
+    lazy event handler package) import no asyncio. The built handler does: Powertools'
+    Tracer imports the X-Ray SDK, whose recorder imports asyncio, as it did before."""
+    probe = (
+        "import importlib, claros.api.entry as e\n"
+        f"for m in e.ROUTE_MODULES[{function!r}]: importlib.import_module(m)"
+    )
+    loaded = _loaded_by(function, probe)
+    assert "aws_lambda_powertools.event_handler.api_gateway" in loaded
+    unwanted = RESOLVERS | EVENTS | METADATA | {"asyncio", "aws_xray_sdk"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+def test_webhook_settings_still_answer_from_claros_webhook() -> None:
+    """WebhookSettings moved to claros.webhook_settings (its HttpUrl's imports); the old
+    name still answers, the same class, and a name the module lacks is still an error."""
+    import claros.webhook
+    from claros.webhook_settings import WebhookSettings
+
+    assert claros.webhook.WebhookSettings is WebhookSettings
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
+        claros.webhook.NoSuchName  # noqa: B018
+    with pytest.raises(ValueError, match="url"):
+        WebhookSettings.model_validate({"url": "not a url", "secret": "s" * 16})

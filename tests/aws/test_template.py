@@ -174,6 +174,7 @@ def test_layer_and_globals(template: dict[str, Any]) -> None:
     assert env["CLAROS_FAST_APPROVAL_S"] == {"Ref": "FastApprovalSeconds"}
     assert env["POWERTOOLS_SERVICE_NAME"] == "claros"
     assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    assert env["PYDANTIC_DISABLE_PLUGINS"] == "__all__"  # as claros.api.entry sets it
     params = template["Parameters"]
     defaults = {name: params[name]["Default"] for name in params}
     assert defaults["CheckpointEvery"] == 100 and defaults["CheckpointMaxAge"] == 300

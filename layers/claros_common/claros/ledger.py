@@ -18,9 +18,6 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
-
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
 from claros.checkpoint_table import CheckpointTable
@@ -299,6 +296,11 @@ def _genuine_key(key: PublicKey) -> bool:
 
 
 def verify_signature(public_key: PublicKey, message: bytes, signature_b64: str) -> bool:
+    # Here, not at the top: every function imports this module (the store's records), and
+    # only verifying a checkpoint needs PyNaCl (a cold start's cost for the others).
+    from nacl.exceptions import BadSignatureError
+    from nacl.signing import VerifyKey
+
     try:
         VerifyKey(base64.b64decode(public_key.public_key)).verify(
             message, base64.b64decode(signature_b64, validate=True)

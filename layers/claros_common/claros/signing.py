@@ -20,12 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nacl.signing import SigningKey
-
 from claros.ledger import PublicKey, key_id_for
 
 if TYPE_CHECKING:  # the client package never imports boto3; only the KMS signer uses it
     from mypy_boto3_kms import KMSClient
+    from nacl.signing import SigningKey
 
 __all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError", "Vouch"]
 
@@ -36,6 +35,15 @@ Vouch = Callable[[PublicKey], None]
 _WORKSPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 log = logging.getLogger("claros.signing")
+
+
+def _signing_key() -> type[SigningKey]:
+    """PyNaCl's SigningKey, imported when a file key is read or made: only the file
+    signer (local) holds keys; the Lambda functions sign with KMS and, like every module
+    that imports this one, need not pay for PyNaCl at a cold start."""
+    from nacl.signing import SigningKey
+
+    return SigningKey
 
 
 class SigningError(Exception):
@@ -181,12 +189,12 @@ class FileSigner:
             raise _BadKeyFile("the file does not hold a hex-encoded key") from exc
         if len(seed) != 32:
             raise _BadKeyFile(f"the file holds {len(seed)} bytes, not a 32-byte key")
-        return SigningKey(seed)
+        return _signing_key()(seed)
 
     def _create(
         self, workspace: str, after: int = 0, key: SigningKey | None = None, created: int = 0
     ) -> tuple[str, SigningKey, PublicKey]:
-        key = key or SigningKey.generate()
+        key = key or _signing_key().generate()
         directory = self._dir(workspace)
         # Newer than every file there, bad ones too (a rotation names its time first).
         created = max(created or _now_ms(), after + 1)
@@ -273,7 +281,7 @@ class FileSigner:
         except OSError as exc:
             raise _key_dir_error(exc, self.root / workspace) from exc
         after = files[-1][0] if files else 0
-        key, created = SigningKey.generate(), max(_now_ms(), after + 1)
+        key, created = _signing_key().generate(), max(_now_ms(), after + 1)
         if vouch is not None:  # not on disk yet: nothing signs with it before this returns
             vouch(self._public(workspace, key, created))
         with self._lock:

@@ -13,12 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from typing import TYPE_CHECKING, Any
 
 from claros import jsonutil
 from claros.store.base import DocWrite, Store
+
+if TYPE_CHECKING:
+    from claros.webhook_settings import WebhookSettings
 
 __all__ = ["WebhookSettings", "deliver_in_background", "get_webhook", "set_webhook", "sign"]
 
@@ -27,11 +28,14 @@ SETTINGS, KEY = "settings", "ask_webhook"
 RETRIES = (0.0, 1.0, 5.0, 30.0)
 
 
-class WebhookSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def __getattr__(name: str) -> Any:
+    """``claros.webhook.WebhookSettings`` still answers, from claros.webhook_settings (only
+    when asked: its ``HttpUrl`` costs the functions that only deliver asks a cold start)."""
+    if name == "WebhookSettings":
+        from claros.webhook_settings import WebhookSettings
 
-    url: HttpUrl
-    secret: str = Field(min_length=16, max_length=256)
+        return WebhookSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def sign(secret: str, body: bytes) -> str:

@@ -20,7 +20,7 @@ from claros.rules.model import RuleSpec
 from claros.rules.service import close_rule, get_rule, list_rules, put_rule
 from claros.rules.warnings import rule_warnings
 from claros.timeline import timeline
-from claros.webhook import WebhookSettings, get_webhook, set_webhook
+from claros.webhook import get_webhook, set_webhook
 
 __all__ = ["register"]
 
@@ -182,6 +182,9 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
 
     @routed(app, "PUT", "/api/settings/ask-webhook", ADMINS)
     def put_webhook(principal: Principal) -> Any:
+        # Here: its HttpUrl imports pydantic.networks and importlib.metadata (the module).
+        from claros.webhook_settings import WebhookSettings
+
         hook = parse_body(app, WebhookSettings)
         set_webhook(store, principal.workspace, hook)
         return {"url": str(hook.url), "configured": True}

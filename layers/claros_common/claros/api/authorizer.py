@@ -18,12 +18,21 @@ and a refused one 403 ``{"message":"Forbidden"}`` from API Gateway itself
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from claros.errors import UnauthorizedError
-from claros.web.sessions import request_principal
-from claros.wiring import Services
+# Before pydantic (the settings) is imported: no plugin scan, no importlib.metadata, as
+# claros.api.entry does for the other functions (why: there).
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from claros import lazy_packages  # noqa: E402
+
+lazy_packages.install(lazy_packages.STDLIB)  # not Powertools': the authorizer uses none
+
+from claros.errors import UnauthorizedError  # noqa: E402
+from claros.web.sessions import request_principal  # noqa: E402
+from claros.wiring import Services  # noqa: E402
 
 __all__ = ["authorize", "authorizer_handler"]
 

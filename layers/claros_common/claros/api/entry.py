@@ -13,12 +13,24 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
+# Before pydantic is imported: its plugin loader would scan every installed distribution's
+# entry points (importlib.metadata) when the first model class is built, a cold-start cost
+# for nothing, since Claros uses no pydantic plugins. template.yaml sets it for every
+# function too; setdefault leaves a value the operator set.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from claros.api.errors_http import install_error_handlers
-from claros.api.http import ClarosResolver
-from claros.wiring import Services, build_services
+from aws_lambda_powertools import Logger, Metrics, Tracer  # noqa: E402
+from aws_lambda_powertools.metrics import MetricUnit  # noqa: E402
+
+from claros import lazy_packages  # noqa: E402
+
+# Before claros.api.http imports Powertools' event handler: its package __init__ (every
+# resolver Powertools has) then runs only if a name of its own is asked for.
+lazy_packages.install()
+
+from claros.api.errors_http import install_error_handlers  # noqa: E402
+from claros.api.http import ClarosResolver  # noqa: E402
+from claros.wiring import Services, build_services  # noqa: E402
 
 __all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for", "make_handler"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import ValidationError
 
 from claros.api.http import ClarosResolver, json_response, validation_details

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.auth import ALL_KINDS, Principal

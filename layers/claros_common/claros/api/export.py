@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros.api.http import ClarosResolver, json_response, query_int, routed
 from claros.api.streaming import streamed
@@ -17,7 +17,7 @@ from claros.auth import Principal
 from claros.errors import BadRequestError
 from claros.evidence.export import S3Exports, export_lines, export_name, prepare_export
 from claros.evidence.report import build_report, render_html, sign_report
-from claros.web.pages import PAGE_HEADERS
+from claros.web.headers import PAGE_HEADERS
 
 __all__ = ["register"]
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import quote, unquote
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ValidationError
 

@@ -38,7 +38,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros import jsonutil
 from claros.auth import Principal

@@ -7,8 +7,12 @@ everything. The handler itself is ``claros.api.entry.make_handler``'s.
 
 from __future__ import annotations
 
-from claros.api.app import build_resolver
-from claros.api.entry import LambdaHandler, make_handler
+from claros import lazy_packages
+
+lazy_packages.install()  # first, as claros.api.entry does (claros/lazy_packages.py)
+
+from claros.api.app import build_resolver  # noqa: E402
+from claros.api.entry import LambdaHandler, make_handler  # noqa: E402
 
 __all__ = ["handler_for"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claros.api.http import ClarosResolver, json_response, parse_body, routed

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.shared.cookies import Cookie
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 

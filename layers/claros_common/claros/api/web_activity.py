@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from claros import jsonutil

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import quote, unquote, urlencode
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, parse_body, query_int, routed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claros.api.http import ClarosResolver, json_response

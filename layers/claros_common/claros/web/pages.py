@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from claros.auth import Principal
+from claros.web.headers import PAGE_HEADERS
 from claros.web.html import (
     NOTHING,
     Safe,
@@ -37,19 +38,6 @@ __all__ = [
     "signin_page",
     "static_file",
 ]
-
-# Every page's headers (the app's, and the report's printable page): never cached, never
-# framed by another site, no script or style but this app's own.
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
 
 STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript; charset=utf-8"}
 
