@@ -7,11 +7,14 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 RUN_STAMP  := $(VENV)/.installed-server
 TEST_STAMP := $(VENV)/.installed-dev
 
-# Test processes (pytest-xdist). Most tests wait on servers, subprocesses and Chromium, so
-# more workers than cores pays on a 2-core machine; `make test TEST_WORKERS=0` runs in one
-# process. The byte-code cache is on for the tests: they start hundreds of Python
-# subprocesses (guards, hooks, the CLI), each of which would otherwise compile Claros again.
-TEST_WORKERS ?= 4
+# Test processes (pytest-xdist). One process by default, the way every test is known to
+# pass: at `-n 4` two test files rebuilt a module fixture between their tests (a browser
+# world without the previous tests' entries, a second sdist build in the checkout) and
+# failed; those tests are fixed, but the cause is not found yet, so parallel runs stay
+# opt-in (`make test TEST_WORKERS=4`: ~21 min here against ~34). The byte-code cache is on
+# for the tests: they start hundreds of Python subprocesses (guards, hooks, the CLI), each
+# of which would otherwise compile Claros again.
+TEST_WORKERS ?= 0
 
 CLAROS_PORT ?= 8787
 CLAROS_DATA ?= .claros
