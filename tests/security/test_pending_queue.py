@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from claros.canonical import canonical_bytes
-from claros.ledger import Entry, verify_entries
 from claros.store.dynamo import DynamoStore, record_key
 from claros.store.dynamo_pending import pending_pk
 from tests.aws import STORE_TABLES
 from tests.security.test_aws_roles_cannot_rewrite import World, world  # noqa: F401
 from tests.stack import functions, keys, stack, stack_store, stream_batches  # noqa: F401
 from tests.store.test_pending_appends import Racing
+from tests.store.test_pending_appends import _verifies as _chain
 
 WS = "acme"
 
@@ -54,14 +54,6 @@ def _queue(client: Any, store: DynamoStore) -> list[Any]:
         ConsistentRead=True,
     )
     return list(got["Items"])
-
-
-def _chain(store: DynamoStore) -> list[Entry]:
-    entries = list(store.entries(WS))
-    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
-    report = verify_entries(WS, store.entries_with_records(WS), compare_records=True)
-    assert report.ok, report.failures[:3]
-    return entries
 
 
 def test_a_forged_pending_item_cannot_pick_its_seq_or_rewrite_an_entry(
