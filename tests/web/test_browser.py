@@ -287,9 +287,7 @@ def _claros(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
 
 
-def test_evidence_download_and_verify_offline(
-    driver: Any, world: World, api: httpx.Client
-) -> None:
+def test_evidence_download_and_verify_offline(driver: Any, world: World, api: httpx.Client) -> None:
     # Five checks cross a multiple of checkpoint_every (5), so today's checkpoints hold one
     # whichever of this file's tests ran before this one (on any worker, in any order).
     for _ in range(5):
