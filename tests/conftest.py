@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +119,20 @@ def _isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 # file that share a fixture wider than one test (module, class or package scope: a
 # server, a browser, a built wheel, a seeded ledger) go to one worker, in file order, so
 # that fixture is built once and what one test leaves for the next is still there. Every
-# other test is spread one by one.
+# other test is spread one by one. Session fixtures are built once per worker: each must
+# be safe to build in several processes at once (see npm_servers in tests/guard).
+#
+# xdist tells its scheduler a test's group through the test's node id: its worker appends
+# "@group" to it. pytest 9.2 keeps node ids in a new field that xdist 3.8 does not write
+# (pytest-xdist issue 1386), so there the groups are silently dropped and a file's tests
+# are spread over the workers, each building the module fixtures again (two sdist builds
+# in one checkout, a browser world without the previous tests' entries). pyproject.toml
+# keeps pytest below 9.2, and the check below stops a run whose groups would be lost.
 # ======================================================================================
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # marks before xdist's worker hook reads them, checks after
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group"):
@@ -134,6 +144,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    yield
+    _check_groups_reach_the_scheduler(config, items)
+
+
+_GROUP_LOST = pytest.StashKey[str]()
+
+
+def _check_groups_reach_the_scheduler(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker under --dist loadgroup, a grouped test whose id lacks its "@group"
+    suffix is failed before its fixtures are built: it would pass or fail by scheduling
+    luck. (An error raised here would be lost: xdist reports only that the worker died.)"""
+    if not (hasattr(config, "workerinput") and config.getoption("loadgroup", False)):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") and item.nodeid.rfind("@") <= item.nodeid.rfind(
+            "]"
+        ):
+            item.stash[_GROUP_LOST] = (
+                "--dist loadgroup: xdist did not give this test its group, so its file's "
+                "tests are spread over the workers; this pytest and pytest-xdist do not work "
+                "together (pytest-xdist issue 1386): install the versions pyproject.toml's "
+                "dev extra allows"
+            )
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture is set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lost = item.stash.get(_GROUP_LOST, None)
+    if lost is not None:
+        pytest.fail(lost, pytrace=False)
 
 
 # --- end of parallel runs --------------------------------------------------------------
