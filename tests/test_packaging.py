@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -46,10 +47,20 @@ def _venv(where: Path, install: str) -> Path:
     return where / "bin"
 
 
+# What a checkout holds that is not the project's source: never copied into the build.
+NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".aws-sam",
+              "node_modules", ".claros", ".mypy_cache", ".ruff_cache", ".pytest_cache")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    # Built from a copy of the checkout: setuptools writes its egg-info and the sdist's
+    # release tree into the source directory, and nothing a test does may write into the
+    # checkout (other test processes read it, and a second build there would race).
+    source = tmp_path_factory.mktemp("source") / "getclaros"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE), symlinks=True)
     out = tmp_path_factory.mktemp("dist")
-    done = _run(sys.executable, "-m", "build", "--outdir", out, REPO, timeout=600)
+    done = _run(sys.executable, "-m", "build", "--outdir", out, source, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = out.glob("getclaros-*.whl")
     (sdist,) = out.glob("getclaros-*.tar.gz")

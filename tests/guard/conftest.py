@@ -7,6 +7,7 @@ One Claros server per module; each test gets its own workspace (and so its own k
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -166,8 +167,19 @@ requires_npx = pytest.mark.skipif(
 @pytest.fixture(scope="session")
 def npm_servers(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Fetch the npm reference servers once (npx caches them), before any guard's clock
-    runs: each starts, sees stdin closed and exits."""
-    root = tmp_path_factory.mktemp("npx")
+    runs: each starts, sees stdin closed and exits. Session scope is once per xdist
+    worker: the workers take turns (a lock in the run's shared tmp root), so two npx
+    never fill the one npm cache at once, and after the first the fetch is a cache hit."""
+    shared = tmp_path_factory.getbasetemp().parent  # the run's root, above each worker's
+    with (shared / "npm-servers.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            _fetch_npm_servers(tmp_path_factory.mktemp("npx"))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _fetch_npm_servers(root: Path) -> None:
     for argv in (EVERYTHING, [*FILESYSTEM, str(root)]):
         try:
             done = subprocess.run(

@@ -3,7 +3,7 @@ driven by Selenium against a real local server.
 
 httpx plays the guard (check -> ask -> approve in the browser -> the check again with the
 approval -> allow); ``claros login`` and ``claros verify`` run as subprocesses. A
-screenshot of each page is kept in ``build/screenshots`` (or ``$CLAROS_SCREENSHOTS``).
+screenshot of each page is kept in the module's pytest tmp dir (or ``$CLAROS_SCREENSHOTS``).
 
 CI installs the browser: ``apt-get update && apt-get install -y chromium chromium-driver``.
 """
@@ -45,7 +45,6 @@ from tests.web.conftest import ADMIN, PERSON, WORKSPACE, bearer, check_body, rul
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 10.0
 
 pytestmark = pytest.mark.skipif(
@@ -88,7 +87,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     admin = create_key(store, WORKSPACE, "admin", person=ADMIN)
     agent = create_key(store, WORKSPACE, "agent", person=PERSON, label="guard")
     person = create_key(store, WORKSPACE, "person", person=PERSON, label="browser")
-    shots = Path(os.environ.get("CLAROS_SCREENSHOTS") or REPO / "build" / "screenshots")
+    # Under the test's own tmp dir unless asked for elsewhere: a test writes nothing into
+    # the checkout (another worker may be building from it).
+    shots = Path(os.environ.get("CLAROS_SCREENSHOTS") or tmp / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     downloads = tmp / "downloads"
     downloads.mkdir()
