@@ -7,13 +7,16 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 RUN_STAMP  := $(VENV)/.installed-server
 TEST_STAMP := $(VENV)/.installed-dev
 
-# Test processes (pytest-xdist). One process by default, the way every test is known to
-# pass: at `-n 4` two test files rebuilt a module fixture between their tests (a browser
-# world without the previous tests' entries, a second sdist build in the checkout) and
-# failed; those tests are fixed, but the cause is not found yet, so parallel runs stay
-# opt-in (`make test TEST_WORKERS=4`: ~21 min here against ~34). The byte-code cache is on
-# for the tests: they start hundreds of Python subprocesses (guards, hooks, the CLI), each
-# of which would otherwise compile Claros again.
+# Test processes (pytest-xdist). One process by default until a full parallel run has
+# passed here. The cause of the failures seen at `-n 4` (a file's module fixture built
+# again on another worker: a second sdist build in the checkout, a browser world without
+# the previous tests' entries) was pytest 9.2 with pytest-xdist 3.8: xdist's test groups
+# never reached its scheduler (pytest-xdist issue 1386), so `--dist loadgroup` spread
+# every file's tests. pyproject.toml keeps pytest below 9.2, tests/conftest.py fails a
+# grouped test whose group was lost, and no test writes into the checkout any more.
+# `make test TEST_WORKERS=4` runs 4 processes. The byte-code cache is on for the tests:
+# they start hundreds of Python subprocesses (guards, hooks, the CLI), each of which
+# would otherwise compile Claros again.
 TEST_WORKERS ?= 0
 
 CLAROS_PORT ?= 8787

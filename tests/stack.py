@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import importlib.util
 import io
 import json
+import os
 import re
 import types
 import uuid
@@ -52,10 +54,24 @@ class _NoManagedPolicies:
 
 def translate(sam: Json) -> tuple[Json, dict[str, Path]]:
     """Plain CloudFormation for ``sam`` and the local folders its code comes from, by S3
-    key: local CodeUri/ContentUri become s3:// URIs first, as ``sam package`` does."""
+    key: local CodeUri/ContentUri become s3:// URIs first, as ``sam package`` does.
+
+    The translation is a pure function of the template (and the region, for the pseudo
+    parameters) and takes seconds of CPU; every AWS test deploys a stack, so each distinct
+    template is translated once per process and each caller gets its own copy."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+    cfn, uploads = _translated(json.dumps(sam), region)
+    return copy.deepcopy(cfn), dict(uploads)
+
+
+@functools.lru_cache(maxsize=16)
+def _translated(sam_json: str, region: str) -> tuple[Json, dict[str, Path]]:
+    """``translate``'s work, cached by the template's JSON (a template holds only JSON
+    types; json.dumps refuses anything else) and the region."""
     from samtranslator.translator.transform import transform  # type: ignore[import-untyped]
 
-    sam = copy.deepcopy(sam)
+    del region  # part of the cache key only: samtranslator reads it from the environment
+    sam = json.loads(sam_json)
     uploads: dict[str, Path] = {}
     for logical_id, resource in sam["Resources"].items():
         prop = CODE_PROPERTY.get(resource["Type"])
