@@ -32,7 +32,7 @@ from claros.mapping.service import mapping_for
 from claros.names import NAME
 from claros.rules.amounts import find_amount
 from claros.rules.decide import Decision, decide
-from claros.rules.model import SEVERITY
+from claros.rules.terms import SEVERITY
 from claros.rules.service import active_rules
 from claros.store.base import DocWrite, NewRecord
 from claros.webhook import deliver_in_background

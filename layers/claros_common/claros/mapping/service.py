@@ -24,7 +24,7 @@ from claros.errors import BadRequestError, ConflictError, NotFoundError
 from claros.mapping.model import MappingSpec, tools_named
 from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
 from claros.names import NAME
-from claros.rules.model import rule_hash
+from claros.rules.terms import rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
