@@ -13,9 +13,10 @@ way, a cost the route split does not change.
 figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures
 another rev as the "before" baseline (default ``ISSUE_BASELINE``; ``none``: no before
 baseline); BENCH_COLDSTART_ALSO=<git rev> adds every function's imports at that rev as rows
-of the same run (a change's before and after). Every module is compiled to .pyc first (``compileall``, as the layer's build
-does: in an environment with PYTHONDONTWRITEBYTECODE the claros modules were compiled from
-source in every interpreter, and the figures were partly the compiler's). Each import is
+of the same run (a change's before and after). Every module is compiled to .pyc first
+(``compileall``, as the layer's build does: in an environment with PYTHONDONTWRITEBYTECODE
+the claros modules were compiled from source in every interpreter, and the figures were
+partly the compiler's). Each import is
 timed inside its own fresh interpreter, wall clock and that process's CPU time; the rows
 show the fastest run, the median, and the least CPU time, each as a share of each
 baseline's (CPU time moves less with the load of the machine's other work). boto3 is

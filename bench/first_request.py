@@ -29,10 +29,19 @@ from bench.coldstart import REPO, _before, _env, _load, compile_all
 
 # (name, function, method, path, body, key): the requests timed.
 REQUESTS: tuple[tuple[str, str, str, str, dict[str, object] | None, str], ...] = (
-    ("check POST /v1/check", "check", "POST", "/v1/check", {
-        "app": "shop", "tool": "refund", "arguments": {"amount": 120, "currency": "EUR"},
-        "agent": {"name": "bench", "call_id": "c1", "via": {"guard": "claros-guard"}},
-    }, "agent"),  # fmt: skip
+    (
+        "check POST /v1/check",
+        "check",
+        "POST",
+        "/v1/check",
+        {
+            "app": "shop",
+            "tool": "refund",
+            "arguments": {"amount": 120, "currency": "EUR"},
+            "agent": {"name": "bench", "call_id": "c1", "via": {"guard": "claros-guard"}},
+        },
+        "agent",
+    ),  # fmt: skip
     ("check GET /v1/me", "check", "GET", "/v1/me", None, "agent"),
     ("admin GET /api/rules", "admin", "GET", "/api/rules", None, "admin"),
     ("admin GET /app", "admin", "GET", "/app", None, "admin"),

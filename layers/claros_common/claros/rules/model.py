@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from claros.empty import new_list
 from claros.names import EMAIL, NAME, RULE_ID
 from claros.rules.expr import ExprError, parse_when
 from claros.rules.terms import (
@@ -49,7 +50,7 @@ class RuleSpec(BaseModel):
     title: str = Field(min_length=1, max_length=200)
     when: str | None = Field(None, max_length=2000)
     response: Response
-    owners: list[str] = Field(default_factory=list, max_length=20)
+    owners: list[str] = Field(default_factory=new_list, max_length=20)
     message: str | None = Field(None, max_length=1000)
     # shadow: evaluated and recorded (what it would have answered), never changes a result.
     mode: Literal["enforce", "shadow"] = "enforce"
