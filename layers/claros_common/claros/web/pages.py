@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 from claros.auth import Principal
@@ -42,17 +42,9 @@ __all__ = [
 STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript; charset=utf-8"}
 
 
-_STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-
 @cache
 def static_file(name: str) -> bytes:
-    # A file beside this module (the layer and the wheel install it unzipped, as Jinja2's
-    # PackageLoader finds the templates), not importlib.resources: that imports tempfile,
-    # shutil, bz2 and lzma (4 ms of the admin function's cold start) for a read.
-    if name not in STATIC:
-        raise FileNotFoundError(name)
-    return (_STATIC_DIR / name).read_bytes()
+    return (resources.files("claros.web") / "static" / name).read_bytes()
 
 
 @cache
