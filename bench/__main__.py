@@ -14,6 +14,7 @@ from bench import (
     coldstart,
     decide,
     export,
+    first_request,
     guard,
     hooks,
     pages,
@@ -50,6 +51,7 @@ BENCHES = {
     "server": server.main,
     "pages": pages.main,
     "coldstart": coldstart.main,
+    "first_request": first_request.main,
     "capacity": capacity.main,
 }
 

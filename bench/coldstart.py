@@ -12,9 +12,11 @@ way, a cost the route split does not change.
 ``python -m bench coldstart``; BENCH_COLDSTART_ROUNDS sets the rounds (default 7; a
 figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures
 another rev as the "before" baseline (default ``ISSUE_BASELINE``; ``none``: no before
-baseline). Every module is compiled to .pyc first (``compileall``, as the layer's build
-does: in an environment with PYTHONDONTWRITEBYTECODE the claros modules were compiled from
-source in every interpreter, and the figures were partly the compiler's). Each import is
+baseline); BENCH_COLDSTART_ALSO=<git rev> adds every function's imports at that rev as rows
+of the same run (a change's before and after). Every module is compiled to .pyc first
+(``compileall``, as the layer's build does: in an environment with PYTHONDONTWRITEBYTECODE
+the claros modules were compiled from source in every interpreter, and the figures were
+partly the compiler's). Each import is
 timed inside its own fresh interpreter, wall clock and that process's CPU time; the rows
 show the fastest run, the median, and the least CPU time, each as a share of each
 baseline's (CPU time moves less with the load of the machine's other work). boto3 is
@@ -152,9 +154,18 @@ def _baselines(body: str, layer: Path | None, rev: str) -> dict[str, Subject]:
     return out
 
 
-def measure(rounds: int, layer: Path | None, rev: str) -> tuple[list[Result], list[Result]]:
-    """The target: each function's imports against the all-routes entry's."""
+def measure(
+    rounds: int, layer: Path | None, rev: str, also: tuple[str, Path] | None = None
+) -> tuple[list[Result], list[Result]]:
+    """The target: each function's imports against the all-routes entry's; ``also``: (rev,
+    its layer), every function's imports at that rev too, in the same run (a change's
+    before and after)."""
     subjects = {name: (_routes_of(name), REPO) for name in FUNCTIONS}
+    if also is not None:
+        at, where = also
+        for name in FUNCTIONS:
+            body = f"import sys\nsys.path.insert(0, {str(where)!r})\n{_routes_of(name)}"
+            subjects[f"{name} at {at}"] = (body, REPO)
     return _interleaved(_baselines("import claros.api.lambda_entry", layer, rev), subjects, rounds)
 
 
@@ -199,7 +210,8 @@ def _print(bases: list[Result], results: list[Result], target: float | None) -> 
         cells = ""
         for base in bases:
             shares = _shares(result, base)
-            worst[base.name] = max(worst[base.name], shares[0])
+            if " at " not in result.name:  # a row of BENCH_COLDSTART_ALSO's rev
+                worst[base.name] = max(worst[base.name], shares[0])
             cells += "  " + " ".join(f"{x:7.1%}" for x in shares)
         over = target is not None and _shares(result, bases[-1])[0] > target
         times = f"{_ms(result.seconds)} {_ms(result.median_seconds)} {_ms(result.cpu_seconds)}"
@@ -214,9 +226,12 @@ def main() -> None:
     compile_all()
     with tempfile.TemporaryDirectory(prefix="coldstart-before-") as where:
         layer = None if rev.lower() in ("", "none") else _before(rev, Path(where))
+        also_rev = os.environ.get("BENCH_COLDSTART_ALSO", "")
+        also_layer = _before(also_rev, Path(where) / "also") if also_rev else None
+        also = (also_rev, also_layer) if also_layer is not None else None
         print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run "
               f"(load average {_load()}):")  # fmt: skip
-        worst = _print(*measure(rounds, layer, rev), TARGET)
+        worst = _print(*measure(rounds, layer, rev, also), TARGET)
         print("  worst min-wall share: " + ", ".join(
             f"{w:.1%} of {name}" for name, w in worst.items()
         ) + f" (target at most {TARGET:.0%} of the issue's); load average {_load()}")  # fmt: skip

@@ -19,6 +19,7 @@ from bench import (
     coldstart,
     decide,
     export,
+    first_request,
     guard,
     hooks,
     pages,
@@ -39,6 +40,7 @@ TINY: dict[str, Callable[[], Any]] = {
     "server": lambda: server.main(requests=8, clients=(1, 2)),
     "pages": lambda: pages.main(["300"]) or True,
     "coldstart": lambda: coldstart.main() or True,
+    "first_request": lambda: first_request.main() or True,
     "capacity": lambda: capacity.main(pairs=5, every=10),
     "verify": lambda: verify.main(sizes=(200,)),
 }

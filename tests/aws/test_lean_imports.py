@@ -56,6 +56,13 @@ EVENTS = {
 # admin's PUT of the ask webhook) asks it for a name. With the handler built, urllib3
 # (botocore, through the X-Ray SDK) loads it anyway.
 METADATA = {"importlib.metadata._adapters", "pydantic.networks", "claros.webhook_settings"}
+# A mapping proposal (the proposer, the mapper and its Bedrock client): imported by the
+# admin's routes that use a proposal. The Evidence page's computations (the AIUC-1 pack,
+# the verified report): by that page. The rule models (RuleSpec, Confirm): where a rule is
+# written, never by deciding a check (claros.rules.terms has what deciding needs).
+PROPOSING = {"claros.mapping.proposals", "claros.mapping.propose", "claros.mapping.mapper"}
+EVIDENCE_PAGE = {"claros.evidence.aiuc1", "claros.evidence.verified"}
+RULE_MODELS = {"claros.rules.model"}
 # PyNaCl: the file signer's keys and verifying a checkpoint's signature import it where
 # they run; no function imports it at start (the stack signs with KMS).
 NACL = {"nacl"}
@@ -74,7 +81,7 @@ ROUTES = {
 
 # Function -> modules its entry must leave unimported (besides other functions' routes).
 NOT_IMPORTED: dict[str, set[str]] = {
-    "check": PAGES | YAML | MODELS | RESOLVERS | EVENTS,
+    "check": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | RULE_MODELS,
     "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
     "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
     "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
@@ -85,7 +92,7 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | RESOLVERS
     | EVENTS,
     "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "admin": {"jinja2"} | YAML | RESOLVERS | EVENTS,
+    "admin": {"jinja2"} | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
     "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
 }
 OWN = {
@@ -141,6 +148,25 @@ def test_a_function_routes_import_no_asyncio_nor_other_resolvers(function: str) 
     assert "aws_lambda_powertools.event_handler.api_gateway" in loaded
     unwanted = RESOLVERS | EVENTS | METADATA | {"asyncio", "aws_xray_sdk"}
     assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+def test_no_function_compiles_tokenize_regex_at_start() -> None:
+    """A pydantic default factory that is a builtin (dict, list) has its signature parsed
+    with tokenize when the model is built, and tokenize's first use compiles its regex
+    (10 ms): claros.empty's factories are Python functions. Pinned on the two functions
+    with the most models."""
+    probe = "import app, tokenize\nassert tokenize._compile.cache_info().currsize == 0"
+    for function in ("check", "admin"):
+        _loaded_by(function, probe)
+
+
+def test_rule_models_still_answer_what_moved_to_terms() -> None:
+    """The responses, severity, strength and rule_hash moved to claros.rules.terms (the
+    check function decides without the rule models); claros.rules.model still has them."""
+    from claros.rules import model, terms
+
+    for name in ("ON_UNKNOWN", "RESPONSES", "SEVERITY", "rule_hash", "strength"):
+        assert getattr(model, name) is getattr(terms, name)
 
 
 def test_webhook_settings_still_answer_from_claros_webhook() -> None:

@@ -26,14 +26,15 @@ from claros.check_rows import (
 )
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
+from claros.empty import new_dict
 from claros.errors import BadRequestError, ForbiddenError
 from claros.mapping.facts import Plan, plan
 from claros.mapping.service import mapping_for
 from claros.names import NAME
 from claros.rules.amounts import find_amount
 from claros.rules.decide import Decision, decide
-from claros.rules.model import SEVERITY
 from claros.rules.service import active_rules
+from claros.rules.terms import SEVERITY
 from claros.store.base import DocWrite, NewRecord
 from claros.webhook import deliver_in_background
 from claros.wiring import Services
@@ -53,7 +54,7 @@ __all__ = [
 class CheckRequest(Strict):
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
     agent: AgentInfo
     fetched: dict[str, Any] | None = None
     # The ask whose approval this repeat of the call uses (once).

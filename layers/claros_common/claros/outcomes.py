@@ -24,6 +24,7 @@ from claros.auth import Principal
 from claros.check_rows import AgentInfo, approved_repeat, call_index_key, timeline_collection
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
+from claros.empty import new_dict
 from claros.errors import ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord, Store
@@ -65,7 +66,7 @@ class UncheckedRequest(BaseModel):
 
     app: str = Field(min_length=1, max_length=128)
     tool: str = Field(min_length=1, max_length=128)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
     agent: AgentInfo
     reason: str = Field(min_length=1, max_length=500)
     status: Literal["ok", "error"] | None = None

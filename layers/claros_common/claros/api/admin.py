@@ -11,7 +11,6 @@ from claros.asks import AnswerRequest, answer_ask, my_asks_page
 from claros.auth import PERSON_KINDS, Principal
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
-from claros.mapping.proposals import confirm_of
 from claros.mapping.service import close_mapping, get_mapping, list_mappings, put_mapping
 from claros.mapping.tools import confirm_tool
 from claros.outcomes import coverage
@@ -124,6 +123,10 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
             )
         confirm = None
         if body.proposal is not None:
+            # A proposal's module (the mapper, Bedrock, the proposer) is for the routes
+            # that use one: a mapping written without a proposal does not import it.
+            from claros.mapping.proposals import confirm_of
+
             confirm = confirm_of(store, principal, body.proposal, app_name, tool)
         state, changed = put_mapping(services, principal, body.mapping, confirm)
         return {**state, "changed": changed}

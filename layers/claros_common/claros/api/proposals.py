@@ -28,7 +28,6 @@ from claros.api.web import (
 from claros.auth import Principal
 from claros.errors import BadRequestError
 from claros.mapping.model import MappingSpec
-from claros.mapping.proposals import confirm_of, get_proposal, propose
 from claros.mapping.service import put_mapping
 from claros.names import NAME
 from claros.web.templating import render_page
@@ -89,14 +88,20 @@ def _edited(text: str, app: str, tool: str) -> MappingSpec:
 def register(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
+    # claros.mapping.proposals (the mapper, its Bedrock client, the proposer: 15 ms) is
+    # imported by these routes' requests, not by the admin function's every cold start.
 
     @routed(app, "POST", "/api/mappings/proposals", ADMINS)
     def create(principal: Principal) -> Any:
+        from claros.mapping.proposals import propose
+
         body = parse_body(app, ProposalRequest)
         return json_response(propose(services, principal, body.app, body.tool), 201)
 
     @page(app, "POST", "/app/mappings/propose", ADMINS)
     def propose_page(principal: Principal) -> Response[str]:
+        from claros.mapping.proposals import propose
+
         form = read_input(app, ProposeForm)
         proposal = propose(services, principal, form.app, form.tool)
         if not _wants_html(app):
@@ -105,6 +110,8 @@ def register(app: ClarosResolver) -> None:
 
     @page(app, "POST", "/app/mappings/proposals/{proposal_id}/accept", ADMINS)
     def accept(principal: Principal, proposal_id: str) -> Response[str]:
+        from claros.mapping.proposals import confirm_of, get_proposal
+
         proposal = get_proposal(store, principal.workspace, proposal_id)
         form = read_input(app, AcceptForm)
         try:

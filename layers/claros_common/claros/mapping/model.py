@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from claros.empty import new_dict, new_list
 from claros.names import NAME
 from claros.rules.expr import ExprError, parse_derived
 
@@ -95,7 +96,7 @@ class _Spec(BaseModel):
 
 class FetchSpec(_Spec):
     tool: str = Field(pattern=NAME)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
     into: str = ""
 
     @field_validator("into")
@@ -114,10 +115,10 @@ class FetchSpec(_Spec):
 class LookupSpec(_Spec):
     key: str
     tool: str = Field(pattern=NAME)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
     pick: str | None = None
     var: str | None = None
-    context: list[str] = Field(default_factory=list, max_length=10)
+    context: list[str] = Field(default_factory=new_list, max_length=10)
     app: str | None = Field(None, pattern=NAME)
 
     @field_validator("key")
@@ -144,8 +145,8 @@ class LookupSpec(_Spec):
 
 class QuerySpec(_Spec):
     tool: str = Field(pattern=NAME)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    where: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
+    where: dict[str, Any] = Field(default_factory=new_dict)
     op: Literal["count", "first", "last", "min", "max"]
     field: str | None = None
     var: str | None = None
@@ -180,9 +181,9 @@ class MappingSpec(_Spec):
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
     fetch: FetchSpec | None = None
-    derived: dict[str, str] = Field(default_factory=dict, max_length=50)
-    lookups: list[LookupSpec] = Field(default_factory=list, max_length=MAX_LOOKUPS)
-    queries: list[QuerySpec] = Field(default_factory=list, max_length=MAX_QUERIES)
+    derived: dict[str, str] = Field(default_factory=new_dict, max_length=50)
+    lookups: list[LookupSpec] = Field(default_factory=new_list, max_length=MAX_LOOKUPS)
+    queries: list[QuerySpec] = Field(default_factory=new_list, max_length=MAX_QUERIES)
 
     @field_validator("derived")
     @classmethod

@@ -20,11 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import now_ms
+from claros.empty import new_dict
 from claros.errors import BadRequestError, ConflictError, NotFoundError
 from claros.mapping.model import MappingSpec, tools_named
 from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
 from claros.names import NAME
-from claros.rules.model import rule_hash
+from claros.rules.terms import rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -47,7 +48,7 @@ class ToolInfo(BaseModel):
 
     name: str = Field(pattern=NAME)
     description: str | None = Field(None, max_length=4000)
-    annotations: dict[str, Any] = Field(default_factory=dict)
+    annotations: dict[str, Any] = Field(default_factory=new_dict)
     read: bool
     # The argument names (and types) of the tool's input schema, as the guard saw it: rules
     # are warned, when saved, of fields neither this nor the mapping provides.

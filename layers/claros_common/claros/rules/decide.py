@@ -22,7 +22,7 @@ from typing import Any
 
 from claros.rules.expr import Scope, parse_when
 from claros.rules.judge import Judge
-from claros.rules.model import RESPONSES, strength
+from claros.rules.terms import RESPONSES, strength
 
 __all__ = ["Decision", "applies", "decide"]
 

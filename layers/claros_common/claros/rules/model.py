@@ -7,15 +7,23 @@ check row can name exactly the text it ran under.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claros.canonical import canonical_bytes
+from claros.empty import new_list
 from claros.names import EMAIL, NAME, RULE_ID
 from claros.rules.expr import ExprError, parse_when
+from claros.rules.terms import (
+    ON_UNKNOWN,
+    RESPONSES,
+    SEVERITY,
+    OnUnknown,
+    Response,
+    rule_hash,
+    strength,
+)
 
 __all__ = [
     "ON_UNKNOWN",
@@ -27,17 +35,7 @@ __all__ = [
     "strength",
 ]
 
-Response = Literal["allow", "nudge", "ask", "stop"]
-OnUnknown = Literal["fire", "ask", "allow"]
-ON_UNKNOWN: tuple[OnUnknown, ...] = ("fire", "ask", "allow")
-RESPONSES: tuple[Response, ...] = ("allow", "nudge", "ask", "stop")  # weakest first
-SEVERITY = {"stop": "high", "ask": "medium", "nudge": "low"}
-_STRENGTH: dict[str, int] = {name: i for i, name in enumerate(RESPONSES)}
 MadeBy = Literal["expert", "override", "precedents", "manual"]
-
-
-def strength(response: str) -> int:
-    return _STRENGTH[response]
 
 
 class RuleSpec(BaseModel):
@@ -52,7 +50,7 @@ class RuleSpec(BaseModel):
     title: str = Field(min_length=1, max_length=200)
     when: str | None = Field(None, max_length=2000)
     response: Response
-    owners: list[str] = Field(default_factory=list, max_length=20)
+    owners: list[str] = Field(default_factory=new_list, max_length=20)
     message: str | None = Field(None, max_length=1000)
     # shadow: evaluated and recorded (what it would have answered), never changes a result.
     mode: Literal["enforce", "shadow"] = "enforce"
@@ -110,7 +108,3 @@ class Confirm(BaseModel):
     made_by: MadeBy
     confirmed_by: str
     confirmed_at: int
-
-
-def rule_hash(written: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_bytes(written)).hexdigest()
