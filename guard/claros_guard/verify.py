@@ -59,6 +59,7 @@ from claros.ledger import (
     slim_checkpoints,
     verify_signature,
 )
+from claros_guard.verify_parallel import ParallelEntries, default_workers
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
@@ -383,20 +384,46 @@ class _ExportReader:
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
 
-    def read(self, source: ChunkedLines) -> None:
+    def read(
+        self,
+        source: ChunkedLines,
+        parallel: ParallelEntries | None = None,
+        handle: IO[bytes] | None = None,
+    ) -> None:
+        """``parallel``: check the entries with other processes where it pays, from the
+        second entry on (the first starts the chain), reading the rest of ``handle``
+        (``source`` reads from it)."""
         self._header(source.next_line() or b"")
         while (line := source.next_line()) is not None:
-            self.line_no += 1
-            if self.signature is not None:
-                self._fail("more lines after the export's signature line")
-            elif is_entry_line(line):
-                self._entry(line)
-                self.digest.update(line)
+            if self.one_line(line):
+                if parallel is not None and handle is not None:
+                    tried, parallel = parallel, None
+                    left = len(source.buf) - source.pos
+                    if tried.pays(handle, left) and tried.take(self, source, handle):
+                        return  # it read every line to the end
                 self._run(source)
-                continue
-            else:
-                self._typed(line)
-            self.digest.update(line)
+
+    def one_line(self, line: bytes) -> bool:
+        """The serial reader's work on one line (after the header); True if it was an
+        entry line."""
+        self.line_no += 1
+        entry = False
+        if self.signature is not None:
+            self._fail("more lines after the export's signature line")
+        elif is_entry_line(line):
+            self._entry(line)
+            entry = True
+        else:
+            self._typed(line)
+        self.digest.update(line)
+        return entry
+
+    def serial_lines(self, source: ChunkedLines) -> None:
+        """Every line of ``source`` (after the header), serially: the parallel path hands
+        over what it did not take."""
+        while (line := source.next_line()) is not None:
+            if self.one_line(line):
+                self._run(source)
 
     def _run(self, source: ChunkedLines) -> None:
         """After an entry, the entries that follow in the writer's layout, the fast way
@@ -634,17 +661,27 @@ def _trusted_keys(
 
 
 def verify_export(
-    path: str, saved: Saved | None, pins: Pins, progress: Progress, *, keep: bool = True
+    path: str,
+    saved: Saved | None,
+    pins: Pins,
+    progress: Progress,
+    *,
+    keep: bool = True,
+    workers: int | None = None,
 ) -> Result:
-    """``keep=False``: the result holds no checkpoints (nothing is saved from it)."""
+    """``keep=False``: the result holds no checkpoints (nothing is saved from it).
+    ``workers``: processes that check the entries of a large export (default: one per
+    CPU this process may use; 1: this process alone)."""
     name = Path(path).name if path != "-" else "(stdin)"
     try:
         handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     reader = _ExportReader(name, saved, pins, progress, keep)
+    count = default_workers() if workers is None else workers
+    parallel = ParallelEntries(count) if count > 1 else None
     try:
-        reader.read(ChunkedLines(handle.read))
+        reader.read(ChunkedLines(handle.read), parallel, handle)
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     finally:
@@ -869,6 +906,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "key first asks for a checkpoint at the head",
     )
     parser.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="processes that check a large export's entries (default: one per CPU; 1: "
+        "this process alone)",
+    )
+    parser.add_argument(
         "--progress",
         action="store_true",
         help="show a progress bar even when stderr is not a terminal",
@@ -877,13 +921,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
+    return n
+
+
 def _verify(args: argparse.Namespace, progress: Progress) -> Result:
     saved = load_saved(args.checkpoints) if args.checkpoints else None
     pins = Pins.of(saved, args.keys)
     if args.export:
         if args.url or args.key:
             raise VerifyError("--export verifies a file offline: leave out --url and --key")
-        return verify_export(args.export, saved, pins, progress, keep=bool(args.save))
+        return verify_export(
+            args.export, saved, pins, progress, keep=bool(args.save), workers=args.workers
+        )
     from claros_guard.client import ApiError, Client, ClientError
 
     try:
