@@ -122,9 +122,10 @@ def scan(slot: int, length: int) -> list[Item] | None:
     other = 0
     digest = _NoDigest()
     while source.fill():
-        buf, here = source.buf, source.pos
-        stop = buf.find(b"\n", here, source.end) + 1
-        m = match(buf, here, stop) if stop else None
+        buf, pos = source.buf, source.pos
+        here = length - (len(buf) - pos)  # in the buffer (``source`` read it all at once)
+        stop = buf.find(b"\n", pos, source.end) + 1
+        m = match(buf, pos, stop) if stop else None
         if m is not None:
             seq, link = int(m.group(1)), m.group(6)
             try:
@@ -234,20 +235,20 @@ class _Feeder:
     def _fill(self, slot: int) -> int:
         """Buffer ``slot`` filled with the next whole lines; their length (0: the end)."""
         buf = self.slots[slot]
-        view = memoryview(buf)
-        n = len(self.tail)
-        view[:n] = self.tail
-        while n < SLOT and not self.eof:
-            got = self.handle.readinto(view[n:])  # type: ignore[attr-defined]
-            if not got:
-                self.eof = True
-                break
-            n += got
-        cut = n if self.eof else buf.rfind(b"\n", 0, n) + 1
-        if cut == 0:  # one line longer than a buffer: the parent reads the rest itself
-            raise _TooLong(bytes(view[:n]))
-        self.tail = bytes(view[cut:n])
-        view.release()
+        with memoryview(buf) as view:
+            first, rest = self.tail[:SLOT], self.tail[SLOT:]
+            n = len(first)
+            view[:n] = first
+            while n < SLOT and not self.eof:
+                got = self.handle.readinto(view[n:])  # type: ignore[attr-defined]
+                if not got:
+                    self.eof = True
+                    break
+                n += got
+            cut = n if self.eof and not rest else buf.rfind(b"\n", 0, n) + 1
+            if cut == 0:  # one line longer than a buffer: the parent reads the rest itself
+                raise _TooLong(bytes(view[:n]) + rest)
+            self.tail = bytes(view[cut:n]) + rest
         return cut
 
     def run(self) -> None:
@@ -274,10 +275,11 @@ class _Feeder:
                 items = answer.get()
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
-            self._stitch(memoryview(self.slots[slot])[:n], items)
+            with memoryview(self.slots[slot]) as whole:
+                self._stitch(whole[:n], items)
             free.append(slot)
         if long_line is not None:
-            rest = ChunkedLines(_Chain(long_line + self.tail, self.handle.read))
+            rest = ChunkedLines(_Chain(long_line, self.handle.read))  # it holds the tail
             self.reader.serial_lines(rest)
 
     def _stitch(self, data: memoryview, items: list[Item] | None) -> None:
