@@ -3,6 +3,7 @@
     claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
                   [--progress]
     claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
+                  [--workers N]
 
 Online, it downloads the ledger (``GET /v1/ledger/entries`` page by page), the signed
 checkpoints and the public keys, and checks everything here with the very code the server
@@ -10,7 +11,8 @@ uses (``claros.ledger.ChainVerifier``). With an audit or admin key every record 
 compared with its entry; with an agent or service key, the chain and signatures only.
 Offline, ``--export`` checks an evidence export (``GET /api/evidence/export``): every
 record, every link, every signature and the export's own signature, with no key and no
-access to Claros.
+access to Claros. A large export's entries are checked by worker processes
+(``claros_guard.verify_parallel``, ``--workers N``), with the same result.
 
 ``--save FILE`` keeps the checkpoints that were just verified (and the public keys). Put
 that file where Claros cannot change it. Later, ``--checkpoints FILE`` proves the log was
@@ -858,13 +860,16 @@ Re-check a workspace's ledger on your own machine.
     claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
                   [--progress]
     claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
+                  [--workers N]
 
 Online, it downloads the ledger (GET /v1/ledger/entries, page by page), the signed
 checkpoints and the public keys, and checks everything here with the very code the server
 uses. With an audit or admin key every record is compared with its entry; with an agent
 or service key, the chain and signatures only. Offline, --export checks an evidence
 export (GET /api/evidence/export): every record, every link, every signature and the
-export's own signature, with no key and no access to Claros.
+export's own signature, with no key and no access to Claros. A large export's entries
+are checked by several processes, one per CPU (--workers N sets how many; --workers 1
+checks it in this process alone); what is found is the same.
 
 --save FILE keeps the checkpoints that were just verified (and the public keys). Put that
 file where Claros cannot change it. Later, --checkpoints FILE proves the log was not

@@ -55,6 +55,7 @@ MIN_BYTES = 32 << 20
 # A buffer whose other lines hold more than this is checked by the parent instead (a
 # file of garbage is not sent between processes whole).
 OTHER_BYTES = 1 << 20
+ANSWER_WAIT = 120.0  # seconds
 
 
 def default_workers() -> int:
@@ -272,7 +273,9 @@ class _Feeder:
                 break
             slot, n, answer = inflight.popleft()
             try:
-                items = answer.get()
+                # A worker killed (out of memory, a signal) never answers: after a wait
+                # far beyond a buffer's ~20 ms, the parent checks the buffer itself.
+                items = answer.get(ANSWER_WAIT)
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
             with memoryview(self.slots[slot]) as whole:
