@@ -61,7 +61,7 @@ from claros.ledger import (
     slim_checkpoints,
     verify_signature,
 )
-from claros_guard.verify_parallel import ParallelEntries, default_workers
+from claros_guard.verify_parallel import ParallelEntries, check_signatures, default_workers
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
@@ -355,7 +355,13 @@ class _ExportReader:
     """Reads an export in one pass: header, keys and checkpoints, entries, signature."""
 
     def __init__(
-        self, name: str, saved: Saved | None, pins: Pins, progress: Progress, keep: bool = True
+        self,
+        name: str,
+        saved: Saved | None,
+        pins: Pins,
+        progress: Progress,
+        keep: bool = True,
+        workers: int = 1,
     ) -> None:
         self.name = name
         # Whether the export's checkpoints are kept whole for the result (to --save them)
@@ -382,6 +388,13 @@ class _ExportReader:
         self.signature: dict[str, Any] | None = None
         self.signed_digest = b""
         self.line_no = 0
+        # Processes that may check checkpoint signatures; with more than one, those are
+        # put off (``deferred``: each with the key it would be checked with then) until
+        # the entries start, and checked together.
+        self.workers = workers
+        self.deferred: list[tuple[Checkpoint, PublicKey | None]] | None = (
+            [] if workers > 1 else None
+        )
 
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
@@ -503,12 +516,34 @@ class _ExportReader:
         if self.keep:
             self.checkpoints[cp.seq] = cp
         key = self._key_for(cp)
-        if key is not None and verify_signature(key, cp.message(), cp.signature):
+        if self.deferred is not None:  # checked together by worker processes, in order
+            self.deferred.append((cp, key))
+        else:
+            self._settle(cp, key, key is not None and self._signed_by(key, cp))
+
+    @staticmethod
+    def _signed_by(key: PublicKey, cp: Checkpoint) -> bool:
+        return verify_signature(key, cp.message(), cp.signature)
+
+    def _settle(self, cp: Checkpoint, key: PublicKey | None, ok: bool) -> None:
+        if key is not None and ok:
             self.pending.pop(cp.seq, None)
             self.signed.put(cp.seq, cp.hash, cp.ts, key.key_id)
         else:
             self.signed.discard(cp.seq)
             self.pending[cp.seq] = cp
+
+    def _settle_deferred(self) -> None:
+        """The checkpoints whose signatures were put off: checked (by the workers when
+        there are many) and settled in the order of their lines, as if checked there."""
+        deferred, self.deferred = self.deferred or [], None
+        jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
+        results = check_signatures(jobs, self.workers)
+        if results is None:
+            results = [verify_signature(*job) for job in jobs]
+        answers = iter(results)
+        for cp, key in deferred:
+            self._settle(cp, key, key is not None and next(answers))
 
     def _key_for(self, cp: Checkpoint) -> PublicKey | None:
         """The key the verifier would check ``cp`` with, among those listed so far."""
@@ -524,6 +559,7 @@ class _ExportReader:
         return self._genuine_keys.get(cp.key_id)
 
     def _start(self) -> ChainVerifier:
+        self._settle_deferred()
         workspace = str(self.header["workspace"])
         # The pending ones are checked after the keys, as a verifier checks those it is
         # given; none has a seq of the signed ones (a seq is in one or the other).
@@ -679,8 +715,8 @@ def verify_export(
         handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    reader = _ExportReader(name, saved, pins, progress, keep)
     count = default_workers() if workers is None else workers
+    reader = _ExportReader(name, saved, pins, progress, keep, count)
     parallel = ParallelEntries(count) if count > 1 else None
     try:
         reader.read(ChunkedLines(handle.read), parallel, handle)

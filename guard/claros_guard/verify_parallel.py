@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from claros.chunked import ChunkedLines
-from claros.ledger import ChainVerifier, Entry, _written_pattern, slim_checkpoints
+from claros.ledger import (
+    ChainVerifier,
+    Entry,
+    PublicKey,
+    _written_pattern,
+    slim_checkpoints,
+    verify_signature,
+)
 
 if TYPE_CHECKING:
     from claros_guard.verify import _ExportReader
@@ -150,6 +157,40 @@ def scan(slot: int, length: int) -> list[Item] | None:
             return None
         items.append(Line(here, line))
     return items
+
+
+# --- checkpoint signatures ----------------------------------------------------------------
+# Below this many, checking them here costs less than starting processes (~90 us each).
+MIN_SIGNATURES = 2_000
+
+
+def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
+    return [verify_signature(key, message, signature) for key, message, signature in jobs]
+
+
+def check_signatures(jobs: list[tuple[PublicKey, bytes, str]], workers: int) -> list[bool] | None:
+    """``verify_signature`` of each job, in order, by ``workers`` processes; None when
+    they cannot start (then the caller checks them itself)."""
+    if not jobs:
+        return []
+    if workers < 2 or len(jobs) < MIN_SIGNATURES:
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers)
+    except (OSError, ValueError, ImportError):
+        return None
+    step = -(-len(jobs) // (workers * 4))
+    try:
+        parts = pool.map(_check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)])
+        pool.close()
+    except Exception:
+        return None
+    finally:
+        pool.terminate()
+        pool.join()
+    return [ok for part in parts for ok in part]
 
 
 # --- in the parent ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import claros_guard.verify_parallel as vp
+import tests.guard.test_verify_fast as fast
 from claros.ledger import ChainVerifier
 from claros_guard.verify import main as verify
 from tests.export_corpus import OUT
@@ -37,7 +38,9 @@ WORDED_AT_150 = {
 def parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Workers used at any size, buffers of ~5 lines; what each ``take`` answered."""
     monkeypatch.setattr(vp, "MIN_BYTES", 0)
+    monkeypatch.setattr(vp, "MIN_SIGNATURES", 0)
     monkeypatch.setattr(vp, "SLOT", 2048)
+    monkeypatch.setattr("claros_guard.verify.default_workers", lambda: 2)
     took: list[bool] = []
     real = vp.ParallelEntries.take
 
@@ -271,3 +274,24 @@ def test_the_workers_use_the_fast_runs_own_checks(
     path.write_bytes(_export(350))
     assert verify(["--export", str(path), "--workers", "2"]) == 0
     assert "350 compared" in capsys.readouterr().out and parallel == [True]
+
+
+def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    checked: list[int] = []
+    real = vp.check_signatures
+
+    def watched(jobs: Any, workers: int) -> Any:
+        got = real(jobs, workers)
+        checked.append(-1 if got is None else len(got))
+        return got
+
+    monkeypatch.setattr("claros_guard.verify.check_signatures", watched)
+    # A key line after three checkpoints, a checkpoint listed twice: as the serial path.
+    fast.test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(tmp_path, capsys)
+    fast.test_a_checkpoint_listed_twice_counts_its_last_line(tmp_path, capsys)
+    assert checked and all(n >= 0 for n in checked)  # the workers did check them
