@@ -61,7 +61,12 @@ from claros.ledger import (
     slim_checkpoints,
     verify_signature,
 )
-from claros_guard.verify_parallel import ParallelEntries, check_signatures, default_workers
+from claros_guard.verify_parallel import (
+    SIGNATURE_BATCH,
+    ParallelEntries,
+    SignatureChecks,
+    default_workers,
+)
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
@@ -395,6 +400,7 @@ class _ExportReader:
         self.deferred: list[tuple[Checkpoint, PublicKey | None]] | None = (
             [] if workers > 1 else None
         )
+        self.signatures = SignatureChecks(workers)
 
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
@@ -518,6 +524,8 @@ class _ExportReader:
         key = self._key_for(cp)
         if self.deferred is not None:  # checked together by worker processes, in order
             self.deferred.append((cp, key))
+            if len(self.deferred) >= SIGNATURE_BATCH:
+                self._settle_deferred(more=True)
         else:
             self._settle(cp, key, key is not None and self._signed_by(key, cp))
 
@@ -533,15 +541,17 @@ class _ExportReader:
             self.signed.discard(cp.seq)
             self.pending[cp.seq] = cp
 
-    def _settle_deferred(self) -> None:
+    def _settle_deferred(self, *, more: bool = False) -> None:
         """The checkpoints whose signatures were put off: checked (by the workers when
-        there are many) and settled in the order of their lines, as if checked there."""
-        deferred, self.deferred = self.deferred or [], None
+        there are many) and settled in the order of their lines, as if checked there.
+        ``more``: others may follow (a batch); otherwise the workers are done."""
+        deferred, self.deferred = self.deferred or [], [] if more else None
         jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
-        results = check_signatures(jobs, self.workers)
-        if results is None:
-            results = [verify_signature(*job) for job in jobs]
-        answers = iter(results)
+        try:
+            answers = iter(self.signatures.check(jobs))
+        finally:
+            if not more:
+                self.signatures.close()
         for cp, key in deferred:
             self._settle(cp, key, key is not None and next(answers))
 
@@ -726,6 +736,7 @@ def verify_export(
         if handle is not sys.stdin.buffer:
             handle.close()
         progress.close()
+        reader.signatures.close()
     result = reader.finish()
     if saved is not None and saved.workspace != result.workspace:
         raise VerifyError(

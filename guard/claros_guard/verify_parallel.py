@@ -160,37 +160,47 @@ def scan(slot: int, length: int) -> list[Item] | None:
 
 
 # --- checkpoint signatures ----------------------------------------------------------------
-# Below this many, checking them here costs less than starting processes (~90 us each).
+# Below this many, checking them here costs less than starting processes (~90 us each);
+# and how many wait at most to be checked together.
 MIN_SIGNATURES = 2_000
+SIGNATURE_BATCH = 4_096
 
 
 def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
     return [verify_signature(key, message, signature) for key, message, signature in jobs]
 
 
-def check_signatures(jobs: list[tuple[PublicKey, bytes, str]], workers: int) -> list[bool] | None:
-    """``verify_signature`` of each job, in order, by ``workers`` processes; None when
-    they cannot start (then the caller checks them itself)."""
-    if not jobs:
-        return []
-    if workers < 2 or len(jobs) < MIN_SIGNATURES:
-        return None
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    try:
-        pool = multiprocessing.get_context("fork").Pool(workers)
-    except (OSError, ValueError, ImportError):
-        return None
-    step = -(-len(jobs) // (workers * 4))
-    try:
-        parts = pool.map(_check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)])
-        pool.close()
-    except Exception:
-        return None
-    finally:
-        pool.terminate()
-        pool.join()
-    return [ok for part in parts for ok in part]
+class SignatureChecks:
+    """Checkpoint signatures checked by ``workers`` processes, a batch at a time (so what
+    waits to be checked stays small however long the log); the pool starts with the
+    first batch of ``MIN_SIGNATURES`` or more and lasts until ``close``."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: Any = None
+        self._failed = workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+
+    def check(self, jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
+        """``verify_signature`` of each job, in order."""
+        if jobs and not self._failed and (self._pool is not None or len(jobs) >= MIN_SIGNATURES):
+            try:
+                if self._pool is None:
+                    self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+                step = -(-len(jobs) // (self.workers * 4))
+                parts = self._pool.map(
+                    _check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)]
+                )
+                return [ok for part in parts for ok in part]
+            except Exception:  # no processes here, or one failed: checked here instead
+                self._failed = True
+                self.close()
+        return _check_signatures(jobs)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.terminate()
+            pool.join()
 
 
 # --- in the parent ------------------------------------------------------------------------

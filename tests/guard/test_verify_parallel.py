@@ -276,22 +276,31 @@ def test_the_workers_use_the_fast_runs_own_checks(
     assert "350 compared" in capsys.readouterr().out and parallel == [True]
 
 
+@pytest.mark.parametrize("batch", [2, 4096])
 def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
+    batch: int,
     parallel: list[bool],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    monkeypatch.setattr("claros_guard.verify.SIGNATURE_BATCH", batch)
     checked: list[int] = []
-    real = vp.check_signatures
+    real = vp.SignatureChecks.check
 
-    def watched(jobs: Any, workers: int) -> Any:
-        got = real(jobs, workers)
-        checked.append(-1 if got is None else len(got))
+    def watched(self: vp.SignatureChecks, jobs: Any) -> list[bool]:
+        got = real(self, jobs)
+        checked.append(len(jobs) if self._pool is not None or not jobs else -1)
         return got
 
-    monkeypatch.setattr("claros_guard.verify.check_signatures", watched)
+    monkeypatch.setattr(vp.SignatureChecks, "check", watched)
     # A key line after three checkpoints, a checkpoint listed twice: as the serial path.
     fast.test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(tmp_path, capsys)
     fast.test_a_checkpoint_listed_twice_counts_its_last_line(tmp_path, capsys)
     assert checked and all(n >= 0 for n in checked)  # the workers did check them
+    assert (batch == 2) == (len(checked) > 4)  # in batches of 2: more than one a run
+    # And the saved-checkpoints and bad-signature cases, in batches too.
+    test_a_bad_checkpoint_signature_says_the_same_with_workers(
+        parallel, tmp_path, monkeypatch, capsys
+    )
+    test_saved_checkpoints_are_compared_with_workers(parallel, tmp_path, monkeypatch, capsys)
