@@ -21,6 +21,10 @@ the signature line, a buffer with too many other lines, a worker that failed) se
 rest of that buffer through the serial reader: every failure is found and worded by the
 serial code, so both paths print exactly the same (tests/guard/test_verify_parallel.py).
 
+The checkpoints' signatures, checked as their lines go by in one process, are checked
+by workers too (``SignatureChecks``): each put off with the key it would have been
+checked with at its line, checked a batch at a time, settled in line order.
+
 Used only where it pays: an export whose entries are at least ``MIN_BYTES``, with two or
 more workers (``--workers``, default the CPUs this process may run on) and ``fork``.
 
