@@ -166,8 +166,8 @@ def scan(slot: int, length: int) -> list[Item] | None:
 # --- checkpoint signatures ----------------------------------------------------------------
 # Below this many, checking them here costs less than starting processes (~90 us each);
 # and how many wait at most to be checked together.
-MIN_SIGNATURES = 2_000
-SIGNATURE_BATCH = 4_096
+MIN_SIGNATURES = 1_024
+SIGNATURE_BATCH = 1_024
 
 
 def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
