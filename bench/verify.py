@@ -15,7 +15,12 @@ the same export; each prints the best and the median run, its CPU time, its peak
   dependency of Claros), the floor the issue names, to show which of "a faster parser"
   and "less parsing" is worth more.
 - verify: ``claros verify --export FILE`` (the console script next to this Python): every
-  record compared, every link, every checkpoint's signature, the export's signature.
+  record compared, every link, every checkpoint's signature, the export's signature; by
+  default it checks the entries of a large export with one worker process per CPU it may
+  use (the title says how many), the parent reading and hashing the file: its wall time
+  is several processes', its CPU time theirs together (waited for, so counted).
+- verify --workers 1: the same, in one process (the serial path), as on a machine
+  whose cores are busy.
 
 Verify does more than any floor per line: three sha256 (the record, the entry's fields,
 the export as a whole) and an Ed25519 signature every 100 lines, where the floor hashes
@@ -68,6 +73,8 @@ RESULTS = (
 )
 # Bumped when the generated export changes in a way its name does not show.
 GENERATION = 2
+# The worker processes ``claros verify --export`` starts by default (its --workers).
+WORKERS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
 def _rule(n: int, matched: bool) -> dict[str, Any]:
@@ -317,7 +324,8 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
     floor_cmd = [sys.executable, "-m", "bench.verify", "--floor"]
     tasks = [
         (f"floor: read + match + sha256 ({size_mb:.0f} MB)", [*floor_cmd, "match", path]),
-        (f"claros verify --export ({n:,})", [_claros(), "verify", "--export", path]),
+        (f"verify, {WORKERS} processes ({n:,})", [_claros(), "verify", "--export", path]),
+        (f"verify --workers 1 ({n:,})", [_claros(), "verify", "--workers", "1", "--export", path]),
     ]
     if n <= min(SIZES):  # per line they cost the same at any size: once is enough
         tasks.insert(1, ("json floor: read + json.loads + sha256", [*floor_cmd, "json", path]))
@@ -340,7 +348,10 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
         for i, (_, argv) in enumerate(tasks):
             runs[i].append(_spawn(argv))
     rows = [_row(name, n, got) for (name, _), got in zip(tasks, runs, strict=True)]
-    title = f"claros verify --export, {n:,} entries"
+    title = (
+        f"claros verify --export, {n:,} entries; verify uses {WORKERS} worker processes "
+        "(one per CPU it may use) and the parent; every floor is one process"
+    )
     load = f"{load_before} at the start, {_load()} at the end"
     print(f"\n## {title}   (load average {load}; {max(3, repeat)} rounds, ABAB)")
     print(f"{'':40} {'entries/s':>10} {'median/s':>10} {'min s':>7} {'median s':>8} "
@@ -366,7 +377,7 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
 def main(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
     started = time.perf_counter()
     out = [measure(n) for n in sizes]
-    for name in ("claros verify", "before: verify"):
+    for name in ("verify,", "verify --workers 1", "before: verify"):
         peaks = [row["peak_mb"] for r in out for row in r["rows"] if row["name"].startswith(name)]
         if len(peaks) > 1:
             steps = " -> ".join(f"{p:.1f} MB" for p in peaks)

@@ -3,6 +3,7 @@
     claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
                   [--progress]
     claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
+                  [--workers N]
 
 Online, it downloads the ledger (``GET /v1/ledger/entries`` page by page), the signed
 checkpoints and the public keys, and checks everything here with the very code the server
@@ -10,7 +11,8 @@ uses (``claros.ledger.ChainVerifier``). With an audit or admin key every record 
 compared with its entry; with an agent or service key, the chain and signatures only.
 Offline, ``--export`` checks an evidence export (``GET /api/evidence/export``): every
 record, every link, every signature and the export's own signature, with no key and no
-access to Claros.
+access to Claros. A large export's entries are checked by worker processes
+(``claros_guard.verify_parallel``, ``--workers N``), with the same result.
 
 ``--save FILE`` keeps the checkpoints that were just verified (and the public keys). Put
 that file where Claros cannot change it. Later, ``--checkpoints FILE`` proves the log was
@@ -58,6 +60,12 @@ from claros.ledger import (
     key_id_for,
     slim_checkpoints,
     verify_signature,
+)
+from claros_guard.verify_parallel import (
+    SIGNATURE_BATCH,
+    ParallelEntries,
+    SignatureChecks,
+    default_workers,
 )
 
 __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
@@ -352,7 +360,13 @@ class _ExportReader:
     """Reads an export in one pass: header, keys and checkpoints, entries, signature."""
 
     def __init__(
-        self, name: str, saved: Saved | None, pins: Pins, progress: Progress, keep: bool = True
+        self,
+        name: str,
+        saved: Saved | None,
+        pins: Pins,
+        progress: Progress,
+        keep: bool = True,
+        workers: int = 1,
     ) -> None:
         self.name = name
         # Whether the export's checkpoints are kept whole for the result (to --save them)
@@ -379,24 +393,58 @@ class _ExportReader:
         self.signature: dict[str, Any] | None = None
         self.signed_digest = b""
         self.line_no = 0
+        # Processes that may check checkpoint signatures; with more than one, those are
+        # put off (``deferred``: each with the key it would be checked with then) until
+        # the entries start, and checked together.
+        self.workers = workers
+        self.deferred: list[tuple[Checkpoint, PublicKey | None]] | None = (
+            [] if workers > 1 else None
+        )
+        self.signatures = SignatureChecks(workers)
 
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
 
-    def read(self, source: ChunkedLines) -> None:
+    def read(
+        self,
+        source: ChunkedLines,
+        parallel: ParallelEntries | None = None,
+        handle: IO[bytes] | None = None,
+    ) -> None:
+        """``parallel``: check the entries with other processes where it pays, from the
+        second entry on (the first starts the chain), reading the rest of ``handle``
+        (``source`` reads from it)."""
         self._header(source.next_line() or b"")
         while (line := source.next_line()) is not None:
-            self.line_no += 1
-            if self.signature is not None:
-                self._fail("more lines after the export's signature line")
-            elif is_entry_line(line):
-                self._entry(line)
-                self.digest.update(line)
+            if self.one_line(line):
+                if parallel is not None and handle is not None:
+                    tried, parallel = parallel, None
+                    left = len(source.buf) - source.pos
+                    if tried.pays(handle, left) and tried.take(self, source, handle):
+                        return  # it read every line to the end
                 self._run(source)
-                continue
-            else:
-                self._typed(line)
-            self.digest.update(line)
+
+    def one_line(self, line: bytes) -> bool:
+        """The serial reader's work on one line (after the header); True if it was an
+        entry line."""
+        self.line_no += 1
+        entry = False
+        if self.signature is not None:
+            self._fail("more lines after the export's signature line")
+        elif is_entry_line(line):
+            self._entry(line)
+            entry = True
+        else:
+            self._typed(line)
+        self.digest.update(line)
+        return entry
+
+    def serial_lines(self, source: ChunkedLines) -> None:
+        """Every line of ``source`` (after the header), serially: the parallel path hands
+        over what it did not take."""
+        while (line := source.next_line()) is not None:
+            if self.one_line(line):
+                self._run(source)
 
     def _run(self, source: ChunkedLines) -> None:
         """After an entry, the entries that follow in the writer's layout, the fast way
@@ -474,12 +522,38 @@ class _ExportReader:
         if self.keep:
             self.checkpoints[cp.seq] = cp
         key = self._key_for(cp)
-        if key is not None and verify_signature(key, cp.message(), cp.signature):
+        if self.deferred is not None:  # checked together by worker processes, in order
+            self.deferred.append((cp, key))
+            if len(self.deferred) >= SIGNATURE_BATCH:
+                self._settle_deferred(more=True)
+        else:
+            self._settle(cp, key, key is not None and self._signed_by(key, cp))
+
+    @staticmethod
+    def _signed_by(key: PublicKey, cp: Checkpoint) -> bool:
+        return verify_signature(key, cp.message(), cp.signature)
+
+    def _settle(self, cp: Checkpoint, key: PublicKey | None, ok: bool) -> None:
+        if key is not None and ok:
             self.pending.pop(cp.seq, None)
             self.signed.put(cp.seq, cp.hash, cp.ts, key.key_id)
         else:
             self.signed.discard(cp.seq)
             self.pending[cp.seq] = cp
+
+    def _settle_deferred(self, *, more: bool = False) -> None:
+        """The checkpoints whose signatures were put off: checked (by the workers when
+        there are many) and settled in the order of their lines, as if checked there.
+        ``more``: others may follow (a batch); otherwise the workers are done."""
+        deferred, self.deferred = self.deferred or [], [] if more else None
+        jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
+        try:
+            answers = iter(self.signatures.check(jobs))
+        finally:
+            if not more:
+                self.signatures.close()
+        for cp, key in deferred:
+            self._settle(cp, key, key is not None and next(answers))
 
     def _key_for(self, cp: Checkpoint) -> PublicKey | None:
         """The key the verifier would check ``cp`` with, among those listed so far."""
@@ -495,6 +569,7 @@ class _ExportReader:
         return self._genuine_keys.get(cp.key_id)
 
     def _start(self) -> ChainVerifier:
+        self._settle_deferred()
         workspace = str(self.header["workspace"])
         # The pending ones are checked after the keys, as a verifier checks those it is
         # given; none has a seq of the signed ones (a seq is in one or the other).
@@ -634,23 +709,34 @@ def _trusted_keys(
 
 
 def verify_export(
-    path: str, saved: Saved | None, pins: Pins, progress: Progress, *, keep: bool = True
+    path: str,
+    saved: Saved | None,
+    pins: Pins,
+    progress: Progress,
+    *,
+    keep: bool = True,
+    workers: int | None = None,
 ) -> Result:
-    """``keep=False``: the result holds no checkpoints (nothing is saved from it)."""
+    """``keep=False``: the result holds no checkpoints (nothing is saved from it).
+    ``workers``: processes that check the entries of a large export (default: one per
+    CPU this process may use; 1: this process alone)."""
     name = Path(path).name if path != "-" else "(stdin)"
     try:
         handle: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    reader = _ExportReader(name, saved, pins, progress, keep)
+    count = default_workers() if workers is None else workers
+    reader = _ExportReader(name, saved, pins, progress, keep, count)
+    parallel = ParallelEntries(count) if count > 1 else None
     try:
-        reader.read(ChunkedLines(handle.read))
+        reader.read(ChunkedLines(handle.read), parallel, handle)
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
         progress.close()
+        reader.signatures.close()
     result = reader.finish()
     if saved is not None and saved.workspace != result.workspace:
         raise VerifyError(
@@ -821,13 +907,16 @@ Re-check a workspace's ledger on your own machine.
     claros verify [--url U] [--key K] [--save FILE] [--checkpoints FILE] [--keys FILE]
                   [--progress]
     claros verify --export FILE [--checkpoints FILE] [--keys FILE] [--save FILE] [--progress]
+                  [--workers N]
 
 Online, it downloads the ledger (GET /v1/ledger/entries, page by page), the signed
 checkpoints and the public keys, and checks everything here with the very code the server
 uses. With an audit or admin key every record is compared with its entry; with an agent
 or service key, the chain and signatures only. Offline, --export checks an evidence
 export (GET /api/evidence/export): every record, every link, every signature and the
-export's own signature, with no key and no access to Claros.
+export's own signature, with no key and no access to Claros. A large export's entries
+are checked by several processes, one per CPU (--workers N sets how many; --workers 1
+checks it in this process alone); what is found is the same.
 
 --save FILE keeps the checkpoints that were just verified (and the public keys). Put that
 file where Claros cannot change it. Later, --checkpoints FILE proves the log was not
@@ -869,6 +958,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "key first asks for a checkpoint at the head",
     )
     parser.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="processes that check a large export's entries (default: one per CPU; 1: "
+        "this process alone)",
+    )
+    parser.add_argument(
         "--progress",
         action="store_true",
         help="show a progress bar even when stderr is not a terminal",
@@ -877,13 +973,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
+    return n
+
+
 def _verify(args: argparse.Namespace, progress: Progress) -> Result:
     saved = load_saved(args.checkpoints) if args.checkpoints else None
     pins = Pins.of(saved, args.keys)
     if args.export:
         if args.url or args.key:
             raise VerifyError("--export verifies a file offline: leave out --url and --key")
-        return verify_export(args.export, saved, pins, progress, keep=bool(args.save))
+        return verify_export(
+            args.export, saved, pins, progress, keep=bool(args.save), workers=args.workers
+        )
     from claros_guard.client import ApiError, Client, ClientError
 
     try:

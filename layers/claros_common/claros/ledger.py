@@ -806,6 +806,41 @@ class ChainVerifier:
                 rep.last_seq, rep.last_hash = prev_seq, self._prev.hash
         return taken
 
+    # --- ranges of an export checked in other processes (claros_guard.verify_parallel) ---
+    # A worker runs ``feed_written_run`` over its range, each run started by ``start_run``;
+    # the parent checks each run's first link and seq against its own chain (``prev``)
+    # and takes the run's outcome with ``take_run``. The per-line checks stay those of
+    # ``feed_written_run``: nothing is checked another way.
+    def checked_checkpoints(self) -> list[tuple[int, str]]:
+        """(seq, hash) of the signed checkpoints the chain is compared with, in order."""
+        table = self._checkpoints
+        return [(seq, table.hash_at(i)) for i, seq in enumerate(table.seqs)]
+
+    def start_run(self, seq: int, prev_hash: str) -> None:
+        """The next ``feed_written_run`` takes its first line as if it followed an entry
+        at ``seq - 1`` with hash ``prev_hash``: for a worker, whose parent checks that."""
+        self._prev = Entry(self.report.workspace, seq - 1, "", "", 0, "", "", prev_hash)
+
+    @property
+    def prev(self) -> Entry | None:
+        """The last entry fed."""
+        return self._prev
+
+    def take_run(self, count: int, verified: int, last_cp: int | None, last: Entry) -> None:
+        """The outcome of a run a worker took with ``feed_written_run`` (``count`` lines,
+        ``verified`` checkpoints met, the last at ``last_cp``, ending at ``last``), once
+        its first line was found to follow ``prev``: the state ``feed_written_run`` would
+        have left."""
+        rep = self.report
+        self._prev = last
+        rep.entries += count
+        rep.records_compared += count
+        rep.checkpoints_verified += verified
+        if verified:
+            rep.last_checkpoint_seq = last_cp
+        if rep.last_seq is None or last.seq > rep.last_seq:
+            rep.last_seq, rep.last_hash = last.seq, last.hash
+
     def _check_start(self, entry: Entry) -> None:
         self._first = entry
         if entry.seq == 1:

@@ -1,0 +1,389 @@
+"""``claros verify --export``'s entries checked by several processes.
+
+Each entry line states its own fields, its ``prev_hash`` and its record, so its two
+hashes (the record against ``payload_sha256``, the entry's hash from its fields) can be
+recomputed anywhere; only the links between lines, seq contiguity and the export's own
+sha256 need the lines in order. So the parent reads the rest of the file once, in
+order, into a few buffers of shared memory (``SLOT`` bytes, cut at a line's end), hashes
+each for the export's signature, and hands it to a worker process, which runs
+``ChainVerifier.feed_written_run`` (the serial fast path itself: line for line the same
+checks) over it and answers what it found, in order: *runs* of lines it took (where the
+run starts, its first seq and prev_hash, how many lines, the checkpoints met, its last
+entry) and every other *line* whole (a prune, key or rule entry, another layout,
+anything that failed). Workers and parent see the very same bytes: a buffer is filled
+again only once its answer was taken.
+
+The parent (``ParallelEntries.take``) goes through the answers in file order with its
+one chain: a run is taken only if its first line follows the parent's last entry (seq
+and link), as ``feed_written_run`` would have required; a line goes through the serial
+reader's own code for one line. Anything else (a run that does not follow, a run after
+the signature line, a buffer with too many other lines, a worker that failed) sends the
+rest of that buffer through the serial reader: every failure is found and worded by the
+serial code, so both paths print exactly the same (tests/guard/test_verify_parallel.py).
+
+The checkpoints' signatures, checked as their lines go by in one process, are checked
+by workers too (``SignatureChecks``): each put off with the key it would have been
+checked with at its line, checked a batch at a time, settled in line order.
+
+Used only where it pays: an export whose entries are at least ``MIN_BYTES``, with two or
+more workers (``--workers``, default the CPUs this process may run on) and ``fork``.
+
+Pure code but for the worker processes; never imports boto3.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import multiprocessing
+import os
+from collections import deque
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from claros.chunked import ChunkedLines
+from claros.ledger import (
+    ChainVerifier,
+    Entry,
+    PublicKey,
+    _written_pattern,
+    slim_checkpoints,
+    verify_signature,
+)
+
+if TYPE_CHECKING:
+    from claros_guard.verify import _ExportReader
+
+__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "default_workers"]
+
+# A buffer: ~1,400 lines of 1.4 KB; big enough that its answer costs nothing per line,
+# small enough that the workers stay busy to the end and the memory stays small (there
+# are ``workers + 2`` of them).
+SLOT = 2 << 20
+# Below this much left to read (~22,000 realistic entries, known from the header's
+# count), starting the workers costs more than it saves.
+MIN_BYTES = 32 << 20
+# A buffer whose other lines hold more than this is checked by the parent instead (a
+# file of garbage is not sent between processes whole).
+OTHER_BYTES = 1 << 20
+ANSWER_WAIT = 120.0  # seconds
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# --- in a worker --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Run:
+    start: int  # where its first line starts in the buffer
+    first_seq: int
+    first_link: bytes  # its first line's prev_hash, as written
+    count: int
+    verified: int  # checkpoints met
+    last_cp: int | None
+    last: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    start: int
+    line: bytes
+
+
+Item = Run | Line
+
+
+class _NoDigest:
+    """The parent hashes the export; a worker does not."""
+
+    def update(self, data: Any) -> None:
+        pass
+
+
+# Set in the parent before the workers are forked (they inherit it): the buffers, and
+# what the workers check against.
+_state: dict[str, Any] = {}
+
+
+def _one_read(data: bytes) -> Any:
+    """A ``read`` that gives ``data`` once, then the end."""
+    parts = [data]
+
+    def read(_: int) -> bytes:
+        return parts.pop() if parts else b""
+
+    return read
+
+
+def scan(slot: int, length: int) -> list[Item] | None:
+    """What buffer ``slot`` holds in its first ``length`` bytes (whole lines), in order;
+    None: too many other lines."""
+    # As in the serial run: it makes no cycles, only short-lived tuples that would set
+    # off a collection every few hundred lines. This process is ours alone.
+    gc.disable()
+    table, leave, match = _state["table"], _state["leave"], _state["match"]
+    verifier = ChainVerifier(_state["workspace"], compare_records=True, checked=table)
+    rep = verifier.report
+    source = ChunkedLines(_one_read(_state["slots"][slot][:length]))
+    items: list[Item] = []
+    other = 0
+    digest = _NoDigest()
+    while source.fill():
+        buf, pos = source.buf, source.pos
+        here = length - (len(buf) - pos)  # in the buffer (``source`` read it all at once)
+        stop = buf.find(b"\n", pos, source.end) + 1
+        m = match(buf, pos, stop) if stop else None
+        if m is not None:
+            seq, link = int(m.group(1)), m.group(6)
+            try:
+                verifier.start_run(seq, link.decode())
+            except UnicodeDecodeError:
+                m = None
+        if m is not None:
+            entries, verified = rep.entries, rep.checkpoints_verified
+            rep.last_checkpoint_seq = None
+            taken = verifier.feed_written_run(source, digest, leave)
+            if taken:
+                last = verifier.prev
+                assert last is not None and rep.entries - entries == taken
+                met = rep.checkpoints_verified - verified
+                items.append(Run(here, seq, link, taken, met, rep.last_checkpoint_seq, last))
+                continue
+        line = source.next_line()
+        assert line is not None
+        other += len(line)
+        if other > OTHER_BYTES:
+            return None
+        items.append(Line(here, line))
+    return items
+
+
+# --- checkpoint signatures ----------------------------------------------------------------
+# Below this many, checking them here costs less than starting processes (~90 us each);
+# and how many wait at most to be checked together.
+MIN_SIGNATURES = 1_024
+SIGNATURE_BATCH = 1_024
+
+
+def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
+    return [verify_signature(key, message, signature) for key, message, signature in jobs]
+
+
+class SignatureChecks:
+    """Checkpoint signatures checked by ``workers`` processes, a batch at a time (so what
+    waits to be checked stays small however long the log); the pool starts with the
+    first batch of ``MIN_SIGNATURES`` or more and lasts until ``close``."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: Any = None
+        self._failed = workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+
+    def check(self, jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
+        """``verify_signature`` of each job, in order."""
+        if jobs and not self._failed and (self._pool is not None or len(jobs) >= MIN_SIGNATURES):
+            try:
+                if self._pool is None:
+                    self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+                step = -(-len(jobs) // (self.workers * 4))
+                parts = self._pool.map(
+                    _check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)]
+                )
+                return [ok for part in parts for ok in part]
+            except Exception:  # no processes here, or one failed: checked here instead
+                self._failed = True
+                self.close()
+        return _check_signatures(jobs)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.terminate()
+            pool.join()
+
+
+# --- in the parent ------------------------------------------------------------------------
+class ParallelEntries:
+    """Checks the rest of an export's entries with ``workers`` processes (see above)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.used = 0  # worker processes started, once ``take`` ran
+
+    def pays(self, handle: IO[bytes], left: int) -> bool:
+        """Whether to: two workers or more, ``fork``, and enough left to read (``left``:
+        bytes still to read from ``handle`` beyond what was read)."""
+        if self.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return False
+        try:
+            st = os.fstat(handle.fileno())
+            at = handle.tell()
+        except (OSError, ValueError, AttributeError):
+            return False
+        import stat
+
+        return stat.S_ISREG(st.st_mode) and st.st_size - at + left >= MIN_BYTES
+
+    def take(self, reader: _ExportReader, source: ChunkedLines, handle: IO[bytes]) -> bool:
+        """Check every line left (``source``'s, then ``handle``'s) to the end, feeding
+        ``reader`` exactly as its serial loop would; False (nothing done) when it cannot
+        start."""
+        verifier = reader.verifier
+        if verifier is None or verifier.prev is None:
+            return False
+        count = self.workers
+        slots = [mmap.mmap(-1, SLOT) for _ in range(count + 2)]
+        leave = sorted(reader.saved_check.want) if reader.saved_check is not None else []
+        table = slim_checkpoints(verifier.report.workspace)
+        for seq, hash_ in verifier.checked_checkpoints():
+            table.put(seq, hash_, 0, "")
+        _state.update(
+            slots=slots,
+            workspace=verifier.report.workspace,
+            table=table,
+            leave=frozenset(leave),
+            match=_written_pattern(verifier.report.workspace).match,
+        )
+        try:
+            # fork: the workers have claros imported and the buffers mapped already.
+            pool = multiprocessing.get_context("fork").Pool(count)
+        except (OSError, ValueError, ImportError):
+            _state.clear()
+            for slot in slots:
+                slot.close()
+            return False  # no worker processes here: the serial path, untouched
+        self.used = count
+        try:
+            _Feeder(reader, source, handle, slots, pool).run()
+            pool.close()
+        finally:
+            pool.terminate()
+            pool.join()
+            _state.clear()
+            for slot in slots:
+                slot.close()
+        return True
+
+
+class _Feeder:
+    """Fills the buffers in file order, hands each to a worker, stitches the answers."""
+
+    def __init__(
+        self,
+        reader: _ExportReader,
+        source: ChunkedLines,
+        handle: IO[bytes],
+        slots: list[mmap.mmap],
+        pool: Any,
+    ) -> None:
+        self.reader = reader
+        self.handle = handle
+        self.slots = slots
+        self.pool = pool
+        self.tail = bytes(source.buf[source.pos :])  # read already, not handed out
+        self.eof = False
+
+    def _fill(self, slot: int) -> int:
+        """Buffer ``slot`` filled with the next whole lines; their length (0: the end)."""
+        buf = self.slots[slot]
+        with memoryview(buf) as view:
+            first, rest = self.tail[:SLOT], self.tail[SLOT:]
+            n = len(first)
+            view[:n] = first
+            while n < SLOT and not self.eof:
+                got = self.handle.readinto(view[n:])  # type: ignore[attr-defined]
+                if not got:
+                    self.eof = True
+                    break
+                n += got
+            cut = n if self.eof and not rest else buf.rfind(b"\n", 0, n) + 1
+            if cut == 0:  # one line longer than a buffer: the parent reads the rest itself
+                raise _TooLong(bytes(view[:n]) + rest)
+            self.tail = bytes(view[cut:n]) + rest
+        return cut
+
+    def run(self) -> None:
+        free = list(range(len(self.slots)))
+        inflight: deque[tuple[int, int, Any]] = deque()
+        long_line: bytes | None = None
+        while True:
+            while free and long_line is None and not (self.eof and not self.tail):
+                slot = free.pop()
+                try:
+                    n = self._fill(slot)
+                except _TooLong as exc:
+                    long_line = exc.data
+                    free.append(slot)
+                    break
+                if not n:
+                    free.append(slot)
+                    break
+                inflight.append((slot, n, self.pool.apply_async(scan, (slot, n))))
+            if not inflight:
+                break
+            slot, n, answer = inflight.popleft()
+            try:
+                # A worker killed (out of memory, a signal) never answers: after a wait
+                # far beyond a buffer's ~20 ms, the parent checks the buffer itself.
+                items = answer.get(ANSWER_WAIT)
+            except Exception:  # a worker failed: the parent checks this buffer itself
+                items = None
+            with memoryview(self.slots[slot]) as whole:
+                self._stitch(whole[:n], items)
+            free.append(slot)
+        if long_line is not None:
+            rest = ChunkedLines(_Chain(long_line, self.handle.read))  # it holds the tail
+            self.reader.serial_lines(rest)
+
+    def _stitch(self, data: memoryview, items: list[Item] | None) -> None:
+        reader = self.reader
+        if items is None:
+            reader.serial_lines(ChunkedLines(_one_read(bytes(data))))
+            return
+        for k, item in enumerate(items):
+            if isinstance(item, Line):
+                reader.one_line(item.line)
+                continue
+            upto = items[k + 1].start if k + 1 < len(items) else len(data)
+            verifier = reader.verifier
+            prev = verifier.prev if verifier is not None else None
+            if (
+                verifier is None
+                or prev is None
+                or reader.signature is not None
+                or item.first_seq != prev.seq + 1
+                or item.first_link != prev.hash.encode()
+            ):
+                # Not what the serial fast path would have taken: the serial reader, from
+                # here to the end of the buffer, finds and words what is wrong.
+                reader.serial_lines(ChunkedLines(_one_read(bytes(data[item.start :]))))
+                return
+            reader.digest.update(data[item.start : upto])
+            verifier.take_run(item.count, item.verified, item.last_cp, item.last)
+            reader.line_no += item.count
+            reader.progress.update(verifier.report.entries)
+
+
+class _TooLong(Exception):
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _Chain:
+    """A ``read`` that gives ``first`` and then what ``read`` gives."""
+
+    def __init__(self, first: bytes, read: Any) -> None:
+        self.first = first
+        self.read_more = read
+
+    def __call__(self, n: int) -> bytes:
+        if self.first:
+            out, self.first = self.first, b""
+            return out
+        data: bytes = self.read_more(n)
+        return data

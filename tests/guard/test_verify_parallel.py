@@ -1,0 +1,306 @@
+"""``claros verify --export`` with worker processes (claros_guard.verify_parallel) says
+exactly what the serial path says (``--workers 1``) and the general path (no fast run):
+on every file of the corpus, on a tampered line in any buffer, a broken link at a
+buffer's boundary, a truncated file, a bad checkpoint, saved checkpoints; and it falls
+back to the serial reader when a worker fails or no worker can start.
+
+The exports here are small: the size from which the workers are used is lowered to 0 and
+the buffers handed to them to a few lines, so that every line sits in some buffer at
+some place, and ``take`` is watched to show the parallel path did run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import claros_guard.verify_parallel as vp
+import tests.guard.test_verify_fast as fast
+from claros.ledger import ChainVerifier
+from claros_guard.verify import main as verify
+from tests.export_corpus import OUT
+from tests.guard.test_verify_fast import EDITS, VALID, _at, _export, _general_only
+
+MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text())
+# Edits whose text holds seq 150 ("chk_150", "seq":150), or at 200 (moved 199 on, past
+# the end): tried where they change something.
+WORDED_AT_150 = {
+    "an escaped ref_id",
+    "a non-ASCII ref_id",
+    "leading zero seq",
+    "checkpointed entry edited",
+}  # fmt: skip  (seq 200: tried at 3 and 150)
+
+
+@pytest.fixture
+def parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Workers used at any size, buffers of ~5 lines; what each ``take`` answered."""
+    monkeypatch.setattr(vp, "MIN_BYTES", 0)
+    monkeypatch.setattr(vp, "MIN_SIGNATURES", 0)
+    monkeypatch.setattr(vp, "SLOT", 2048)
+    monkeypatch.setattr("claros_guard.verify.default_workers", lambda: 2)
+    took: list[bool] = []
+    real = vp.ParallelEntries.take
+
+    def watched(self: vp.ParallelEntries, *args: Any) -> bool:
+        got = real(self, *args)
+        took.append(got)
+        return got
+
+    monkeypatch.setattr(vp.ParallelEntries, "take", watched)
+    return took
+
+
+def _three(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[tuple[int, str], tuple[int, str], tuple[int, str]]:
+    """(with 2 workers, with 1, the general path only): exit code and output of each."""
+    many = verify([*args, "--workers", "2"]), capsys.readouterr().out
+    one = verify([*args, "--workers", "1"]), capsys.readouterr().out
+    with monkeypatch.context() as m:
+        _general_only(m)
+        general = verify([*args, "--workers", "1"]), capsys.readouterr().out
+    return many, one, general
+
+
+@pytest.mark.parametrize("case", MANIFEST, ids=[c["file"] for c in MANIFEST])
+def test_corpus_says_the_same_with_workers(
+    case: dict[str, Any],
+    parallel: list[bool],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(OUT)
+    many, one, general = _three(case["args"], monkeypatch, capsys)
+    assert many == one == general
+
+
+@pytest.mark.parametrize("name", EDITS)
+@pytest.mark.parametrize("at", [3, 150, 349])
+def test_a_line_tampered_in_any_buffer_says_the_same_with_workers(
+    name: str,
+    at: int,
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if at != 150 and name in WORDED_AT_150 and not (at == 3 and name.startswith("checkp")):
+        pytest.skip("this edit names seq 150 in its text: it is tried there")
+    edit = EDITS[name]
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, lambda seq, e, ln: edit(seq - at + 150, e, ln)))
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+    assert many[0] == (0 if name in VALID else 1), many[1]
+    assert parallel[0] is True  # the workers did check it
+
+
+def test_a_broken_link_at_every_place_says_the_same_with_workers(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Buffers of ~5 lines: among 2..40 every line starts a buffer at some size, ends one
+    # at another, or sits inside one.
+    broken = EDITS["link broken"]
+    for size in (1024, 1500, 2048):
+        monkeypatch.setattr(vp, "SLOT", size)
+        for seq in range(2, 41):
+            path = tmp_path / f"link-{seq}.jsonl"
+            path.write_bytes(_export(40, lambda s, e, ln, seq=seq: broken(s - seq + 150, e, ln)))
+            many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+            assert many == one == general, (size, seq)
+            assert many[0] == 1 and f"broken link: prev_hash {'1' * 64}" in many[1]
+    assert all(parallel)
+
+
+def test_a_truncated_export_says_the_same_with_workers(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    whole = _export(120)
+    path = tmp_path / "cut.jsonl"
+    for cut in (len(whole) // 2, len(whole) - 300, len(whole) - 1, len(whole) * 9 // 10):
+        path.write_bytes(whole[:cut])
+        many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+        assert many == one == general, cut
+        if cut == len(whole) - 1:  # only the signature line's newline: still whole
+            assert many[0] == 0, many[1]
+        else:
+            assert many[0] == 1 and "the export is not signed" in many[1]
+
+
+@pytest.mark.parametrize("name", ["checkpointed entry edited", "record edited", "CRLF"])
+def test_a_checkpoint_that_disagrees_says_the_same_with_workers(
+    name: str,
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, _at(300, lambda e, ln: EDITS[name](150, e, ln))))
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+
+
+def test_a_bad_checkpoint_signature_says_the_same_with_workers(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = _export(350).splitlines(keepends=True)
+    cp = json.loads(lines[3])  # the checkpoint at seq 200
+    assert cp["type"] == "checkpoint" and cp["seq"] == 200
+    cp["signature"] = cp["signature"][::-1]
+    lines[3] = (json.dumps(cp, separators=(",", ":")) + "\n").encode()
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(b"".join(lines))
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+    assert many[0] == 1 and "bad signature" in many[1]
+
+
+def test_saved_checkpoints_are_compared_with_workers(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    good, saved = tmp_path / "good.jsonl", tmp_path / "saved.json"
+    good.write_bytes(_export(350))
+    assert verify(["--export", str(good), "--save", str(saved)]) == 0
+    capsys.readouterr()
+    rewritten = tmp_path / "rewritten.jsonl"
+    rewritten.write_bytes(_export(350, other=150))
+    for path, code in ((good, 0), (rewritten, 1)):
+        args = ["--export", str(path), "--checkpoints", str(saved)]
+        many, one, general = _three(args, monkeypatch, capsys)
+        assert many == one == general
+        assert many[0] == code, many[1]
+
+
+def test_a_worker_that_fails_hands_its_buffer_to_the_serial_reader(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, EDITS["record edited"]))
+    calls: list[int] = []
+    real = vp.scan
+
+    def flaky(slot: int, length: int) -> Any:
+        if slot % 2:
+            raise MemoryError("a worker ran out of memory")
+        return real(slot, length)
+
+    monkeypatch.setattr(vp, "scan", flaky)
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+    assert many[0] == 1 and "record chk_150 edited" in many[1]
+    assert parallel[0] is True and not calls
+
+
+def test_no_worker_processes_falls_back_to_the_serial_path(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+
+    class NoPool:
+        def Pool(self, *_: Any) -> None:  # noqa: N802 - multiprocessing's name
+            raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(vp.multiprocessing, "get_context", lambda _: NoPool())
+    many, one, _ = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one and many[0] == 0
+    assert parallel[0] is False
+
+
+def test_a_line_longer_than_a_buffer_is_read_by_the_parent(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(vp, "SLOT", 300)  # shorter than an entry line
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, EDITS["hash edited"]))
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general and many[0] == 1
+
+
+def test_small_exports_and_one_worker_stay_serial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    took: list[bool] = []
+    monkeypatch.setattr(vp.ParallelEntries, "take", lambda *a: took.append(True) or True)
+    assert verify(["--export", str(path), "--workers", "2"]) == 0  # below MIN_BYTES
+    monkeypatch.setattr(vp, "MIN_BYTES", 0)
+    assert verify(["--export", str(path), "--workers", "1"]) == 0
+    assert took == []
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two"])
+def test_workers_must_be_a_positive_number(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        verify(["--export", "x.jsonl", "--workers", bad])
+    assert exc.value.code == 2
+    assert "is not a number of processes (1 or more)" in capsys.readouterr().err
+
+
+def test_the_workers_use_the_fast_runs_own_checks(
+    parallel: list[bool], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a worker answers is what ChainVerifier.feed_written_run took: no other check.
+    assert vp.scan.__code__.co_names.count("feed_written_run") == 1
+    assert hasattr(ChainVerifier, "take_run")
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    assert verify(["--export", str(path), "--workers", "2"]) == 0
+    assert "350 compared" in capsys.readouterr().out and parallel == [True]
+
+
+@pytest.mark.parametrize("batch", [2, 4096])
+def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
+    batch: int,
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr("claros_guard.verify.SIGNATURE_BATCH", batch)
+    checked: list[int] = []
+    real = vp.SignatureChecks.check
+
+    def watched(self: vp.SignatureChecks, jobs: Any) -> list[bool]:
+        got = real(self, jobs)
+        checked.append(len(jobs) if self._pool is not None or not jobs else -1)
+        return got
+
+    monkeypatch.setattr(vp.SignatureChecks, "check", watched)
+    # A key line after three checkpoints, a checkpoint listed twice: as the serial path.
+    fast.test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(tmp_path, capsys)
+    fast.test_a_checkpoint_listed_twice_counts_its_last_line(tmp_path, capsys)
+    assert checked and all(n >= 0 for n in checked)  # the workers did check them
+    assert (batch == 2) == (len(checked) > 4)  # in batches of 2: more than one a run
+    # And the saved-checkpoints and bad-signature cases, in batches too.
+    test_a_bad_checkpoint_signature_says_the_same_with_workers(
+        parallel, tmp_path, monkeypatch, capsys
+    )
+    test_saved_checkpoints_are_compared_with_workers(parallel, tmp_path, monkeypatch, capsys)
