@@ -17,6 +17,7 @@ from bench import (
     guard,
     hooks,
     pages,
+    roundtrip,
     server,
     verify,
 )
@@ -51,6 +52,7 @@ BENCHES = {
     "pages": pages.main,
     "coldstart": coldstart.main,
     "capacity": capacity.main,
+    "roundtrip": roundtrip.main,
 }
 
 
