@@ -18,6 +18,7 @@ from bench import (
     guard,
     hooks,
     pages,
+    roundtrip,
     server,
     verify,
 )
@@ -53,6 +54,7 @@ BENCHES = {
     "coldstart": coldstart.main,
     "first_request": first_request.main,
     "capacity": capacity.main,
+    "roundtrip": roundtrip.main,
 }
 
 

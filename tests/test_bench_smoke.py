@@ -23,6 +23,7 @@ from bench import (
     guard,
     hooks,
     pages,
+    roundtrip,
     server,
     verify,
 )
@@ -43,6 +44,7 @@ TINY: dict[str, Callable[[], Any]] = {
     "first_request": lambda: first_request.main() or True,
     "capacity": lambda: capacity.main(pairs=5, every=10),
     "verify": lambda: verify.main(sizes=(200,)),
+    "roundtrip": lambda: roundtrip.main(calls=2, rounds=3),
 }
 
 
@@ -66,3 +68,9 @@ def test_bench_runs_at_a_tiny_size(
 def test_an_unknown_bench_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main.main(["nonesuch"]) == 2
     assert "unknown benchmark(s): nonesuch" in capsys.readouterr().err
+
+
+def test_the_guards_http_client_sets_nodelay_and_keeps_its_connection() -> None:
+    # The round-trip bench raises if a request reconnected; Nagle's algorithm with delayed
+    # ACKs would add up to ~40 ms to a small write, so the guard's socket must not wait.
+    assert roundtrip.main(calls=2, rounds=3)["nodelay"] is True
