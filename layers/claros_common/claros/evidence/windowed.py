@@ -71,6 +71,11 @@ def merge(
             into[key] = into.get(key, 0) + value
 
 
+# Up to this many answer times go in one by one (each moves the list's tail along); more
+# are appended and the two sorted runs merged by one sort (which finds the runs).
+_INSERTS = 32
+
+
 def _merge_waits(into: dict[str, Any], other: Mapping[str, Any]) -> None:
     """Sorted answer times (by person, then decision) added to sorted ones, sorted still.
     A window adds its edges' few to the tens of thousands its days hold at a million
@@ -81,10 +86,10 @@ def _merge_waits(into: dict[str, Any], other: Mapping[str, Any]) -> None:
             have = mine.get(decision)
             if not have:
                 mine[decision] = list(waited)  # a copy: what is kept stays as it was
-            elif len(waited) * 16 < len(have):
+            elif len(waited) <= _INSERTS:
                 for ms in waited:
                     bisect.insort(have, ms)
-            elif len(have) * 16 < len(waited):
+            elif len(have) <= _INSERTS:
                 more = list(waited)
                 for ms in have:
                     bisect.insort(more, ms)
