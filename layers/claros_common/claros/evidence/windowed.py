@@ -43,14 +43,18 @@ def merge(
     *,
     decimals: bool = False,
     only: frozenset[str] | None = None,
+    waits_sorted: bool = False,
 ) -> None:
     """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples gather
     (``trim`` keeps the latest by seq), guard lists unite. ``only``: the top-level parts
-    wanted (the others are left out)."""
+    wanted (the others are left out). ``waits_sorted``: the answer times of both are
+    sorted, and stay so (``_merge_waits``)."""
     for key, value in other.items():
         if only is not None and key not in only:
             continue
-        if key == "seq_min":
+        if waits_sorted and key == "ov_waits":
+            _merge_waits(into.setdefault(key, {}), value)
+        elif key == "seq_min":
             into[key] = min(into.get(key, value), value)
         elif key == "seq_max":
             into[key] = max(into.get(key, value), value)
@@ -65,6 +69,41 @@ def merge(
             into[key] = str(Decimal(into.get(key, "0")) + Decimal(str(value)))
         else:
             into[key] = into.get(key, 0) + value
+
+
+# Up to this many answer times go in one by one (each moves the list's tail along); more
+# are appended and the two sorted runs merged by one sort (which finds the runs).
+_INSERTS = 32
+
+
+def _merge_waits(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    """Sorted answer times (by person, then decision) added to sorted ones, sorted still.
+    A window adds its edges' few to the tens of thousands its days hold at a million
+    entries: each few goes in at its place, and the median needs no sort of them all."""
+    for person, decisions in other.items():
+        mine = into.setdefault(person, {})
+        for decision, waited in decisions.items():
+            have = mine.get(decision)
+            if not have:
+                mine[decision] = list(waited)  # a copy: what is kept stays as it was
+            elif len(waited) <= _INSERTS:
+                for ms in waited:
+                    bisect.insort(have, ms)
+            elif len(have) <= _INSERTS:
+                more = list(waited)
+                for ms in have:
+                    bisect.insort(more, ms)
+                mine[decision] = more
+            else:
+                have.extend(waited)
+                have.sort()  # two sorted runs: merged in one pass
+
+
+def _sort_waits(bucket: dict[str, Any]) -> dict[str, Any]:
+    for decisions in (bucket.get("ov_waits") or {}).values():
+        for waited in decisions.values():
+            waited.sort()
+    return bucket
 
 
 def trim(bucket: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +217,7 @@ def window_bucket(
             ),
             head=head.seq,
         )
-        merge(total, part)  # copies: what is kept stays as it was
+        merge(total, part, waits_sorted=True)  # copies: what is kept stays as it was
         reads.extend(again)
     for a, b in reads:
         _read_into(total, store, workspace, a, b, only=only, pruned_through=pruned_through,
@@ -187,6 +226,7 @@ def window_bucket(
 
 
 MINUTE_MS = 60_000
+BLOCK_MS = 5 * MINUTE_MS  # an edge hour's minutes are folded from a block's start
 
 
 def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, dict[str, Any]]:
@@ -195,9 +235,7 @@ def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, di
     for entry, record in records_between(store, workspace, start, end):
         fold(out.setdefault(entry.ts // MINUTE_MS, {}), entry.seq, entry.kind, record)
     for bucket in out.values():
-        for decisions in (bucket.get("ov_waits") or {}).values():
-            for waited in decisions.values():
-                waited.sort()
+        _sort_waits(bucket)
     return out
 
 
@@ -215,32 +253,57 @@ def _read_into(
     """The entries stamped in [start, end), read from the ledger, into ``total``. Inside
     one hour (a window's edge), its whole minutes come from minute buckets kept per
     ledger head (the minutes before ``end``'s, in the past), and only the minutes cut at
-    either end are read each time: at a million entries an hour holds hundreds."""
+    either end are read each time: at a million entries an hour holds hundreds.
+
+    The minutes are folded from the start of ``start``'s five-minute block (not the
+    hour's): a first look reads what the window needs and a few minutes more, and the
+    window's start, moving on, finds them kept for five minutes. Their sum over the
+    window's whole minutes is kept too: a minute bucket holds its samples, and adding
+    up some fifty of them on every look was what grew with the ledger."""
     first, last = -(-start // MINUTE_MS), end // MINUTE_MS
     hour = start // HOUR_MS
     if first >= last or (end - 1) // HOUR_MS != hour:
         part: dict[str, Any] = {}
         _scan_into(part, store, workspace, start, end)
-        merge(total, part, only=only)
+        merge(total, _sort_waits(part), only=only, waits_sorted=True)
         return
-    begin, until = hour * HOUR_MS, last * MINUTE_MS
-    minutes = cached(
+    block = max(hour * HOUR_MS, (start // BLOCK_MS) * BLOCK_MS)
+    until = last * MINUTE_MS
+
+    def minutes() -> dict[int, dict[str, Any]]:
+        return cached(
+            store,
+            workspace,
+            ("minutes", block, last, pruned_through),
+            block,
+            until,
+            functools.partial(_minutes, store, workspace, block, until),
+            head=head,
+        )
+
+    def summed() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        kept = minutes()
+        for minute in range(first, last):
+            if minute in kept:
+                merge(out, kept[minute], only=only, waits_sorted=True)
+        return trim(out)
+
+    whole = cached(
         store,
         workspace,
-        ("minutes", hour, last, pruned_through),
-        begin,
+        ("minutes-sum", first, last, only, pruned_through),
+        first * MINUTE_MS,
         until,
-        functools.partial(_minutes, store, workspace, begin, until),
+        summed,
         head=head,
     )
-    for minute in range(first, last):
-        if minute in minutes:
-            merge(total, minutes[minute], only=only)
+    merge(total, whole, waits_sorted=True)  # copies: what is kept stays as it was
     for a, b in ((start, first * MINUTE_MS), (until, end)):
         if a < b:
             part = {}
             _scan_into(part, store, workspace, a, b)
-            merge(total, part, only=only)
+            merge(total, _sort_waits(part), only=only, waits_sorted=True)
 
 
 @dataclass
@@ -307,25 +370,37 @@ def _oversight(
 
 def _answers(counter: OversightCounter, waits: Mapping[str, Any]) -> None:
     """OversightCounter._answer, for every (person, decision, ms waited); the median from
-    the sorted waits (``counter.medians``), without a list of floats per answer."""
+    the waits, sorted as ``window_bucket`` gives them (``counter.medians``): counted by
+    bisection, without joining or sorting the tens of thousands a busy quarter holds."""
     for person, decisions in waits.items():
-        every: list[int] = []
-        for decision, waited in decisions.items():
-            # Sorted runs already (the kept sums', then the edges'): sorting merges them.
-            ordered = sorted(waited)
-            every.extend(ordered)
-            if decision == "approve":
-                counter.approvals[person] += len(ordered)
-                counter.too_fast[person] += bisect.bisect_left(ordered, counter.fast_ms)
-        every.sort()
-        n = len(every)
+        runs = [waited for waited in decisions.values() if waited]
+        approved = decisions.get("approve") or []
+        if approved:
+            counter.approvals[person] += len(approved)
+            counter.too_fast[person] += bisect.bisect_left(approved, counter.fast_ms)
+        n = sum(len(run) for run in runs)
         if n:
             middle = (
-                every[n // 2] / 1000
+                _nth(runs, n // 2) / 1000
                 if n % 2
-                else (every[n // 2 - 1] / 1000 + every[n // 2] / 1000) / 2
+                else (_nth(runs, n // 2 - 1) / 1000 + _nth(runs, n // 2) / 1000) / 2
             )
             counter.medians[person] = (middle, n)
+
+
+def _nth(runs: list[list[int]], k: int) -> int:
+    """The ``k``-th smallest (from 0) of the sorted whole-ms ``runs`` put together: the
+    least value with more than ``k`` of them at or below it, found by halving."""
+    if len(runs) == 1:
+        return runs[0][k]
+    lo, hi = min(run[0] for run in runs), max(run[-1] for run in runs)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(bisect.bisect_right(run, mid) for run in runs) > k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def window_counters(
