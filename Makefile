@@ -7,17 +7,17 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 RUN_STAMP  := $(VENV)/.installed-server
 TEST_STAMP := $(VENV)/.installed-dev
 
-# Test processes (pytest-xdist). One process by default until a full parallel run has
-# passed here. The cause of the failures seen at `-n 4` (a file's module fixture built
-# again on another worker: a second sdist build in the checkout, a browser world without
-# the previous tests' entries) was pytest 9.2 with pytest-xdist 3.8: xdist's test groups
-# never reached its scheduler (pytest-xdist issue 1386), so `--dist loadgroup` spread
-# every file's tests. pyproject.toml keeps pytest below 9.2, tests/conftest.py fails a
-# grouped test whose group was lost, and no test writes into the checkout any more.
-# `make test TEST_WORKERS=4` runs 4 processes. The byte-code cache is on for the tests:
-# they start hundreds of Python subprocesses (guards, hooks, the CLI), each of which
-# would otherwise compile Claros again.
-TEST_WORKERS ?= 0
+# Test processes (pytest-xdist): 4 by default. Many tests wait on subprocesses (guards,
+# servers, a browser, a wheel build), so 4 processes pay on 2 cores: the whole suite
+# took ~20 min here at -n 4 against ~35-41 min in one process. Tests that share a
+# fixture wider than one test stay on one worker (tests/conftest.py). That grouping
+# needs pytest below 9.2: pytest 9.2 drops xdist's '@group' suffix (pytest-xdist issue
+# 1386), every file's tests were spread and module fixtures built once per worker;
+# pyproject.toml pins it and tests/conftest.py fails a grouped test whose group was
+# lost. `make test TEST_WORKERS=0` runs everything in this one process. The byte-code
+# cache is on for the tests: they start hundreds of Python subprocesses (guards, hooks,
+# the CLI), each of which would otherwise compile Claros again.
+TEST_WORKERS ?= 4
 
 CLAROS_PORT ?= 8787
 CLAROS_DATA ?= .claros
