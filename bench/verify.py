@@ -61,6 +61,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from claros_guard.verify_parallel import default_workers
+
 WORKSPACE = "bench"
 T0 = 1_796_000_000_000
 EVERY = 100
@@ -74,7 +76,7 @@ RESULTS = (
 # Bumped when the generated export changes in a way its name does not show.
 GENERATION = 2
 # The worker processes ``claros verify --export`` starts by default (its --workers).
-WORKERS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+WORKERS = default_workers()
 
 
 def _rule(n: int, matched: bool) -> dict[str, Any]:
