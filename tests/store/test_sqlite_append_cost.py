@@ -300,3 +300,23 @@ def test_a_database_made_with_the_index_trigger_drops_it_and_indexes_each_check_
         assert written == read and len(written) == 1
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    [
+        {},
+        {"entries": 1},
+        {"s_a": [{"x": 1}]},
+        {"s_a": [{"x": 1}], "n": 2, "s_b": [{"y": "é"}, {"z": None}], "m": {"k": []}},
+        {"n": 1, "empty": [], "nums": [1, 2], "mixed": [{"a": 1}, 2], "s": [{"q": "\u2028"}]},
+    ],
+)
+def test_encode_writes_runs_of_counters_and_sample_lists_as_one_dumps(
+    bucket: dict[str, Any],
+) -> None:
+    """encode writes the parts between sample lists in one call each: the text is still
+    exactly the whole bucket written at once, whatever comes first, last or not at all."""
+    text, texts = encode(bucket, {})
+    assert text == jsonutil.dumps(bucket)
+    assert encode(bucket, texts)[0] == text  # the kept sample texts give the same again
