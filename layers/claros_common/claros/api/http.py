@@ -285,7 +285,10 @@ def parse_json(event: APIGatewayProxyEventV2, settings: Settings) -> Any:
         raise BadRequestError(f"JSON nested deeper than {settings.max_depth} levels") from exc
     except ValueError as exc:
         raise BadRequestError(f"malformed JSON: {exc}") from exc
-    if _depth(value, settings.max_depth) > settings.max_depth:
+    # Each level opens with a bracket: a body with no more brackets than the limit (most,
+    # a check's included) cannot nest deeper, and is not walked.
+    brackets = data.count(b"[") + data.count(b"{")
+    if brackets > settings.max_depth and _depth(value, settings.max_depth) > settings.max_depth:
         raise BadRequestError(f"JSON nested deeper than {settings.max_depth} levels")
     return value
 
@@ -348,11 +351,14 @@ def once(
     app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
 ) -> Response[str]:
     """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency)."""
-    from claros.api.idempotency import run_idempotently
+    from claros.api.idempotency import HEADER, run_idempotently
 
     event = app.current_event
+    # Only the Idempotency-Key header is read: found in the event's own headers (the last
+    # of any spelling, as the case-insensitive copy Powertools would build per call keeps).
+    headers = {HEADER: v for k, v in (event.get("headers") or {}).items() if k.lower() == HEADER}
     return run_idempotently(
-        app.services.store, principal, route, dict(event.headers), event.body, run,
+        app.services.store, principal, route, headers, event.body, run,
         _time_budget(app.lambda_context),
     )  # fmt: skip
 
