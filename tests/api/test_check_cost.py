@@ -41,17 +41,18 @@ def _event(key: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
         "routeKey": "$default",
         "rawPath": "/v1/check",
         "rawQueryString": "",
-        "headers": {"authorization": f"Bearer {key}", "content-type": "application/json",
-                    **headers},  # fmt: skip
+        "headers": {
+            "authorization": f"Bearer {key}",
+            "content-type": "application/json",
+            **headers,
+        },  # fmt: skip
         "requestContext": {"http": {"method": "POST", "path": "/v1/check"}, "stage": "$default"},
         "body": body,
         "isBase64Encoded": False,
     }
 
 
-def test_the_idempotency_key_header_is_read_in_any_spelling(
-    services: Services, keys: Keys
-) -> None:
+def test_the_idempotency_key_header_is_read_in_any_spelling(services: Services, keys: Keys) -> None:
     """API Gateway lowercases header names, the local server too; an event that does not
     (a test, another front) still has its Idempotency-Key honoured."""
     app = build_resolver(services, FUNCTIONS)

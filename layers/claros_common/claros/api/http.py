@@ -356,7 +356,10 @@ def once(
     event = app.current_event
     # Only the Idempotency-Key header is read: found in the event's own headers (the last
     # of any spelling, as the case-insensitive copy Powertools would build per call keeps).
-    headers = {HEADER: v for k, v in (event.get("headers") or {}).items() if k.lower() == HEADER}
+    headers: dict[str, str] = {}
+    for name, value in (event.get("headers") or {}).items():
+        if name.lower() == HEADER:
+            headers[HEADER] = value
     return run_idempotently(
         app.services.store, principal, route, headers, event.body, run,
         _time_budget(app.lambda_context),
