@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 import statistics
 
-import pytest
-
 from claros.aggregates import DAY_MS, HOUR_MS, add_wait, upgrade, wait_bin
 from claros.evidence import span_cache
 from claros.evidence.activity import load_versions
@@ -112,7 +110,8 @@ def test_an_old_row_of_waits_in_a_list_reads_and_folds_as_today(store: Store) ->
         [4_000, 300, 4_000] * 2
     )
     assert day["ov_n"]["dana"]["approve"] == {  # type: ignore[index]
-        str(wait_bin(4_000)): 4, str(wait_bin(300)): 2
+        str(wait_bin(4_000)): 4,
+        str(wait_bin(300)): 2,
     }
 
 
@@ -139,23 +138,12 @@ def test_a_row_written_before_the_bins_gives_the_same_answers(store: Store) -> N
     # An append into the old hour converts it.
     _approval(store, 9, BASE + HOUR_MS + 30 * 60_000, 1_500, "deny", PEOPLE[0])
     hour = dict(store.aggregate_buckets(WS, 0, 10**7))[(BASE + HOUR_MS) // HOUR_MS]
-    assert "ov_waits" not in hour and hour["ov_n"][PEOPLE[0]]["deny"] == {
-        str(wait_bin(1_500)): 1
-    }
+    assert "ov_waits" not in hour and hour["ov_n"][PEOPLE[0]]["deny"] == {str(wait_bin(1_500)): 1}
     mine, theirs = _answers(store, start, end, 5)
     assert mine == theirs
 
 
 def _put_bucket(store: Store, span: str, n: int, bucket: dict[str, object]) -> None:
-    """Overwrite one aggregate row as another server would have written it."""
-    from claros import jsonutil
-
-    conn = getattr(store, "_conn", None)
-    if conn is not None:
-        with conn() as c:
-            c.execute(
-                "UPDATE aggregates SET body = ? WHERE workspace = ? AND span = ? AND start = ?",
-                (jsonutil.dumps(bucket), WS, span, n),
-            )
-        return
-    pytest.skip("DynamoDB rows are rewritten in tests/store/test_aggregates_rebuild.py")
+    """Overwrite one aggregate row as an older server would have written it."""
+    _, version = store.aggregate_version(WS, span, n)
+    assert store.put_aggregate(WS, span, n, bucket, expect=version)

@@ -20,8 +20,15 @@ from typing import Any
 
 from claros import jsonutil
 from claros.aggregates import (
-    DAY_MS, FLAGGED_ITEMS, HOUR_MS, SAMPLES, SPANS, fold, upgrade, wait_bin,
-)  # fmt: skip
+    DAY_MS,
+    FLAGGED_ITEMS,
+    HOUR_MS,
+    SAMPLES,
+    SPANS,
+    fold,
+    upgrade,
+    wait_bin,
+)
 from claros.evidence.activity import Versions, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
@@ -57,14 +64,7 @@ def merge(
         if only is not None and key not in only:
             continue
         if key == "ov_ms":
-            if gather:
-                gathered = into.setdefault(key, [])
-                if isinstance(value, list):
-                    gathered.extend(value)
-                else:
-                    gathered.append(value)
-            else:
-                _join_ms(into.setdefault(key, {}), value)
+            _merge_ms(into, value, gather)
         elif key == "ov_n":
             _add_bins(into.setdefault(key, {}), value)
         elif key == "seq_min":
@@ -97,6 +97,17 @@ def _add_bins(into: dict[str, Any], other: Mapping[str, Any]) -> None:
             get = kept.get
             for b, n in counts.items():
                 kept[b] = get(b, 0) + n
+
+
+def _merge_ms(into: dict[str, Any], value: Any, gather: bool) -> None:
+    if not gather:
+        _join_ms(into.setdefault("ov_ms", {}), value)
+        return
+    gathered = into.setdefault("ov_ms", [])
+    if isinstance(value, list):
+        gathered.extend(value)  # another window's sum: its parts
+    else:
+        gathered.append(value)
 
 
 def _join_ms(into: dict[str, Any], other: Mapping[str, Any]) -> None:
