@@ -43,7 +43,7 @@ SIZES = (10_000, 100_000, 1_000_000)
 REPEAT = int(os.environ.get("BENCH_PAGES_REPEAT", "5"))
 EVERY = 100
 SPAN_DAYS = 120
-GENERATION = 3  # bumped when the workload changes, so a stale cache is not reused
+GENERATION = 4  # bumped when the workload changes, so a stale cache is not reused
 URLS = (
     "/app",
     "/app?days=90",

@@ -71,7 +71,9 @@ def test_append_folds_records_into_their_hour(store: Store) -> None:
     assert first["checks"] == {"stop": 2, "allow": 1}
     assert first["amounts"] == {"EUR": "19.50"}
     assert (first["seq_min"], first["seq_max"], first["entries"]) == (1, 3, 3)
-    assert buckets[1][1]["ov_waits"] == {"dana": {"approve": [4000]}}
+    # The wait counted under its bin (two per power of two), its exact ms kept as text.
+    assert buckets[1][1]["ov_n"] == {"dana": {"approve": {"25": 1}}}
+    assert buckets[1][1]["ov_ms"] == {"dana": {"approve": {"25": "4000"}}}
     assert store.aggregate_buckets(WS, 501, 501) == []
     assert store.aggregate_buckets("other", 0, 10**9) == []
 

@@ -98,7 +98,7 @@ def test_an_entry_stamped_inside_kept_days_reads_them_again(store: Store) -> Non
     _approval(store, "slow", BASE + DAY_MS + 2 * HOUR_MS, 4000)
     got = window_bucket(store, WS, start, end)
     assert got["checks"] == {"allow": 4, "stop": 1}
-    assert got["ov_waits"] == {"dana@example.com": {"approve": [4000]}}
+    assert got["ov_n"] == {"dana@example.com": {"approve": {"25": 1}}}
     assert got == _fresh(store, start, end)
 
 

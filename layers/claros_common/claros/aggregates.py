@@ -27,7 +27,10 @@ from typing import Any
 
 from claros.check_rows import approved_repeat
 
-__all__ = ["DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "SAMPLES", "SPANS", "fold"]
+__all__ = [
+    "DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "SAMPLES", "SPANS", "add_wait", "fold", "upgrade",
+    "wait_bin",
+]  # fmt: skip
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -105,6 +108,7 @@ def fold(
     transaction (its hour's and its day's take the same one), so it is built once and
     its text written once (``claros.store.buckets.encode``). A sample is never changed
     once in a bucket, so two buckets may hold the same dict."""
+    upgrade(bucket)  # a row written before the waits were kept by bin
     bucket["seq_min"] = min(int(bucket.get("seq_min", seq)), seq)
     bucket["seq_max"] = max(int(bucket.get("seq_max", seq)), seq)
     _inc(bucket, "entries")
@@ -159,8 +163,42 @@ def _answer(bucket: dict[str, Any], rec: Mapping[str, Any]) -> None:
         waited = int(rec["decided_at"]) - int(rec["opened_at"])
     except (KeyError, TypeError, ValueError):
         return
-    # Every wait kept (a list adds up by extending it): the median must be exact.
-    _sub(_sub(bucket, "ov_waits"), str(person)).setdefault(str(rec["decision"]), []).append(waited)
+    add_wait(bucket, str(person), str(rec["decision"]), waited)
+
+
+def wait_bin(ms: int) -> int:
+    """The bin of a wait (ms): two per power of two (negative waits, a clock behind, all
+    in -1; 0 to 3 ms each their own). Bins rise with the wait, so a rank or a threshold
+    falls in one bin, and a busy quarter's waits fall in a few dozen bins however many
+    there are."""
+    if ms < 4:
+        return max(ms, -1)
+    n = ms.bit_length()
+    return 2 * n + ((ms >> (n - 2)) & 1)
+
+
+def add_wait(bucket: dict[str, Any], person: str, decision: str, waited: int) -> None:
+    """One answer's wait (ms) into the bucket's two parts: its count under its bin
+    (``ov_n``: what the approvals, the too-fast count and the median's rank need, bounded
+    by the bins, however many answers) and the exact ms under that bin (``ov_ms``: text,
+    which JSON reads as one string; a window splits only the bin or two holding its median
+    or the too-fast threshold, so they stay exact). Every wait is kept: nothing rounded."""
+    b = str(wait_bin(waited))
+    _inc(_sub(_sub(bucket, "ov_n"), person).setdefault(decision, {}), b)
+    ms = _sub(_sub(bucket, "ov_ms"), person).setdefault(decision, {})
+    ms[b] = f"{ms[b]},{waited}" if b in ms else str(waited)
+
+
+def upgrade(bucket: dict[str, Any]) -> dict[str, Any]:
+    """A bucket written before the waits were kept by bin (``ov_waits``: every wait in a
+    list), in today's form: the same waits, so every count and the median are as before.
+    Readers call it on every bucket read; an append into such a bucket converts it."""
+    old = bucket.pop("ov_waits", None)
+    for person, decisions in (old or {}).items():
+        for decision, waits in decisions.items():
+            for waited in waits:
+                add_wait(bucket, str(person), str(decision), int(waited))
+    return bucket
 
 
 def _check(

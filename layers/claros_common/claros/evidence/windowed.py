@@ -19,7 +19,16 @@ from decimal import Decimal
 from typing import Any
 
 from claros import jsonutil
-from claros.aggregates import DAY_MS, FLAGGED_ITEMS, HOUR_MS, SAMPLES, SPANS, fold
+from claros.aggregates import (
+    DAY_MS,
+    FLAGGED_ITEMS,
+    HOUR_MS,
+    SAMPLES,
+    SPANS,
+    fold,
+    upgrade,
+    wait_bin,
+)
 from claros.evidence.activity import Versions, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
@@ -43,17 +52,21 @@ def merge(
     *,
     decimals: bool = False,
     only: frozenset[str] | None = None,
-    waits_sorted: bool = False,
+    gather: bool = False,
 ) -> None:
     """Add bucket ``other`` into ``into``: counts add, sums add exactly, samples gather
-    (``trim`` keeps the latest by seq), guard lists unite. ``only``: the top-level parts
-    wanted (the others are left out). ``waits_sorted``: the answer times of both are
-    sorted, and stay so (``_merge_waits``)."""
+    (``trim`` keeps the latest by seq), guard lists unite, the waits' exact ms join by
+    bin. ``only``: the top-level parts wanted (the others are left out). ``gather`` (a
+    window's sum): the waits' ms are not joined but gathered as each bucket's part, a
+    list, untouched until a median or the too-fast count splits its bin or two
+    (``_answers``); ``other`` may be such a sum."""
     for key, value in other.items():
         if only is not None and key not in only:
             continue
-        if waits_sorted and key == "ov_waits":
-            _merge_waits(into.setdefault(key, {}), value)
+        if key == "ov_ms":
+            _merge_ms(into, value, gather)
+        elif key == "ov_n":
+            _add_bins(into.setdefault(key, {}), value)
         elif key == "seq_min":
             into[key] = min(into.get(key, value), value)
         elif key == "seq_max":
@@ -71,39 +84,40 @@ def merge(
             into[key] = into.get(key, 0) + value
 
 
-# Up to this many answer times go in one by one (each moves the list's tail along); more
-# are appended and the two sorted runs merged by one sort (which finds the runs).
-_INSERTS = 32
-
-
-def _merge_waits(into: dict[str, Any], other: Mapping[str, Any]) -> None:
-    """Sorted answer times (by person, then decision) added to sorted ones, sorted still.
-    A window adds its edges' few to the tens of thousands its days hold at a million
-    entries: each few goes in at its place, and the median needs no sort of them all."""
+def _add_bins(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    """``ov_n`` (person -> decision -> bin -> answers) added, without merge's general
+    checks: a window adds a few dozen bins per person and decision from each day."""
     for person, decisions in other.items():
         mine = into.setdefault(person, {})
-        for decision, waited in decisions.items():
-            have = mine.get(decision)
-            if not have:
-                mine[decision] = list(waited)  # a copy: what is kept stays as it was
-            elif len(waited) <= _INSERTS:
-                for ms in waited:
-                    bisect.insort(have, ms)
-            elif len(have) <= _INSERTS:
-                more = list(waited)
-                for ms in have:
-                    bisect.insort(more, ms)
-                mine[decision] = more
-            else:
-                have.extend(waited)
-                have.sort()  # two sorted runs: merged in one pass
+        for decision, counts in decisions.items():
+            kept = mine.get(decision)
+            if kept is None:
+                mine[decision] = dict(counts)  # a copy: what is kept stays as it was
+                continue
+            get = kept.get
+            for b, n in counts.items():
+                kept[b] = get(b, 0) + n
 
 
-def _sort_waits(bucket: dict[str, Any]) -> dict[str, Any]:
-    for decisions in (bucket.get("ov_waits") or {}).values():
-        for waited in decisions.values():
-            waited.sort()
-    return bucket
+def _merge_ms(into: dict[str, Any], value: Any, gather: bool) -> None:
+    if not gather:
+        _join_ms(into.setdefault("ov_ms", {}), value)
+        return
+    gathered = into.setdefault("ov_ms", [])
+    if isinstance(value, list):
+        gathered.extend(value)  # another window's sum: its parts
+    else:
+        gathered.append(value)
+
+
+def _join_ms(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    """``ov_ms`` (person -> decision -> bin -> "ms,ms") of two buckets as one bucket's."""
+    for person, decisions in other.items():
+        mine = into.setdefault(person, {})
+        for decision, texts in decisions.items():
+            kept = mine.setdefault(decision, {})
+            for b, text in texts.items():
+                kept[b] = f"{kept[b]},{text}" if b in kept else text
 
 
 def trim(bucket: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +171,7 @@ def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tupl
 EVIDENCE_PARTS = frozenset(
     {"checks", "repeats", "severity", "amounts", "decisions", "authorities", "verdicts",
      "obo", "cov", "s_stops", "s_approvals", "s_near", "s_with_rules", "s_overrides",
-     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_waits"}
+     "ov_decided", "ov_through", "ov_wrong", "ov_missed", "ov_n", "ov_ms"}
 )  # fmt: skip
 HOME_PARTS = frozenset({"people", "people_near", "keys", "flagged", "checks", "severity",
                         "sev_amounts"})  # fmt: skip
@@ -173,8 +187,7 @@ def _range_sum(
     pruned_through: int,
 ) -> tuple[dict[str, Any], list[tuple[int, int]]]:
     """The sum of the ``span`` buckets numbered [first, last) and the (from, until) ranges
-    to read from the ledger instead (buckets holding entries a prune removed since). The
-    answer times come sorted: a window's median then sorts runs already in order."""
+    to read from the ledger instead (buckets holding entries a prune removed since)."""
     size = SPANS[span]
     total: dict[str, Any] = {}
     reads: list[tuple[int, int]] = []
@@ -184,11 +197,8 @@ def _range_sum(
             # is left of that hour or day is read again.
             reads.append((n * size, (n + 1) * size))
             continue
-        merge(total, bucket, only=only)
-    for decisions in (total.get("ov_waits") or {}).values():
-        for waited in decisions.values():
-            waited.sort()
-    return trim(total), reads
+        merge(total, upgrade(bucket), only=only, gather=True)  # a row of before the bins too
+    return _kept_waits(trim(total)), reads
 
 
 def window_bucket(
@@ -217,7 +227,7 @@ def window_bucket(
             ),
             head=head.seq,
         )
-        merge(total, part, waits_sorted=True)  # copies: what is kept stays as it was
+        merge(total, part, gather=True)  # copies: what is kept stays as it was
         reads.extend(again)
     for a, b in reads:
         _read_into(total, store, workspace, a, b, only=only, pruned_through=pruned_through,
@@ -234,8 +244,6 @@ def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, di
     out: dict[int, dict[str, Any]] = {}
     for entry, record in records_between(store, workspace, start, end):
         fold(out.setdefault(entry.ts // MINUTE_MS, {}), entry.seq, entry.kind, record)
-    for bucket in out.values():
-        _sort_waits(bucket)
     return out
 
 
@@ -265,7 +273,7 @@ def _read_into(
     if first >= last or (end - 1) // HOUR_MS != hour:
         part: dict[str, Any] = {}
         _scan_into(part, store, workspace, start, end)
-        merge(total, _sort_waits(part), only=only, waits_sorted=True)
+        merge(total, part, only=only, gather=True)
         return
     block = max(hour * HOUR_MS, (start // BLOCK_MS) * BLOCK_MS)
     until = last * MINUTE_MS
@@ -286,8 +294,8 @@ def _read_into(
         kept = minutes()
         for minute in range(first, last):
             if minute in kept:
-                merge(out, kept[minute], only=only, waits_sorted=True)
-        return trim(out)
+                merge(out, kept[minute], only=only, gather=True)
+        return _kept_waits(trim(out))
 
     whole = cached(
         store,
@@ -298,12 +306,12 @@ def _read_into(
         summed,
         head=head,
     )
-    merge(total, whole, waits_sorted=True)  # copies: what is kept stays as it was
+    merge(total, whole, gather=True)  # copies: what is kept stays as it was
     for a, b in ((start, first * MINUTE_MS), (until, end)):
         if a < b:
             part = {}
             _scan_into(part, store, workspace, a, b)
-            merge(total, _sort_waits(part), only=only, waits_sorted=True)
+            merge(total, part, only=only, gather=True)
 
 
 @dataclass
@@ -364,43 +372,106 @@ def _oversight(
     for rule_id, n in (b.get("ov_missed") or {}).items():
         for owner in counter.owners_of.get(rule_id, ()):
             counter.missed[owner] += n
-    _answers(counter, b.get("ov_waits") or {})
+    _answers(counter, b.get("ov_n") or {}, b.get("ov_ms") or [])
     return counter
 
 
-def _answers(counter: OversightCounter, waits: Mapping[str, Any]) -> None:
-    """OversightCounter._answer, for every (person, decision, ms waited); the median from
-    the waits, sorted as ``window_bucket`` gives them (``counter.medians``): counted by
-    bisection, without joining or sorting the tens of thousands a busy quarter holds."""
-    for person, decisions in waits.items():
-        runs = [waited for waited in decisions.values() if waited]
-        approved = decisions.get("approve") or []
-        if approved:
-            counter.approvals[person] += len(approved)
-            counter.too_fast[person] += bisect.bisect_left(approved, counter.fast_ms)
-        n = sum(len(run) for run in runs)
-        if n:
-            middle = (
-                _nth(runs, n // 2) / 1000
-                if n % 2
-                else (_nth(runs, n // 2 - 1) / 1000 + _nth(runs, n // 2) / 1000) / 2
-            )
-            counter.medians[person] = (middle, n)
-
-
-def _nth(runs: list[list[int]], k: int) -> int:
-    """The ``k``-th smallest (from 0) of the sorted whole-ms ``runs`` put together: the
-    least value with more than ``k`` of them at or below it, found by halving."""
-    if len(runs) == 1:
-        return runs[0][k]
-    lo, hi = min(run[0] for run in runs), max(run[-1] for run in runs)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sum(bisect.bisect_right(run, mid) for run in runs) > k:
-            hi = mid
+def _answers(counter: OversightCounter, bins: Mapping[str, Any], texts: Any) -> None:
+    """OversightCounter._answer, for every (person, decision, ms waited): the counts from
+    the waits counted by bin, the too-fast count and the median from the exact ms of the
+    bin or two holding the threshold or the rank (``counter.medians``); no other wait is
+    split from its text. ``texts``: the window's ``ov_ms`` as ``merge(gather=True)``
+    gives it (or one bucket's)."""
+    parts: list[Mapping[str, Any]] = [texts] if isinstance(texts, Mapping) else list(texts)
+    fast_ms = counter.fast_ms
+    fast_bin = wait_bin(fast_ms)
+    for person, decisions in bins.items():
+        by_bin: Counter[int] = Counter()
+        for decision, counts in decisions.items():
+            for b, n in counts.items():
+                by_bin[int(b)] += n
+                if decision != "approve":
+                    continue
+                counter.approvals[person] += n
+                if int(b) < fast_bin:
+                    counter.too_fast[person] += n
+        if "approve" in decisions and str(fast_bin) in decisions["approve"]:
+            below = _waits(parts, person, fast_bin, ("approve",))
+            counter.too_fast[person] += bisect.bisect_left(below, fast_ms)
+        n = sum(by_bin.values())
+        if not n:
+            continue
+        if n % 2:
+            middle = _at_rank(parts, person, by_bin, n // 2) / 1000
         else:
-            lo = mid + 1
-    return lo
+            low, high = (_at_rank(parts, person, by_bin, r) for r in (n // 2 - 1, n // 2))
+            middle = (low / 1000 + high / 1000) / 2
+        counter.medians[person] = (middle, n)
+
+
+class KeptWaits:
+    """The answer times of a kept sum (``claros.evidence.span_cache``): each bucket's
+    ``ov_ms`` as read, and the bins a look split of them, sorted, kept with it: the next
+    look finds its median's bin split already and adds the edges' few."""
+
+    __slots__ = ("_split", "parts")
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+        self._split: dict[tuple[str, int, tuple[str, ...] | None], list[int]] = {}
+
+    def split(self, person: str, b: int, decisions: tuple[str, ...] | None) -> list[int]:
+        key = (person, b, decisions)
+        got = self._split.get(key)
+        if got is None:  # two threads may both split it: the same list, either kept
+            got = self._split[key] = _waits(self.parts, person, b, decisions)
+        return got
+
+    def __eq__(self, other: object) -> bool:  # the tests compare a kept sum with a fresh one
+        return isinstance(other, KeptWaits) and self.parts == other.parts
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _kept_waits(bucket: dict[str, Any]) -> dict[str, Any]:
+    """A sum about to be kept, its gathered answer times held as one ``KeptWaits``."""
+    if bucket.get("ov_ms"):
+        bucket["ov_ms"] = [KeptWaits(bucket["ov_ms"])]
+    return bucket
+
+
+def _waits(
+    parts: list[Any], person: str, b: int, decisions: tuple[str, ...] | None = None
+) -> list[int]:
+    """The exact waits (ms) of ``person``'s answers in bin ``b`` (of ``decisions``, or
+    all), sorted, from each bucket's ``ov_ms`` gathered (a kept sum's split once)."""
+    out: list[int] = []
+    key = str(b)
+    for part in parts:
+        if isinstance(part, KeptWaits):
+            out.extend(part.split(person, b, decisions))
+            continue
+        for decision, by_bin in (part.get(person) or {}).items():
+            if decisions is not None and decision not in decisions:
+                continue
+            text = by_bin.get(key)
+            if text:
+                out.extend(map(int, text.split(",")))
+    out.sort()  # sorted runs and a few more: one pass finds and merges them
+    return out
+
+
+def _at_rank(
+    parts: list[Mapping[str, Any]], person: str, by_bin: Mapping[int, int], rank: int
+) -> int:
+    """The wait at ``rank`` (0 first) of all of ``person``'s answers, in ms."""
+    below = 0
+    for b in sorted(by_bin):
+        n = by_bin[b]
+        if rank < below + n:
+            return _waits(parts, person, b)[rank - below]
+        below += n
+    raise ValueError(f"no answer at rank {rank}")  # the counts say there is
 
 
 def window_counters(
