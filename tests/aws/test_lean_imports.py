@@ -57,8 +57,9 @@ EVENTS = {
 # (botocore, through the X-Ray SDK) loads it anyway.
 METADATA = {"importlib.metadata._adapters", "pydantic.networks", "claros.webhook_settings"}
 # importlib.resources imports tempfile, shutil, bz2 and lzma: the pages read their static
-# files by path (claros.web.pages), so no function's routes import them.
-ARCHIVES = {"importlib.resources", "tempfile", "shutil", "bz2", "lzma"}
+# files by path (claros.web.pages). statistics where the oversight medians are computed;
+# calendar (and its locale) not at all (claros.evidence.report's month window: datetime).
+ARCHIVES = {"importlib.resources", "tempfile", "shutil", "bz2", "lzma", "statistics", "calendar"}
 # A mapping proposal (the proposer, the mapper and its Bedrock client): imported by the
 # admin's routes that use a proposal. The Evidence page's computations (the AIUC-1 pack,
 # the verified report): by that page. The rule models (RuleSpec, Confirm): where a rule is
