@@ -56,6 +56,10 @@ EVENTS = {
 # admin's PUT of the ask webhook) asks it for a name. With the handler built, urllib3
 # (botocore, through the X-Ray SDK) loads it anyway.
 METADATA = {"importlib.metadata._adapters", "pydantic.networks", "claros.webhook_settings"}
+# importlib.resources imports tempfile, shutil, bz2 and lzma: the pages read their static
+# files by path (claros.web.pages). statistics where the oversight medians are computed;
+# calendar (and its locale) not at all (claros.evidence.report's month window: datetime).
+ARCHIVES = {"importlib.resources", "tempfile", "shutil", "bz2", "lzma", "statistics", "calendar"}
 # A mapping proposal (the proposer, the mapper and its Bedrock client): imported by the
 # admin's routes that use a proposal. The Evidence page's computations (the AIUC-1 pack,
 # the verified report): by that page. The rule models (RuleSpec, Confirm): where a rule is
@@ -146,7 +150,7 @@ def test_a_function_routes_import_no_asyncio_nor_other_resolvers(function: str) 
     )
     loaded = _loaded_by(function, probe)
     assert "aws_lambda_powertools.event_handler.api_gateway" in loaded
-    unwanted = RESOLVERS | EVENTS | METADATA | {"asyncio", "aws_xray_sdk"}
+    unwanted = RESOLVERS | EVENTS | METADATA | ARCHIVES | {"asyncio", "aws_xray_sdk"}
     assert not loaded & unwanted, sorted(loaded & unwanted)
 
 

@@ -52,7 +52,7 @@ _ASK_ID = re.compile(r"^ask_[0-9a-f]{28}$")
 
 
 class AnswerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     decision: Literal["approve", "deny"]
     note: str | None = Field(None, max_length=2000)

@@ -17,7 +17,7 @@ __all__ = ["AgentInfo", "Strict", "Via", "approved_repeat", "call_index_key", "t
 class Strict(BaseModel):
     """A request part: unknown fields refused, strings bounded."""
 
-    model_config = ConfigDict(extra="forbid", str_max_length=512)
+    model_config = ConfigDict(extra="forbid", str_max_length=512, defer_build=True)
 
 
 class Via(Strict):

@@ -51,7 +51,7 @@ OUTCOME_GUARDS = frozenset({"claros-guard", "claros-hooks"})
 
 
 class OutcomeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     status: Literal["ok", "error"]
     summary: str | None = Field(None, max_length=2000)
@@ -62,7 +62,7 @@ class OutcomeByCall(OutcomeRequest):
 
 
 class UncheckedRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     app: str = Field(min_length=1, max_length=128)
     tool: str = Field(min_length=1, max_length=128)

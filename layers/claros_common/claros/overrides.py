@@ -17,7 +17,7 @@ __all__ = ["OverrideRequest", "check_overrides", "overrides_collection", "record
 
 
 class OverrideRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     verdict: Literal["wrong_stop", "right_stop", "missed"]
     note: str | None = Field(None, max_length=2000)

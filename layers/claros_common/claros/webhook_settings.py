@@ -14,7 +14,7 @@ __all__ = ["WebhookSettings"]
 
 
 class WebhookSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     url: HttpUrl
     secret: str = Field(min_length=16, max_length=256)

@@ -37,14 +37,14 @@ READERS = PERSON_KINDS | {"agent"}
 
 
 class RuleWrite(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     rule: RuleSpec
     made_by: Literal["expert", "override", "precedents", "manual"] = "manual"
 
 
 class MappingWrite(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mapping: MappingSpec
     # Saved from this proposal (POST /api/mappings/proposals): the version's confirm
@@ -53,7 +53,7 @@ class MappingWrite(BaseModel):
 
 
 class CloseRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     reason: str = Field("", max_length=2000)  # as an ask's or an override's note
 

@@ -36,21 +36,21 @@ __all__ = ["register"]
 
 
 class ProposalRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
 
 
 class ProposeForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
 
 
 class AcceptForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     mapping: str = Field(min_length=1, max_length=100_000)  # YAML or JSON, as edited
     once: str = Field("", max_length=64)

@@ -28,7 +28,7 @@ ADMINS = frozenset({"admin"})
 
 
 class Acknowledgement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     note: str = Field(min_length=1, max_length=2000)
 

@@ -98,7 +98,7 @@ PAGE_HEADERS = pages.PAGE_HEADERS
 
 # --- inputs -----------------------------------------------------------------------------
 class AnswerForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "decision": "Choose Approve or Deny.",
@@ -117,7 +117,7 @@ class AnswerForm(BaseModel):
 
 
 class SignInForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "key": "That is not a Claros key: a key starts with ck_ and is about 45 characters.",
@@ -129,7 +129,7 @@ class SignInForm(BaseModel):
 
 
 class RetentionForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "days": f"Retention must be a whole number of days, at least {FLOOR_DAYS} (six "
@@ -142,13 +142,13 @@ class RetentionForm(BaseModel):
 class VerifyForm(BaseModel):
     """ "Verify everything now" carries nothing but its CSRF token."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class KeyForm(BaseModel):
     """The form that makes an audit key (Evidence) or an agent key (Home)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "label": "The label is too long: at most 100 characters.",
@@ -194,7 +194,7 @@ def _use_form_once(
 class ConfirmForm(BaseModel):
     """The Rules page's "Confirm it is a read" button."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     WORDS: ClassVar[dict[str, str]] = {
         "once": "This form is out of date: reload the page and send it again.",
     }
@@ -203,7 +203,7 @@ class ConfirmForm(BaseModel):
 
 
 class DeviceAnswer(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "user_code": "Type the code your terminal shows, like BCDF-GHJK.",
@@ -215,14 +215,14 @@ class DeviceAnswer(BaseModel):
 
 
 class DeviceCodeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     client: str = Field("claros-cli", min_length=1, max_length=64)
     name: str = Field("", max_length=128)
 
 
 class DeviceTokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     device_code: str = Field(min_length=1, max_length=128)
 

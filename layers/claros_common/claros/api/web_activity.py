@@ -64,7 +64,7 @@ VERDICTS = ("wrong_stop", "right_stop", "missed")
 
 
 class OverrideForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     verdict: Literal["wrong_stop", "right_stop", "missed"]
     note: str | None = Field(None, max_length=2000)
@@ -78,7 +78,7 @@ class OverrideForm(BaseModel):
 
 
 class CheckAnswerForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     decision: Literal["approve", "deny"]
     note: str | None = Field(None, max_length=2000)

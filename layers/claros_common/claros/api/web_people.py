@@ -57,33 +57,33 @@ PAGE = 50
 
 
 class OnceForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     once: str = Field("", max_length=64)
 
 
 class MemberForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     email: str = Field(max_length=254)
     once: str = Field("", max_length=64)
 
 
 class RoleForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     role: Literal["admin", "member"]
     once: str = Field("", max_length=64)
 
 
 class MemberAdd(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     email: str = Field(max_length=254)
 
 
 class RoleChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Literal["admin", "member"]
 

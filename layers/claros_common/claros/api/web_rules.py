@@ -54,7 +54,7 @@ MAX_TEXT = 50_000  # characters of YAML or JSON in an edit form
 
 
 class EditForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "text": f"The text is too long: at most {MAX_TEXT:,} characters.",
@@ -66,7 +66,7 @@ class EditForm(BaseModel):
 
 
 class CloseForm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     WORDS: ClassVar[dict[str, str]] = {
         "reason": "The reason is too long: at most 2,000 characters.",

@@ -20,7 +20,6 @@ asks without owning a rule (admins) get a row too, with only their answers.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -119,6 +118,8 @@ class OversightCounter:
                 self.too_fast[str(person)] += 1
 
     def result(self) -> list[dict[str, Any]]:
+        import statistics  # here, not at import: the evidence, export and admin cold starts
+
         rows = []
         for person in sorted(set(self.rules) | set(self.seconds) | set(self.medians)):
             through = sum(self.through[m] for m in self.maps.get(person, ()))

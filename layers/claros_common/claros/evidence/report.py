@@ -24,7 +24,7 @@ locally, KMS in AWS): Ed25519 over the 32-byte sha256 of the report as canonical
 from __future__ import annotations
 
 import base64
-import calendar
+import datetime as dt
 import hashlib
 import re
 from collections import Counter, deque
@@ -74,9 +74,11 @@ def month_window(month: str) -> tuple[int, int]:
             f"query parameter month must be between {FIRST_YEAR}-01 and {LAST_YEAR}-12, "
             f"not {month!r}"
         )
-    start = calendar.timegm((year, mon, 1, 0, 0, 0)) * 1000
-    end = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0)) * 1000
-    return start, end
+    # datetime, not calendar.timegm: calendar imports locale, for every cold start of the
+    # functions that import this module
+    start = dt.datetime(year, mon, 1, tzinfo=dt.UTC)
+    end = dt.datetime(year + mon // 12, mon % 12 + 1, 1, tzinfo=dt.UTC)
+    return int(start.timestamp()) * 1000, int(end.timestamp()) * 1000
 
 
 class ActivityCounter:

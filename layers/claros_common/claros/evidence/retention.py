@@ -47,7 +47,7 @@ _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
 
 
 class RetentionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     # None removes the setting: every record is kept.
     days: int | None

@@ -91,7 +91,7 @@ def check_values(value: dict[str, Any], where: str, *, dollar_ok: bool = False) 
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class FetchSpec(_Spec):

@@ -44,7 +44,7 @@ __all__ = [
 
 
 class ToolInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(pattern=NAME)
     description: str | None = Field(None, max_length=4000)
@@ -58,7 +58,7 @@ class ToolInfo(BaseModel):
 
 
 class ToolsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     tools: list[ToolInfo] = Field(max_length=1000)
 

@@ -41,7 +41,7 @@ MadeBy = Literal["expert", "override", "precedents", "manual"]
 class RuleSpec(BaseModel):
     """A rule as an admin writes it (DESIGN.md "Rules and mappings")."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, defer_build=True)
 
     id: str = Field(pattern=RULE_ID)
     workflow_id: str = Field(pattern=RULE_ID)
@@ -103,7 +103,7 @@ class RuleSpec(BaseModel):
 class Confirm(BaseModel):
     """Who stands behind a rule version: what made it, who confirmed it, when."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     made_by: MadeBy
     confirmed_by: str

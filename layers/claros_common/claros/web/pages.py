@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from claros.auth import Principal
@@ -42,9 +42,15 @@ __all__ = [
 STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript; charset=utf-8"}
 
 
+# The static files beside this module (the package is installed as files, in the layer
+# and in a wheel): importlib.resources would import tempfile, shutil, bz2 and lzma, a
+# cold-start cost for every page (each links the files by their hash, ``_version``).
+_STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
 @cache
 def static_file(name: str) -> bytes:
-    return (resources.files("claros.web") / "static" / name).read_bytes()
+    return (_STATIC_DIR / name).read_bytes()
 
 
 @cache
