@@ -11,26 +11,38 @@ import pytest
 
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer
-from tests.api.test_fetching_facts import (  # noqa: F401 (fixtures)
+from tests.api.test_fetching_facts import (
     INVOICE_MAPPING,
     INVOICES,
     ROUND_2,
-    apps,
-    clock,
+    accounting,
+    clock,  # noqa: F401 (the fixture pinning Claros's clock)
     put_mapping,
 )
 
-FETCH_ONLY = {"app": "accounting", "tool": "invoice_submit",
-              "fetch": {"tool": "invoice_read", "arguments": {"name": "$name"}, "into": ""}}  # fmt: skip
+FETCH_ONLY = {
+    "app": "accounting",
+    "tool": "invoice_submit",
+    "fetch": {"tool": "invoice_read", "arguments": {"name": "$name"}, "into": ""},
+}
 GOOD = INVOICES["ACC-PINV-0042"]
 READ = {"tool": "invoice_read", "arguments": {"name": "ACC-PINV-0042"}}
+
+
+@pytest.fixture(autouse=True)
+def registered(http: httpx.Client, keys: Keys) -> None:
+    accounting().register(http, keys.agent)
 
 
 def _check(
     http: httpx.Client, key: str, fetched: dict[str, Any] | None, fetched_with: Any = None
 ) -> httpx.Response:
-    body: dict[str, Any] = {"app": "accounting", "tool": "invoice_submit",
-                            "arguments": {"name": "ACC-PINV-0042"}, "agent": {"name": "t"}}  # fmt: skip
+    body: dict[str, Any] = {
+        "app": "accounting",
+        "tool": "invoice_submit",
+        "arguments": {"name": "ACC-PINV-0042"},
+        "agent": {"name": "t"},
+    }
     if fetched is not None:
         body["fetched"] = fetched
     if fetched_with is not None:
@@ -39,7 +51,7 @@ def _check(
 
 
 def test_a_record_read_ahead_is_used_in_one_check(
-    http: httpx.Client, keys: Keys, apps: dict, services: Services
+    http: httpx.Client, keys: Keys, services: Services
 ) -> None:
     assert put_mapping(http, keys.admin, FETCH_ONLY).status_code == 200
     answer = _check(http, keys.agent, {"fetch": GOOD}, READ).json()
@@ -49,7 +61,7 @@ def test_a_record_read_ahead_is_used_in_one_check(
 
 
 def test_a_read_ahead_then_the_next_round_as_always(
-    http: httpx.Client, keys: Keys, apps: dict, services: Services
+    http: httpx.Client, keys: Keys, services: Services
 ) -> None:
     put_mapping(http, keys.admin, INVOICE_MAPPING)
     second = _check(http, keys.agent, {"fetch": GOOD}, READ).json()
@@ -71,7 +83,7 @@ def test_a_read_ahead_then_the_next_round_as_always(
     ],
 )
 def test_a_stale_read_ahead_is_set_aside_and_the_need_answered(
-    http: httpx.Client, keys: Keys, apps: dict, services: Services, read: dict[str, Any]
+    http: httpx.Client, keys: Keys, services: Services, read: dict[str, Any]
 ) -> None:
     put_mapping(http, keys.admin, FETCH_ONLY)
     before = services.store.head(WORKSPACE)
@@ -83,7 +95,7 @@ def test_a_stale_read_ahead_is_set_aside_and_the_need_answered(
 
 
 def test_a_mapping_edited_since_the_read_ahead_is_asked_again(
-    http: httpx.Client, keys: Keys, apps: dict
+    http: httpx.Client, keys: Keys
 ) -> None:
     edited = {**FETCH_ONLY, "fetch": {"tool": "invoice_read", "arguments": {"name": "$invoice"}}}
     put_mapping(http, keys.admin, edited)
@@ -96,7 +108,7 @@ def test_a_mapping_edited_since_the_read_ahead_is_asked_again(
 
 
 def test_a_read_ahead_for_a_closed_mapping_is_set_aside(
-    http: httpx.Client, keys: Keys, apps: dict, services: Services
+    http: httpx.Client, keys: Keys, services: Services
 ) -> None:
     put_mapping(http, keys.admin, FETCH_ONLY)
     closed = http.post("/api/mappings/accounting/invoice_submit/close", headers=bearer(keys.admin))
@@ -126,7 +138,6 @@ def test_a_read_ahead_for_a_closed_mapping_is_set_aside(
 def test_a_bad_read_ahead_is_refused_and_nothing_logged(
     http: httpx.Client,
     keys: Keys,
-    apps: dict,
     services: Services,
     fetched: dict[str, Any] | None,
     fetched_with: Any,
