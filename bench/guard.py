@@ -7,8 +7,10 @@ baseline is the same client calling the same shop server directly.
 * a read (``order_read``, ``readOnlyHint``): relayed, never checked;
 * an allowed write (``refund_create`` of app ``shop``): checked against 20 rules with
   ``POST /v1/check``, then relayed; its outcome is reported in the background;
-* an allowed write that needs a fetch (``refund_create`` of app ``shop-fetch``): the check
-  answers "need", the guard reads the order (``order_read``) and checks again.
+* an allowed write that needs a fetch (``refund_create`` of app ``shop-fetch``): on the
+  first call the check answers "need", the guard reads the order (``order_read``) and
+  checks again; from then on (every measured call: the warm-up makes the first) the guard
+  reads the order ahead and checks once (docs/guard.md, "The record read ahead").
 
 The three sessions stay open side by side; each round calls direct, then through the
 guard (ABAB), ``GUARD_BENCH_CALLS`` calls of each kind per round (default 100), at least

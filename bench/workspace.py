@@ -7,7 +7,8 @@ rules on each of the shop's two writes, and a mapping with a fetch for one of th
     app ``shop-fetch``  the same shop server under another name; refund_create: 20 rules on
                         the refund and the order it names, which the mapping has the guard
                         read first (``order_read``): a check that answers "need", the read,
-                        and the check again
+                        and the check again; a guard that has seen that need once reads
+                        the order ahead and checks once
 
 None of the rules fires on the calls the benches make, so every write is allowed (after
 all 20 rules are evaluated).

@@ -42,6 +42,7 @@ from claros_guard.errors import (
     ReadFailedError,
 )
 from claros_guard.needs import NeedResolver
+from claros_guard.read_ahead import ReadAhead
 from claros_guard.records import error_text
 
 __all__ = ["ASK_WAIT", "Call", "Policy", "ProgressFn", "Verdict", "outcome_of"]
@@ -138,6 +139,7 @@ class Policy:
         self.poll_interval = poll_interval
         self.clock = clock
         self._asks: dict[str, _PendingAsk] = {}
+        self.ahead = ReadAhead()  # fetch templates, to read a record before the check
 
     async def decide(self, call: Call, progress: ProgressFn | None = None) -> Verdict:
         try:
@@ -155,6 +157,7 @@ class Policy:
 
     async def _check(self, call: Call, approval: str | None = None) -> dict[str, Any]:
         fetched: dict[str, Any] = {}
+        fetched_with = await self._read_ahead(call, fetched)
         for _ in range(MAX_ROUNDS):
             body: dict[str, Any] = {
                 "app": call.app,
@@ -164,16 +167,42 @@ class Policy:
             }
             if fetched:
                 body["fetched"] = fetched
+            if fetched_with is not None:
+                body["fetched_with"] = fetched_with
             if approval:
                 body["approval"] = approval
             answer = await self.api.check(body)
+            if answer.get("fetch_stale"):
+                # Claros set aside everything read (the mapping changed since the read
+                # ahead): what it needs now comes in this answer, as for a first check.
+                fetched, fetched_with = {}, None
+                self.ahead.forget(call.app, call.tool)
             if not is_need(answer):
                 return answer
             needs = answer.get("need")
             if not isinstance(needs, list) or not needs:
                 raise ReadFailedError("Claros asked for reads but named none")
             fetched.update(await self.resolver.resolve(needs))
+            # Kept once read: a read that fails is not worth running ahead next time.
+            self.ahead.learn(call.app, call.tool, call.arguments, needs)
         raise ReadFailedError(f"Claros still needed reads after {MAX_ROUNDS} rounds")
+
+    async def _read_ahead(self, call: Call, fetched: dict[str, Any]) -> dict[str, Any] | None:
+        """Run the fetch Claros asked for on an earlier call of this tool, before the first
+        check (``read_ahead``); the read it ran, or None. A read that fails is dropped: the
+        check then goes without it, and Claros asks for what it needs as always."""
+        read = self.ahead.read_for(call.app, call.tool, call.arguments)
+        if read is None:
+            return None
+        need = {"key": "fetch", "kind": "fetch", **read}
+        try:
+            fetched.update(await self.resolver.resolve([need]))
+        except GuardError as exc:
+            log.info("%s %s: the read ahead failed (%s); checking without it", call.app,
+                     call.tool, exc)  # fmt: skip
+            self.ahead.forget(call.app, call.tool)
+            return None
+        return read
 
     async def _verdict(
         self, call: Call, answer: dict[str, Any], progress: ProgressFn | None

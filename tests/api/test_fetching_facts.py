@@ -457,7 +457,9 @@ def test_needs_are_not_logged(
     first = _post(http, keys.agent, {"name": "ACC-PINV-0042"}, None).json()
     assert first == {"allowed": False, "result": "need", "need": [
         {"key": "fetch", "kind": "fetch", "tool": "invoice_read",
-         "arguments": {"name": "ACC-PINV-0042"}}]}  # fmt: skip
+         "arguments": {"name": "ACC-PINV-0042"},
+         # The mapping's arguments as written: what a guard reads ahead with next time.
+         "template": {"name": "$name"}}]}  # fmt: skip
     second = _post(http, keys.agent, {"name": "ACC-PINV-0042"}, {"fetch": GOOD_FETCH}).json()
     assert sorted(n["key"] for n in second["need"]) == sorted(ROUND_2)
     assert services.store.head(WORKSPACE) == before

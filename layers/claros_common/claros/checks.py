@@ -28,7 +28,7 @@ from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.empty import new_dict
 from claros.errors import BadRequestError, ForbiddenError
-from claros.mapping.facts import Plan, plan
+from claros.mapping.facts import Plan, plan, read_ahead_holds
 from claros.mapping.service import mapping_for
 from claros.names import NAME
 from claros.rules.amounts import find_amount
@@ -51,12 +51,23 @@ __all__ = [
 ]
 
 
+class FetchedWith(Strict):
+    """The read a guard ran ahead, before Claros asked, for ``fetched.fetch``."""
+
+    tool: str = Field(pattern=NAME)
+    arguments: dict[str, Any] = Field(default_factory=new_dict)
+
+
 class CheckRequest(Strict):
     app: str = Field(pattern=NAME)
     tool: str = Field(pattern=NAME)
     arguments: dict[str, Any] = Field(default_factory=new_dict)
     agent: AgentInfo
     fetched: dict[str, Any] | None = None
+    # Optional: ``fetched.fetch`` was read ahead with this read (docs/api.md). Used only
+    # when it is the read the mapping asks for now; otherwise everything in ``fetched`` is
+    # set aside and the check answers as if none had come (``fetch_stale`` in the answer).
+    fetched_with: FetchedWith | None = None
     # The ask whose approval this repeat of the call uses (once).
     approval: str | None = Field(None, max_length=64)
 
@@ -80,29 +91,42 @@ def resolve_on_behalf_of(
     return None, None
 
 
-def _facts(services: Services, workspace: str, req: CheckRequest, now: int) -> Plan:
+def _facts(services: Services, workspace: str, req: CheckRequest, now: int) -> tuple[Plan, bool]:
     """The facts rules see: the call's arguments, or, when the tool has a mapping, the call
-    merged with what the guard read (or the reads still needed)."""
+    merged with what the guard read (or the reads still needed); and whether a record read
+    ahead (``fetched_with``) was set aside as stale."""
     spec = mapping_for(services.store, workspace, req.app, req.tool)
-    if spec is None:
-        if req.fetched:
-            first = sorted(req.fetched)[0]
-            raise BadRequestError(f"fetched.{first} was not asked for: {req.tool} has no mapping")
-        return Plan(facts=dict(req.arguments))
     when = dt.datetime.fromtimestamp(now / 1000, tz=dt.UTC)
-    planned = plan(spec, req.arguments, req.fetched or {}, when)
+    fetched, stale = req.fetched or {}, False
+    if req.fetched_with is not None:
+        if "fetch" not in fetched:
+            raise BadRequestError("fetched_with names the read of fetched.fetch, which is missing")
+        read = req.fetched_with.model_dump()
+        if not read_ahead_holds(spec, req.arguments, read, when):
+            # Read by a mapping that has changed since (or is gone): not this call's record.
+            # Nothing read ahead is used; the answer is the one a first check gets.
+            fetched, stale = {}, True
+    if spec is None:
+        if fetched:
+            first = sorted(fetched)[0]
+            raise BadRequestError(f"fetched.{first} was not asked for: {req.tool} has no mapping")
+        return Plan(facts=dict(req.arguments)), stale
+    planned = plan(spec, req.arguments, fetched, when)
     planned.mapping = spec
-    return planned
+    return planned, stale
 
 
 def record_check(services: Services, principal: Principal, req: CheckRequest) -> dict[str, Any]:
     store, workspace = services.store, principal.workspace
     on_behalf_of, obo_source = resolve_on_behalf_of(services, principal, req.agent)
     now = now_ms()
-    facts = _facts(services, workspace, req, now)
+    facts, stale = _facts(services, workspace, req, now)
     if facts.need:
         # Reads first: nothing is logged until the check is decided on every fact.
-        return {"allowed": False, "result": "need", "need": facts.need}
+        need: dict[str, Any] = {"allowed": False, "result": "need", "need": facts.need}
+        if stale:
+            need["fetch_stale"] = True
+        return need
     decision = decide(
         active_rules(store, workspace), req.app, req.tool, facts.facts,
         context=facts.context, judge=services.judge,
@@ -141,7 +165,7 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
     if facts.mapping is not None:
         row.update(
             resolved=True,
-            fetched=req.fetched,
+            fetched=req.fetched if not stale else None,
             derived=facts.derived,
             vars=facts.vars,
             context=facts.context,
@@ -162,7 +186,10 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
     entry = record(services, workspace, [NewRecord("check", check_id, row)], writes)[0]
     if opened is not None:
         deliver_in_background(store, workspace, ask_view(opened))
-    return _answer(row, decision, opened, entry.seq)
+    answer = _answer(row, decision, opened, entry.seq)
+    if stale:
+        answer["fetch_stale"] = True
+    return answer
 
 
 def _near_miss(row: dict[str, Any], arguments: Mapping[str, Any]) -> None:

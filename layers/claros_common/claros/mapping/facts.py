@@ -18,11 +18,11 @@ from typing import Any
 
 from claros.canonical import canonical, canonical_bytes
 from claros.errors import BadRequestError
-from claros.mapping.model import LookupSpec, MappingSpec, QuerySpec, is_substitution
+from claros.mapping.model import FetchSpec, LookupSpec, MappingSpec, QuerySpec, is_substitution
 from claros.paths import get_path
 from claros.rules.expr import evaluate, parse_derived
 
-__all__ = ["MAX_FETCHED_BYTES", "Plan", "builtins", "plan"]
+__all__ = ["MAX_FETCHED_BYTES", "Plan", "builtins", "fetch_read", "plan", "read_ahead_holds"]
 
 MAX_FETCHED_BYTES = 512 * 1024  # all answers of one check, as canonical JSON
 MAX_DISTINCT = 200  # distinct values one lookup reads (an invoice's item codes, say)
@@ -179,6 +179,38 @@ def _query_value(i: int, spec: QuerySpec, value: Any) -> Any:
     return value
 
 
+def _fetch_need(
+    fetch: FetchSpec, arguments: Mapping[str, Any], env: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {"key": "fetch", "kind": "fetch", "tool": fetch.tool,
+            "arguments": _substitute(fetch.arguments, arguments, env)}  # fmt: skip
+
+
+def fetch_read(
+    spec: MappingSpec | None, arguments: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any] | None:
+    """The read (``tool``, ``arguments``) the mapping's fetch asks for on this call; None
+    when the tool has no mapping or its mapping no fetch."""
+    if spec is None or spec.fetch is None:
+        return None
+    need = _fetch_need(spec.fetch, arguments, builtins(now))
+    return {"tool": need["tool"], "arguments": need["arguments"]}
+
+
+def read_ahead_holds(
+    spec: MappingSpec | None,
+    arguments: Mapping[str, Any],
+    read: Mapping[str, Any],
+    now: dt.datetime,
+) -> bool:
+    """Whether a record the guard read ahead (``read``: the tool and arguments it ran) is
+    the one the mapping asks for on this call now. Compared as canonical JSON, so a
+    mapping edited since, a built-in date that moved on or a guard that substituted
+    differently all count as stale."""
+    expected = fetch_read(spec, arguments, now)
+    return expected is not None and canonical_bytes(expected) == canonical_bytes(dict(read))
+
+
 def _check_answers(fetched: Mapping[str, Any], asked: set[str], round_keys: set[str]) -> None:
     unknown = sorted(set(fetched) - asked)
     if unknown:
@@ -205,11 +237,11 @@ def plan(
         asked.add("fetch")
         if "fetch" not in fetched:
             _check_answers(fetched, asked, set())
-            arguments_read = _substitute(spec.fetch.arguments, arguments, env)
-            out.need = [
-                {"key": "fetch", "kind": "fetch", "tool": spec.fetch.tool,
-                 "arguments": arguments_read}
-            ]  # fmt: skip
+            need = _fetch_need(spec.fetch, arguments, env)
+            # The arguments as the mapping writes them: a guard may read the record ahead
+            # on the next call of this tool (``fetched_with``, docs/api.md).
+            need["template"] = copy.deepcopy(spec.fetch.arguments)
+            out.need = [need]
             return out
         facts = _merge_into(facts, spec.fetch.into, _record(fetched, "fetch"))
     for name, text in spec.derived.items():
