@@ -34,10 +34,14 @@ Pure code but for the worker processes; never imports boto3.
 from __future__ import annotations
 
 import gc
+import json
 import mmap
 import multiprocessing
 import os
+import re
+from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -54,7 +58,7 @@ from claros.ledger import (
 if TYPE_CHECKING:
     from claros_guard.verify import _ExportReader
 
-__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "default_workers"]
+__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "SignatureChecks", "Workers", "default_workers"]
 
 # A buffer: ~1,400 lines of 1.4 KB; big enough that its answer costs nothing per line,
 # small enough that the workers stay busy to the end and the memory stays small (there
@@ -120,13 +124,23 @@ def _one_read(data: bytes) -> Any:
     return read
 
 
-def scan(slot: int, length: int) -> list[Item] | None:
+def scan(
+    slot: int, length: int, lo: int, hi: int, cps: list[tuple[int, str]], leave: frozenset[int]
+) -> list[Item] | None:
     """What buffer ``slot`` holds in its first ``length`` bytes (whole lines), in order;
-    None: too many other lines."""
+    None: too many other lines. A run takes only seqs in ``[lo, hi)``: ``cps`` holds the
+    signed checkpoints (seq, hash) there (the parent's, not all: a few per buffer),
+    ``leave`` the seqs there that go to the parent."""
     # As in the serial run: it makes no cycles, only short-lived tuples that would set
     # off a collection every few hundred lines. This process is ours alone.
     gc.disable()
-    table, leave, match = _state["table"], _state["leave"], _state["match"]
+    match = _state["match"]
+    table = slim_checkpoints(_state["workspace"])
+    for seq_, hash_ in cps:
+        table.put(seq_, hash_, 0, "")
+    # A run goes up one seq at a time from its first line, which is in [lo, hi): a
+    # checkpoint at hi that no line's hash equals ends it there.
+    table.put(hi, "", 0, "")
     verifier = ChainVerifier(_state["workspace"], compare_records=True, checked=table)
     rep = verifier.report
     source = ChunkedLines(_one_read(_state["slots"][slot][:length]))
@@ -140,6 +154,9 @@ def scan(slot: int, length: int) -> list[Item] | None:
         m = match(buf, pos, stop) if stop else None
         if m is not None:
             seq, link = int(m.group(1)), m.group(6)
+            if not lo <= seq < hi:  # its checkpoints were not given: the parent's
+                m = None
+        if m is not None:
             try:
                 verifier.start_run(seq, link.decode())
             except UnicodeDecodeError:
@@ -163,11 +180,51 @@ def scan(slot: int, length: int) -> list[Item] | None:
     return items
 
 
+# --- the worker processes -----------------------------------------------------------------
+class Workers:
+    """The worker processes, forked once (``start``), as soon as the header shows a large
+    export, and shared by the checkpoints' signatures and then the entries; with the
+    buffers they read, mapped before the fork. ``close`` ends them (on every way out)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.pool: Any = None
+        self.slots: list[mmap.mmap] = []
+        self._failed = count < 2 or "fork" not in multiprocessing.get_all_start_methods()
+
+    def start(self, workspace: str) -> Any:
+        """The pool (started now if need be), or None where none can start."""
+        if self.pool is None and not self._failed:
+            slots = [mmap.mmap(-1, SLOT) for _ in range(self.count + 2)]
+            _state.update(slots=slots, workspace=workspace, match=_written_pattern(workspace).match)
+            try:
+                # fork: the workers have claros imported and the buffers mapped already.
+                self.pool = multiprocessing.get_context("fork").Pool(self.count)
+            except (OSError, ValueError, ImportError):
+                self._failed = True  # no worker processes here: the serial path, untouched
+                _state.clear()
+                for slot in slots:
+                    slot.close()
+                return None
+            self.slots = slots
+        return self.pool
+
+    def close(self) -> None:
+        self._failed = True  # not started again
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.terminate()
+            pool.join()
+        _state.clear()
+        for slot in self.slots:
+            slot.close()
+        self.slots = []
+
+
 # --- checkpoint signatures ----------------------------------------------------------------
-# Below this many, checking them here costs less than starting processes (~90 us each);
-# and how many wait at most to be checked together.
-MIN_SIGNATURES = 1_024
-SIGNATURE_BATCH = 1_024
+# How many checkpoints wait at most to be checked together (a batch, split between the
+# workers; ~90 us each): the parent goes on reading while the workers check them.
+SIGNATURE_BATCH = 256
 
 
 def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
@@ -175,50 +232,58 @@ def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
 
 
 class SignatureChecks:
-    """Checkpoint signatures checked by ``workers`` processes, a batch at a time (so what
-    waits to be checked stays small however long the log); the pool starts with the
-    first batch of ``MIN_SIGNATURES`` or more and lasts until ``close``."""
+    """Checkpoint signatures checked by the workers, a batch at a time, while the parent
+    reads on; in this process when the workers are not to be used (``workspace`` None:
+    not a large export) or cannot start."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: Workers) -> None:
         self.workers = workers
-        self._pool: Any = None
-        self._failed = workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+        self.workspace: str | None = None
 
-    def check(self, jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
-        """``verify_signature`` of each job, in order."""
-        if jobs and not self._failed and (self._pool is not None or len(jobs) >= MIN_SIGNATURES):
+    def submit(self, jobs: list[tuple[PublicKey, bytes, str]]) -> Callable[[], list[bool]]:
+        """Starts checking ``jobs``; what it returns gives ``verify_signature`` of each, in
+        order (waiting for the workers)."""
+        pool = self.workers.start(self.workspace) if jobs and self.workspace else None
+        parts: list[Any] = []
+        if pool is not None:
+            step = -(-len(jobs) // self.workers.count)
             try:
-                if self._pool is None:
-                    self._pool = multiprocessing.get_context("fork").Pool(self.workers)
-                step = -(-len(jobs) // (self.workers * 4))
-                parts = self._pool.map(
-                    _check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)]
-                )
-                return [ok for part in parts for ok in part]
-            except Exception:  # no processes here, or one failed: checked here instead
-                self._failed = True
-                self.close()
-        return _check_signatures(jobs)
+                parts = [
+                    pool.apply_async(_check_signatures, (jobs[i : i + step],))
+                    for i in range(0, len(jobs), step)
+                ]
+            except Exception:  # a pool that no longer takes work: checked here
+                parts = []
+        if not parts:
+            answers = _check_signatures(jobs)
+            return lambda: answers
 
-    def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.terminate()
-            pool.join()
+        def answer() -> list[bool]:
+            try:
+                return [ok for part in parts for ok in part.get(ANSWER_WAIT)]
+            except Exception:  # a worker failed: checked here instead
+                return _check_signatures(jobs)
+
+        return answer
 
 
 # --- in the parent ------------------------------------------------------------------------
-class ParallelEntries:
-    """Checks the rest of an export's entries with ``workers`` processes (see above)."""
+# Every entry line holds three 64-digit hashes, so a buffer of n bytes holds fewer than
+# n // MIN_ENTRY entry lines: the seqs its runs can reach, whose checkpoints it is given.
+MIN_ENTRY = 192
 
-    def __init__(self, workers: int) -> None:
+
+class ParallelEntries:
+    """Checks the rest of an export's entries with the ``workers`` (see above)."""
+
+    def __init__(self, workers: Workers) -> None:
         self.workers = workers
-        self.used = 0  # worker processes started, once ``take`` ran
+        self.used = 0  # worker processes used, once ``take`` ran
 
     def pays(self, handle: IO[bytes], left: int) -> bool:
         """Whether to: two workers or more, ``fork``, and enough left to read (``left``:
         bytes still to read from ``handle`` beyond what was read)."""
-        if self.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        if self.workers.count < 2 or "fork" not in multiprocessing.get_all_start_methods():
             return False
         try:
             st = os.fstat(handle.fileno())
@@ -236,37 +301,12 @@ class ParallelEntries:
         verifier = reader.verifier
         if verifier is None or verifier.prev is None:
             return False
-        count = self.workers
-        slots = [mmap.mmap(-1, SLOT) for _ in range(count + 2)]
+        pool = self.workers.start(verifier.report.workspace)
+        if pool is None:
+            return False
+        self.used = self.workers.count
         leave = sorted(reader.saved_check.want) if reader.saved_check is not None else []
-        table = slim_checkpoints(verifier.report.workspace)
-        for seq, hash_ in verifier.checked_checkpoints():
-            table.put(seq, hash_, 0, "")
-        _state.update(
-            slots=slots,
-            workspace=verifier.report.workspace,
-            table=table,
-            leave=frozenset(leave),
-            match=_written_pattern(verifier.report.workspace).match,
-        )
-        try:
-            # fork: the workers have claros imported and the buffers mapped already.
-            pool = multiprocessing.get_context("fork").Pool(count)
-        except (OSError, ValueError, ImportError):
-            _state.clear()
-            for slot in slots:
-                slot.close()
-            return False  # no worker processes here: the serial path, untouched
-        self.used = count
-        try:
-            _Feeder(reader, source, handle, slots, pool).run()
-            pool.close()
-        finally:
-            pool.terminate()
-            pool.join()
-            _state.clear()
-            for slot in slots:
-                slot.close()
+        _Feeder(reader, source, handle, self.workers.slots, pool, leave).run()
         return True
 
 
@@ -280,8 +320,16 @@ class _Feeder:
         handle: IO[bytes],
         slots: list[mmap.mmap],
         pool: Any,
+        leave: list[int],
     ) -> None:
         self.reader = reader
+        self.leave = leave
+        assert reader.verifier is not None
+        self.verifier = reader.verifier
+        workspace = json.encoder.encode_basestring(self.verifier.report.workspace).encode()
+        self.first_seq = re.compile(
+            rb'\{"workspace":' + re.escape(workspace) + rb',"seq":(0|[1-9][0-9]{0,18}),'
+        ).match
         self.handle = handle
         self.slots = slots
         self.pool = pool
@@ -307,6 +355,16 @@ class _Feeder:
             self.tail = bytes(view[cut:n]) + rest
         return cut
 
+    def _task(self, slot: int, n: int) -> tuple[Any, ...]:
+        """``scan``'s arguments for buffer ``slot``: the seqs its runs may reach (from its
+        first line's on) and the signed checkpoints and seqs to leave among them."""
+        m = self.first_seq(self.slots[slot])
+        lo = int(m.group(1)) if m is not None else 0
+        hi = lo + n // MIN_ENTRY + 1 if m is not None else 0
+        cps = self.verifier.checkpoints_between(lo, hi)
+        leave = frozenset(self.leave[bisect_left(self.leave, lo) : bisect_left(self.leave, hi)])
+        return slot, n, lo, hi, cps, leave
+
     def run(self) -> None:
         free = list(range(len(self.slots)))
         inflight: deque[tuple[int, int, Any]] = deque()
@@ -323,7 +381,7 @@ class _Feeder:
                 if not n:
                     free.append(slot)
                     break
-                inflight.append((slot, n, self.pool.apply_async(scan, (slot, n))))
+                inflight.append((slot, n, self.pool.apply_async(scan, self._task(slot, n))))
             if not inflight:
                 break
             slot, n, answer = inflight.popleft()

@@ -38,7 +38,6 @@ WORDED_AT_150 = {
 def parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Workers used at any size, buffers of ~5 lines; what each ``take`` answered."""
     monkeypatch.setattr(vp, "MIN_BYTES", 0)
-    monkeypatch.setattr(vp, "MIN_SIGNATURES", 0)
     monkeypatch.setattr(vp, "SLOT", 2048)
     monkeypatch.setattr("claros_guard.verify.default_workers", lambda: 2)
     took: list[bool] = []
@@ -198,10 +197,10 @@ def test_a_worker_that_fails_hands_its_buffer_to_the_serial_reader(
     calls: list[int] = []
     real = vp.scan
 
-    def flaky(slot: int, length: int) -> Any:
+    def flaky(slot: int, length: int, *rest: Any) -> Any:
         if slot % 2:
             raise MemoryError("a worker ran out of memory")
-        return real(slot, length)
+        return real(slot, length, *rest)
 
     monkeypatch.setattr(vp, "scan", flaky)
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
@@ -286,14 +285,14 @@ def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
 ) -> None:
     monkeypatch.setattr("claros_guard.verify.SIGNATURE_BATCH", batch)
     checked: list[int] = []
-    real = vp.SignatureChecks.check
+    real = vp.SignatureChecks.submit
 
-    def watched(self: vp.SignatureChecks, jobs: Any) -> list[bool]:
+    def watched(self: vp.SignatureChecks, jobs: Any) -> Any:
         got = real(self, jobs)
-        checked.append(len(jobs) if self._pool is not None or not jobs else -1)
+        checked.append(len(jobs) if self.workers.pool is not None or not jobs else -1)
         return got
 
-    monkeypatch.setattr(vp.SignatureChecks, "check", watched)
+    monkeypatch.setattr(vp.SignatureChecks, "submit", watched)
     # A key line after three checkpoints, a checkpoint listed twice: as the serial path.
     fast.test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(tmp_path, capsys)
     fast.test_a_checkpoint_listed_twice_counts_its_last_line(tmp_path, capsys)
