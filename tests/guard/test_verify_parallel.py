@@ -218,11 +218,10 @@ def test_no_worker_processes_falls_back_to_the_serial_path(
     path = tmp_path / "export.jsonl"
     path.write_bytes(_export(350))
 
-    class NoPool:
-        def Pool(self, *_: Any) -> None:  # noqa: N802 - multiprocessing's name
-            raise OSError(38, "Function not implemented")
+    def no_fork() -> int:
+        raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(vp.multiprocessing, "get_context", lambda _: NoPool())
+    monkeypatch.setattr(vp.os, "fork", no_fork)
     many, one, _ = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one and many[0] == 0
     assert parallel[0] is False
@@ -289,7 +288,7 @@ def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
 
     def watched(self: vp.SignatureChecks, jobs: Any) -> Any:
         got = real(self, jobs)
-        checked.append(len(jobs) if self.workers.pool is not None or not jobs else -1)
+        checked.append(len(jobs) if self.workers.procs or not jobs else -1)
         return got
 
     monkeypatch.setattr(vp.SignatureChecks, "submit", watched)
