@@ -11,7 +11,9 @@ checks) over it and answers what it found, in order: *runs* of lines it took (wh
 run starts, its first seq and prev_hash, how many lines, the checkpoints met, its last
 entry) and every other *line* whole (a prune, key or rule entry, another layout,
 anything that failed). Workers and parent see the very same bytes: a buffer is filled
-again only once its answer was taken.
+again only once its answer was taken. With a buffer go the signed checkpoints its runs
+can reach (the seqs from its first line's, fewer than one per 192 bytes): a run stops
+where those end, and what lies beyond is the parent's.
 
 The parent (``ParallelEntries.take``) goes through the answers in file order with its
 one chain: a run is taken only if its first line follows the parent's last entry (seq
@@ -21,12 +23,14 @@ the signature line, a buffer with too many other lines, a worker that failed) se
 rest of that buffer through the serial reader: every failure is found and worded by the
 serial code, so both paths print exactly the same (tests/guard/test_verify_parallel.py).
 
-The checkpoints' signatures, checked as their lines go by in one process, are checked
-by workers too (``SignatureChecks``): each put off with the key it would have been
-checked with at its line, checked a batch at a time, settled in line order.
+The workers (``Workers``: forked by hand, a pipe each, no pool and no threads) start as
+soon as the header is read, when the export is large; they check the checkpoints'
+signatures first (``SignatureChecks``): each put off with the key it would have been
+checked with at its line, sent a batch at a time while the parent reads on, settled in
+line order; then the entries.
 
-Used only where it pays: an export whose entries are at least ``MIN_BYTES``, with two or
-more workers (``--workers``, default the CPUs this process may run on) and ``fork``.
+Used only where it pays: an export of at least ``MIN_BYTES``, with two or more workers
+(``--workers``, default the CPUs this process may run on) and ``fork``.
 
 Pure code but for the worker processes; never imports boto3.
 """

@@ -11,6 +11,8 @@ some place, and ``take`` is watched to show the parallel path did run."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,30 @@ def test_a_worker_that_fails_hands_its_buffer_to_the_serial_reader(
     assert many == one == general
     assert many[0] == 1 and "record chk_150 edited" in many[1]
     assert parallel[0] is True and not calls
+
+
+def test_a_worker_killed_mid_buffer_hands_its_buffers_to_the_serial_reader(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A worker that dies (out of memory, a signal) never answers: its pipe closes, and
+    # the parent checks the buffers it held, and every later one, itself.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, EDITS["record edited"]))
+    real = vp.scan
+
+    def killed(slot: int, length: int, *rest: Any) -> Any:
+        if slot == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(slot, length, *rest)
+
+    monkeypatch.setattr(vp, "scan", killed)
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+    assert many[0] == 1 and "record chk_150 edited" in many[1]
+    assert parallel[0] is True
 
 
 def test_no_worker_processes_falls_back_to_the_serial_path(
