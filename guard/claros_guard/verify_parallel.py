@@ -186,63 +186,59 @@ def scan(
 
 # --- the worker processes -----------------------------------------------------------------
 class _Answer:
-    """What one task answers, once ``get`` has it (in the order of its worker's tasks)."""
+    """What one task answers, once ``get`` has it."""
 
-    __slots__ = ("done", "failed", "value", "worker")
+    __slots__ = ("done", "failed", "pool", "value")
 
-    def __init__(self, worker: _Worker) -> None:
-        self.worker = worker
+    def __init__(self, pool: Workers) -> None:
+        self.pool = pool
         self.done = False
         self.failed = False
         self.value: Any = None
 
+    def fail(self, why: str) -> None:
+        self.done, self.failed, self.value = True, True, why
+
     def get(self, timeout: float) -> Any:
-        """The task's result; an exception if it failed, its worker died or was silent
-        for ``timeout`` seconds (a worker killed, out of memory, never answers)."""
+        """The task's result; an exception if it failed, its worker died or every busy
+        worker was silent for ``timeout`` seconds (a worker killed, out of memory)."""
         while not self.done:
-            self.worker.receive(timeout)
+            self.pool.pump(timeout)
         if self.failed:
             raise RuntimeError(f"a worker failed: {self.value}")
         return self.value
 
 
 class _Worker:
-    """One forked process and the pipe to it; tasks answered in the order sent."""
+    """One forked process and the pipe to it; one task at a time."""
 
     def __init__(self, pid: int, conn: Any) -> None:
         self.pid = pid
         self.conn = conn
-        self.waiting: deque[_Answer] = deque()
+        self.task: _Answer | None = None  # the one it is working on
         self.dead = False
 
-    def send(self, name: str, args: tuple[Any, ...]) -> _Answer:
-        answer = _Answer(self)
-        if self.dead:
-            answer.done, answer.failed, answer.value = True, True, "gone"
-            return answer
+    def send(self, name: str, args: tuple[Any, ...], answer: _Answer) -> None:
         try:
             self.conn.send((name, args))
         except (OSError, ValueError) as exc:
             self.stop()
-            answer.done, answer.failed, answer.value = True, True, repr(exc)
-            return answer
-        self.waiting.append(answer)
-        return answer
-
-    def receive(self, timeout: float) -> None:
-        """The next answer in, or every waiting one failed (and the worker stopped)."""
-        try:
-            if not self.conn.poll(timeout):
-                raise TimeoutError(f"no answer in {timeout:.0f} s")
-            ok, value = self.conn.recv()
-        except Exception as exc:  # dead, silent, or an answer that does not load
-            self.stop()
-            for answer in self.waiting:
-                answer.done, answer.failed, answer.value = True, True, repr(exc)
-            self.waiting.clear()
+            answer.fail(repr(exc))
             return
-        answer = self.waiting.popleft()
-        answer.done, answer.failed, answer.value = True, not ok, value
+        self.task = answer
+
+    def receive(self) -> None:
+        """Its answer (it is ready), or its task failed and it is stopped."""
+        answer, self.task = self.task, None
+        try:
+            ok, value = self.conn.recv()
+        except Exception as exc:  # dead, or an answer that does not load
+            self.stop()
+            if answer is not None:
+                answer.fail(repr(exc))
+            return
+        if answer is not None:
+            answer.done, answer.failed, answer.value = True, not ok, value
 
     def stop(self) -> None:
         if not self.dead:
@@ -256,6 +252,9 @@ class _Worker:
                 os.waitpid(self.pid, 0)
             except OSError:
                 pass
+        if self.task is not None:
+            task, self.task = self.task, None
+            task.fail("its worker stopped")
 
 
 def _serve(conn: Any) -> None:
@@ -290,6 +289,7 @@ class Workers:
     def __init__(self, count: int) -> None:
         self.count = count
         self.procs: list[_Worker] = []
+        self.queue: deque[tuple[str, tuple[Any, ...], _Answer]] = deque()
         self.slots: list[mmap.mmap] = []
         self._failed = count < 2 or not hasattr(os, "fork")
 
@@ -316,16 +316,50 @@ class Workers:
         return bool(self.procs)
 
     def apply(self, name: str, args: tuple[Any, ...]) -> _Answer:
-        """Function ``name`` of this module run on ``args`` by the least busy worker."""
-        alive = [w for w in self.procs if not w.dead] or self.procs
-        worker = min(alive, key=lambda w: len(w.waiting))
-        return worker.send(name, args)
+        """Function ``name`` of this module run on ``args`` by the next worker free: the
+        tasks wait here, so a worker that is slow (its core busy with other work) holds
+        one task only, and the others take the rest."""
+        answer = _Answer(self)
+        self.queue.append((name, args, answer))
+        self._dispatch()
+        return answer
+
+    def _dispatch(self) -> None:
+        for worker in self.procs:
+            if not self.queue:
+                return
+            if worker.task is None and not worker.dead:
+                name, args, answer = self.queue.popleft()
+                worker.send(name, args, answer)
+        if self.queue and all(w.dead for w in self.procs):
+            while self.queue:
+                self.queue.popleft()[2].fail("no worker left")
+
+    def pump(self, timeout: float) -> None:
+        """Takes the answers in (waiting up to ``timeout`` seconds for one) and hands the
+        waiting tasks to the workers that are free; the busy workers silent so long are
+        stopped (their tasks fail)."""
+        from multiprocessing.connection import wait
+
+        busy = {w.conn: w for w in self.procs if w.task is not None and not w.dead}
+        if not busy:
+            self._dispatch()
+            return
+        ready = wait(list(busy), timeout)
+        if not ready and timeout > 0:
+            for worker in busy.values():
+                worker.stop()
+        for conn in ready:
+            busy[conn].receive()
+        self._dispatch()
 
     def close(self) -> None:
         self._failed = True  # not started again
         for worker in self.procs:
             worker.stop()
         self.procs = []
+        while self.queue:
+            self.queue.popleft()[2].fail("closed")
         _state.clear()
         for slot in self.slots:
             slot.close()
@@ -525,6 +559,7 @@ class _Feeder:
                 items = answer.get(ANSWER_WAIT)
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
+            self.workers.pump(0)  # a worker done meanwhile takes the next buffer now
             with memoryview(self.slots[slot]) as whole:
                 self._stitch(whole[:n], items)
             free.append(slot)
