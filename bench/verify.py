@@ -61,8 +61,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from claros_guard.verify_parallel import default_workers
-
 WORKSPACE = "bench"
 T0 = 1_796_000_000_000
 EVERY = 100
@@ -75,8 +73,15 @@ RESULTS = (
 )
 # Bumped when the generated export changes in a way its name does not show.
 GENERATION = 2
-# The worker processes ``claros verify --export`` starts by default (its --workers).
-WORKERS = default_workers()
+
+
+def default_workers() -> int:
+    """The worker processes ``claros verify --export`` starts by default (its --workers).
+    Imported only when asked: a floor runs this module too, and importing claros at its
+    top would add claros's start-up to every floor (a floor is one plain process)."""
+    from claros_guard.verify_parallel import default_workers as workers
+
+    return workers()
 
 
 def _rule(n: int, matched: bool) -> dict[str, Any]:
@@ -326,7 +331,7 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
     floor_cmd = [sys.executable, "-m", "bench.verify", "--floor"]
     tasks = [
         (f"floor: read + match + sha256 ({size_mb:.0f} MB)", [*floor_cmd, "match", path]),
-        (f"verify, {WORKERS} processes ({n:,})", [_claros(), "verify", "--export", path]),
+        (f"verify, {default_workers()} processes ({n:,})", [_claros(), "verify", "--export", path]),
         (f"verify --workers 1 ({n:,})", [_claros(), "verify", "--workers", "1", "--export", path]),
     ]
     if n <= min(SIZES):  # per line they cost the same at any size: once is enough
@@ -351,7 +356,7 @@ def measure(n: int, repeat: int = REPEAT) -> dict[str, Any]:
             runs[i].append(_spawn(argv))
     rows = [_row(name, n, got) for (name, _), got in zip(tasks, runs, strict=True)]
     title = (
-        f"claros verify --export, {n:,} entries; verify uses {WORKERS} worker processes "
+        f"claros verify --export, {n:,} entries; verify uses {default_workers()} worker processes "
         "(one per CPU it may use) and the parent; every floor is one process"
     )
     load = f"{load_before} at the start, {_load()} at the end"

@@ -35,6 +35,7 @@ import hashlib
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,7 @@ from claros_guard.verify_parallel import (
     SIGNATURE_BATCH,
     ParallelEntries,
     SignatureChecks,
+    Workers,
     default_workers,
 )
 
@@ -393,14 +395,14 @@ class _ExportReader:
         self.signature: dict[str, Any] | None = None
         self.signed_digest = b""
         self.line_no = 0
-        # Processes that may check checkpoint signatures; with more than one, those are
-        # put off (``deferred``: each with the key it would be checked with then) until
-        # the entries start, and checked together.
-        self.workers = workers
-        self.deferred: list[tuple[Checkpoint, PublicKey | None]] | None = (
-            [] if workers > 1 else None
-        )
-        self.signatures = SignatureChecks(workers)
+        # The worker processes, for a large export: they check the checkpoints'
+        # signatures, put off (``deferred``: each with the key it would be checked with
+        # then) and sent a batch at a time while this process reads on (``inflight``),
+        # settled in line order; then the entries (ParallelEntries).
+        self.workers = Workers(workers)
+        self.deferred: list[tuple[Checkpoint, PublicKey | None]] | None = None
+        self.inflight: deque[tuple[list[tuple[Checkpoint, PublicKey | None]], Any]] = deque()
+        self.signatures = SignatureChecks(self.workers)
 
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
@@ -415,6 +417,11 @@ class _ExportReader:
         second entry on (the first starts the chain), reading the rest of ``handle``
         (``source`` reads from it)."""
         self._header(source.next_line() or b"")
+        if parallel is not None and handle is not None:
+            if parallel.pays(handle, len(source.buf) - source.pos):
+                # The workers start now, and check the signatures while this reads on.
+                self.signatures.workspace = str(self.header["workspace"])
+                self.deferred = []
         while (line := source.next_line()) is not None:
             if self.one_line(line):
                 if parallel is not None and handle is not None:
@@ -522,10 +529,10 @@ class _ExportReader:
         if self.keep:
             self.checkpoints[cp.seq] = cp
         key = self._key_for(cp)
-        if self.deferred is not None:  # checked together by worker processes, in order
+        if self.deferred is not None:  # checked by the workers, settled in order
             self.deferred.append((cp, key))
             if len(self.deferred) >= SIGNATURE_BATCH:
-                self._settle_deferred(more=True)
+                self._send_deferred()
         else:
             self._settle(cp, key, key is not None and self._signed_by(key, cp))
 
@@ -541,19 +548,32 @@ class _ExportReader:
             self.signed.discard(cp.seq)
             self.pending[cp.seq] = cp
 
-    def _settle_deferred(self, *, more: bool = False) -> None:
-        """The checkpoints whose signatures were put off: checked (by the workers when
-        there are many) and settled in the order of their lines, as if checked there.
-        ``more``: others may follow (a batch); otherwise the workers are done."""
-        deferred, self.deferred = self.deferred or [], [] if more else None
+    def _send_deferred(self) -> None:
+        """The checkpoints put off so far, to the workers; those sent before settled in
+        the order of their lines once more than one batch per worker waits (so what
+        waits stays small however long the log)."""
+        deferred, self.deferred = self.deferred or [], []
         jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
-        try:
-            answers = iter(self.signatures.check(jobs))
-        finally:
-            if not more:
-                self.signatures.close()
+        self.inflight.append((deferred, self.signatures.submit(jobs)))
+        while len(self.inflight) > self.workers.count:
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        deferred, answer = self.inflight.popleft()
+        answers = iter(answer())
         for cp, key in deferred:
             self._settle(cp, key, key is not None and next(answers))
+
+    def _settle_deferred(self) -> None:
+        """Every checkpoint put off: checked and settled in the order of their lines, as
+        if checked there (the entries start)."""
+        if self.deferred is None:
+            return
+        if self.deferred:
+            self._send_deferred()
+        self.deferred = None
+        while self.inflight:
+            self._settle_oldest()
 
     def _key_for(self, cp: Checkpoint) -> PublicKey | None:
         """The key the verifier would check ``cp`` with, among those listed so far."""
@@ -727,7 +747,7 @@ def verify_export(
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
     count = default_workers() if workers is None else workers
     reader = _ExportReader(name, saved, pins, progress, keep, count)
-    parallel = ParallelEntries(count) if count > 1 else None
+    parallel = ParallelEntries(reader.workers) if count > 1 else None
     try:
         reader.read(ChunkedLines(handle.read), parallel, handle)
     except OSError as exc:
@@ -736,7 +756,7 @@ def verify_export(
         if handle is not sys.stdin.buffer:
             handle.close()
         progress.close()
-        reader.signatures.close()
+        reader.workers.close()
     result = reader.finish()
     if saved is not None and saved.workspace != result.workspace:
         raise VerifyError(

@@ -11,7 +11,9 @@ checks) over it and answers what it found, in order: *runs* of lines it took (wh
 run starts, its first seq and prev_hash, how many lines, the checkpoints met, its last
 entry) and every other *line* whole (a prune, key or rule entry, another layout,
 anything that failed). Workers and parent see the very same bytes: a buffer is filled
-again only once its answer was taken.
+again only once its answer was taken. With a buffer go the signed checkpoints its runs
+can reach (the seqs from its first line's, fewer than one per 192 bytes): a run stops
+where those end, and what lies beyond is the parent's.
 
 The parent (``ParallelEntries.take``) goes through the answers in file order with its
 one chain: a run is taken only if its first line follows the parent's last entry (seq
@@ -21,12 +23,14 @@ the signature line, a buffer with too many other lines, a worker that failed) se
 rest of that buffer through the serial reader: every failure is found and worded by the
 serial code, so both paths print exactly the same (tests/guard/test_verify_parallel.py).
 
-The checkpoints' signatures, checked as their lines go by in one process, are checked
-by workers too (``SignatureChecks``): each put off with the key it would have been
-checked with at its line, checked a batch at a time, settled in line order.
+The workers (``Workers``: forked by hand, a pipe each, no pool and no threads) start as
+soon as the header is read, when the export is large; they check the checkpoints'
+signatures first (``SignatureChecks``): each put off with the key it would have been
+checked with at its line, sent a batch at a time while the parent reads on, settled in
+line order; then the entries.
 
-Used only where it pays: an export whose entries are at least ``MIN_BYTES``, with two or
-more workers (``--workers``, default the CPUs this process may run on) and ``fork``.
+Used only where it pays: an export of at least ``MIN_BYTES``, with two or more workers
+(``--workers``, default the CPUs this process may run on) and ``fork``.
 
 Pure code but for the worker processes; never imports boto3.
 """
@@ -34,10 +38,14 @@ Pure code but for the worker processes; never imports boto3.
 from __future__ import annotations
 
 import gc
+import json
 import mmap
-import multiprocessing
 import os
+import re
+import signal
+from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -54,7 +62,7 @@ from claros.ledger import (
 if TYPE_CHECKING:
     from claros_guard.verify import _ExportReader
 
-__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "default_workers"]
+__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "SignatureChecks", "Workers", "default_workers"]
 
 # A buffer: ~1,400 lines of 1.4 KB; big enough that its answer costs nothing per line,
 # small enough that the workers stay busy to the end and the memory stays small (there
@@ -120,13 +128,23 @@ def _one_read(data: bytes) -> Any:
     return read
 
 
-def scan(slot: int, length: int) -> list[Item] | None:
+def scan(
+    slot: int, length: int, lo: int, hi: int, cps: list[tuple[int, str]], leave: frozenset[int]
+) -> list[Item] | None:
     """What buffer ``slot`` holds in its first ``length`` bytes (whole lines), in order;
-    None: too many other lines."""
+    None: too many other lines. A run takes only seqs in ``[lo, hi)``: ``cps`` holds the
+    signed checkpoints (seq, hash) there (the parent's, not all: a few per buffer),
+    ``leave`` the seqs there that go to the parent."""
     # As in the serial run: it makes no cycles, only short-lived tuples that would set
     # off a collection every few hundred lines. This process is ours alone.
     gc.disable()
-    table, leave, match = _state["table"], _state["leave"], _state["match"]
+    match = _state["match"]
+    table = slim_checkpoints(_state["workspace"])
+    for seq_, hash_ in cps:
+        table.put(seq_, hash_, 0, "")
+    # A run goes up one seq at a time from its first line, which is in [lo, hi): a
+    # checkpoint at hi that no line's hash equals ends it there.
+    table.put(hi, "", 0, "")
     verifier = ChainVerifier(_state["workspace"], compare_records=True, checked=table)
     rep = verifier.report
     source = ChunkedLines(_one_read(_state["slots"][slot][:length]))
@@ -140,6 +158,9 @@ def scan(slot: int, length: int) -> list[Item] | None:
         m = match(buf, pos, stop) if stop else None
         if m is not None:
             seq, link = int(m.group(1)), m.group(6)
+            if not lo <= seq < hi:  # its checkpoints were not given: the parent's
+                m = None
+        if m is not None:
             try:
                 verifier.start_run(seq, link.decode())
             except UnicodeDecodeError:
@@ -163,11 +184,218 @@ def scan(slot: int, length: int) -> list[Item] | None:
     return items
 
 
+# --- the worker processes -----------------------------------------------------------------
+class _Answer:
+    """What one task answers, once ``get`` has it."""
+
+    __slots__ = ("done", "failed", "pool", "value")
+
+    def __init__(self, pool: Workers) -> None:
+        self.pool = pool
+        self.done = False
+        self.failed = False
+        self.value: Any = None
+
+    def fail(self, why: str) -> None:
+        self.done, self.failed, self.value = True, True, why
+
+    def get(self, timeout: float) -> Any:
+        """The task's result; an exception if it failed, its worker died or every busy
+        worker was silent for ``timeout`` seconds (a worker killed, out of memory)."""
+        while not self.done:
+            self.pool.pump(timeout)
+        if self.failed:
+            raise RuntimeError(f"a worker failed: {self.value}")
+        return self.value
+
+
+class _Worker:
+    """One forked process and the pipe to it; one task at a time."""
+
+    def __init__(self, pid: int, conn: Any) -> None:
+        self.pid = pid
+        self.conn = conn
+        self.task: _Answer | None = None  # the one it is working on
+        self.dead = False
+
+    def send(self, name: str, args: tuple[Any, ...], answer: _Answer) -> None:
+        try:
+            self.conn.send((name, args))
+        except (OSError, ValueError) as exc:
+            self.stop()
+            answer.fail(repr(exc))
+            return
+        self.task = answer
+
+    def receive(self) -> None:
+        """Its answer (it is ready), or its task failed and it is stopped."""
+        answer, self.task = self.task, None
+        try:
+            ok, value = self.conn.recv()
+        except Exception as exc:  # dead, or an answer that does not load
+            self.stop()
+            if answer is not None:
+                answer.fail(repr(exc))
+            return
+        if answer is not None:
+            answer.done, answer.failed, answer.value = True, not ok, value
+
+    def stop(self) -> None:
+        if not self.dead:
+            self.dead = True
+            self.conn.close()
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        if self.task is not None:
+            task, self.task = self.task, None
+            task.fail("its worker stopped")
+
+
+def _serve(conn: Any) -> None:
+    """A worker's life: each task (the name of a function here, its arguments) answered
+    in turn, until the parent closes the pipe. Never returns."""
+    code = 1
+    try:
+        gc.disable()  # this process is ours alone, and makes no cycles
+        while True:
+            try:
+                name, args = conn.recv()
+            except EOFError:
+                break
+            try:
+                # Looked up here, at each task: what this module holds now.
+                answer = (True, globals()[name](*args))
+            except Exception as exc:
+                answer = (False, repr(exc))
+            conn.send(answer)
+        code = 0
+    finally:
+        os._exit(code)  # nothing of the parent's (atexit, buffers) runs twice
+
+
+class Workers:
+    """The worker processes, forked once (``start``), as soon as the header shows a large
+    export, and shared by the checkpoints' signatures and then the entries; with the
+    buffers they read, mapped before the fork. Each talks over its own pipe (no threads
+    here, ~0.2 ms a task, where a multiprocessing pool took ~0.9). ``close`` ends them
+    (on every way out)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.procs: list[_Worker] = []
+        self.queue: deque[tuple[str, tuple[Any, ...], _Answer]] = deque()
+        self.slots: list[mmap.mmap] = []
+        self._failed = count < 2 or not hasattr(os, "fork")
+
+    def start(self, workspace: str) -> bool:
+        """Whether the workers run (started now if need be)."""
+        if not self.procs and not self._failed:
+            slots = [mmap.mmap(-1, SLOT) for _ in range(self.count)]
+            slots += [mmap.mmap(-1, SLOT) for _ in range(2)]
+            _state.update(slots=slots, workspace=workspace, match=_written_pattern(workspace).match)
+            self.slots = slots
+            # What is in memory now is shared with the workers until one of them writes
+            # to it: frozen, a collection never walks it (which would touch, and so
+            # copy, every page of it in each worker).
+            gc.freeze()
+            try:
+                for _ in range(self.count):
+                    self.procs.append(_fork([w.conn for w in self.procs]))
+            except OSError:
+                self._failed = True  # no worker processes here: the serial path, untouched
+                self.close()
+                return False
+            finally:
+                gc.unfreeze()
+        return bool(self.procs)
+
+    def apply(self, name: str, args: tuple[Any, ...]) -> _Answer:
+        """Function ``name`` of this module run on ``args`` by the next worker free: the
+        tasks wait here, so a worker that is slow (its core busy with other work) holds
+        one task only, and the others take the rest."""
+        answer = _Answer(self)
+        self.queue.append((name, args, answer))
+        self._dispatch()
+        return answer
+
+    def _dispatch(self) -> None:
+        for worker in self.procs:
+            if not self.queue:
+                return
+            if worker.task is None and not worker.dead:
+                name, args, answer = self.queue.popleft()
+                worker.send(name, args, answer)
+        if self.queue and all(w.dead for w in self.procs):
+            while self.queue:
+                self.queue.popleft()[2].fail("no worker left")
+
+    def pump(self, timeout: float) -> None:
+        """Takes the answers in (waiting up to ``timeout`` seconds for one) and hands the
+        waiting tasks to the workers that are free; the busy workers silent so long are
+        stopped (their tasks fail)."""
+        from multiprocessing.connection import wait
+
+        busy = {w.conn: w for w in self.procs if w.task is not None and not w.dead}
+        if not busy:
+            self._dispatch()
+            return
+        ready = wait(list(busy), timeout)
+        if not ready and timeout > 0:
+            for worker in busy.values():
+                worker.stop()
+        for conn in ready:
+            busy[conn].receive()
+        self._dispatch()
+
+    def close(self) -> None:
+        self._failed = True  # not started again
+        for worker in self.procs:
+            worker.stop()
+        self.procs = []
+        while self.queue:
+            self.queue.popleft()[2].fail("closed")
+        _state.clear()
+        for slot in self.slots:
+            slot.close()
+        self.slots = []
+
+
+def _fork(others: list[Any]) -> _Worker:
+    # Imported here: only an export large enough for workers pays for it.
+    from multiprocessing import Pipe
+
+    here, there = Pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        here.close()
+        there.close()
+        raise
+    if pid == 0:  # the worker: only its own end of its own pipe
+        try:
+            here.close()
+            for conn in others:
+                conn.close()
+        finally:
+            _serve(there)
+    there.close()
+    return _Worker(pid, here)
+
+
 # --- checkpoint signatures ----------------------------------------------------------------
-# Below this many, checking them here costs less than starting processes (~90 us each);
-# and how many wait at most to be checked together.
-MIN_SIGNATURES = 1_024
-SIGNATURE_BATCH = 1_024
+# How many checkpoints wait at most to be checked together (a batch, split between the
+# workers; ~90 us each): the parent goes on reading while the workers check them.
+SIGNATURE_BATCH = 256
+# At most this many checkpoints go with a buffer (the rest of its seqs, in an export of
+# very dense checkpoints, are the parent's): a task stays far smaller than a pipe holds,
+# so a worker sending a large answer never waits on a parent that is sending a task.
+TASK_CHECKPOINTS = 500
 
 
 def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
@@ -175,50 +403,55 @@ def _check_signatures(jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
 
 
 class SignatureChecks:
-    """Checkpoint signatures checked by ``workers`` processes, a batch at a time (so what
-    waits to be checked stays small however long the log); the pool starts with the
-    first batch of ``MIN_SIGNATURES`` or more and lasts until ``close``."""
+    """Checkpoint signatures checked by the workers, a batch at a time, while the parent
+    reads on; in this process when the workers are not to be used (``workspace`` None:
+    not a large export) or cannot start."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: Workers) -> None:
         self.workers = workers
-        self._pool: Any = None
-        self._failed = workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+        self.workspace: str | None = None
 
-    def check(self, jobs: list[tuple[PublicKey, bytes, str]]) -> list[bool]:
-        """``verify_signature`` of each job, in order."""
-        if jobs and not self._failed and (self._pool is not None or len(jobs) >= MIN_SIGNATURES):
+    def submit(self, jobs: list[tuple[PublicKey, bytes, str]]) -> Callable[[], list[bool]]:
+        """Starts checking ``jobs``; what it returns gives ``verify_signature`` of each, in
+        order (waiting for the workers)."""
+        started = bool(jobs and self.workspace and self.workers.start(self.workspace))
+        parts: list[_Answer] = []
+        if started:
+            step = -(-len(jobs) // self.workers.count)
+            parts = [
+                self.workers.apply("_check_signatures", (jobs[i : i + step],))
+                for i in range(0, len(jobs), step)
+            ]
+        if not parts:
+            answers = _check_signatures(jobs)
+            return lambda: answers
+
+        def answer() -> list[bool]:
             try:
-                if self._pool is None:
-                    self._pool = multiprocessing.get_context("fork").Pool(self.workers)
-                step = -(-len(jobs) // (self.workers * 4))
-                parts = self._pool.map(
-                    _check_signatures, [jobs[i : i + step] for i in range(0, len(jobs), step)]
-                )
-                return [ok for part in parts for ok in part]
-            except Exception:  # no processes here, or one failed: checked here instead
-                self._failed = True
-                self.close()
-        return _check_signatures(jobs)
+                return [ok for part in parts for ok in part.get(ANSWER_WAIT)]
+            except Exception:  # a worker failed: checked here instead
+                return _check_signatures(jobs)
 
-    def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.terminate()
-            pool.join()
+        return answer
 
 
 # --- in the parent ------------------------------------------------------------------------
-class ParallelEntries:
-    """Checks the rest of an export's entries with ``workers`` processes (see above)."""
+# Every entry line holds three 64-digit hashes, so a buffer of n bytes holds fewer than
+# n // MIN_ENTRY entry lines: the seqs its runs can reach, whose checkpoints it is given.
+MIN_ENTRY = 192
 
-    def __init__(self, workers: int) -> None:
+
+class ParallelEntries:
+    """Checks the rest of an export's entries with the ``workers`` (see above)."""
+
+    def __init__(self, workers: Workers) -> None:
         self.workers = workers
-        self.used = 0  # worker processes started, once ``take`` ran
+        self.used = 0  # worker processes used, once ``take`` ran
 
     def pays(self, handle: IO[bytes], left: int) -> bool:
         """Whether to: two workers or more, ``fork``, and enough left to read (``left``:
         bytes still to read from ``handle`` beyond what was read)."""
-        if self.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        if self.workers.count < 2 or not hasattr(os, "fork"):
             return False
         try:
             st = os.fstat(handle.fileno())
@@ -236,37 +469,11 @@ class ParallelEntries:
         verifier = reader.verifier
         if verifier is None or verifier.prev is None:
             return False
-        count = self.workers
-        slots = [mmap.mmap(-1, SLOT) for _ in range(count + 2)]
+        if not self.workers.start(verifier.report.workspace):
+            return False
+        self.used = self.workers.count
         leave = sorted(reader.saved_check.want) if reader.saved_check is not None else []
-        table = slim_checkpoints(verifier.report.workspace)
-        for seq, hash_ in verifier.checked_checkpoints():
-            table.put(seq, hash_, 0, "")
-        _state.update(
-            slots=slots,
-            workspace=verifier.report.workspace,
-            table=table,
-            leave=frozenset(leave),
-            match=_written_pattern(verifier.report.workspace).match,
-        )
-        try:
-            # fork: the workers have claros imported and the buffers mapped already.
-            pool = multiprocessing.get_context("fork").Pool(count)
-        except (OSError, ValueError, ImportError):
-            _state.clear()
-            for slot in slots:
-                slot.close()
-            return False  # no worker processes here: the serial path, untouched
-        self.used = count
-        try:
-            _Feeder(reader, source, handle, slots, pool).run()
-            pool.close()
-        finally:
-            pool.terminate()
-            pool.join()
-            _state.clear()
-            for slot in slots:
-                slot.close()
+        _Feeder(reader, source, handle, self.workers, leave).run()
         return True
 
 
@@ -278,13 +485,20 @@ class _Feeder:
         reader: _ExportReader,
         source: ChunkedLines,
         handle: IO[bytes],
-        slots: list[mmap.mmap],
-        pool: Any,
+        workers: Workers,
+        leave: list[int],
     ) -> None:
         self.reader = reader
+        self.leave = leave
+        assert reader.verifier is not None
+        self.verifier = reader.verifier
+        workspace = json.encoder.encode_basestring(self.verifier.report.workspace).encode()
+        self.first_seq = re.compile(
+            rb'\{"workspace":' + re.escape(workspace) + rb',"seq":(0|[1-9][0-9]{0,18}),'
+        ).match
         self.handle = handle
-        self.slots = slots
-        self.pool = pool
+        self.slots = workers.slots
+        self.workers = workers
         self.tail = bytes(source.buf[source.pos :])  # read already, not handed out
         self.eof = False
 
@@ -307,6 +521,18 @@ class _Feeder:
             self.tail = bytes(view[cut:n]) + rest
         return cut
 
+    def _task(self, slot: int, n: int) -> tuple[Any, ...]:
+        """``scan``'s arguments for buffer ``slot``: the seqs its runs may reach (from its
+        first line's on) and the signed checkpoints and seqs to leave among them."""
+        m = self.first_seq(self.slots[slot])
+        lo = int(m.group(1)) if m is not None else 0
+        hi = lo + n // MIN_ENTRY + 1 if m is not None else 0
+        cps = self.verifier.checkpoints_between(lo, hi)
+        if len(cps) > TASK_CHECKPOINTS:
+            hi, cps = cps[TASK_CHECKPOINTS][0], cps[:TASK_CHECKPOINTS]
+        leave = frozenset(self.leave[bisect_left(self.leave, lo) : bisect_left(self.leave, hi)])
+        return slot, n, lo, hi, cps, leave
+
     def run(self) -> None:
         free = list(range(len(self.slots)))
         inflight: deque[tuple[int, int, Any]] = deque()
@@ -323,7 +549,7 @@ class _Feeder:
                 if not n:
                     free.append(slot)
                     break
-                inflight.append((slot, n, self.pool.apply_async(scan, (slot, n))))
+                inflight.append((slot, n, self.workers.apply("scan", self._task(slot, n))))
             if not inflight:
                 break
             slot, n, answer = inflight.popleft()
@@ -333,6 +559,7 @@ class _Feeder:
                 items = answer.get(ANSWER_WAIT)
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
+            self.workers.pump(0)  # a worker done meanwhile takes the next buffer now
             with memoryview(self.slots[slot]) as whole:
                 self._stitch(whole[:n], items)
             free.append(slot)

@@ -11,6 +11,8 @@ some place, and ``take`` is watched to show the parallel path did run."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,6 @@ WORDED_AT_150 = {
 def parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Workers used at any size, buffers of ~5 lines; what each ``take`` answered."""
     monkeypatch.setattr(vp, "MIN_BYTES", 0)
-    monkeypatch.setattr(vp, "MIN_SIGNATURES", 0)
     monkeypatch.setattr(vp, "SLOT", 2048)
     monkeypatch.setattr("claros_guard.verify.default_workers", lambda: 2)
     took: list[bool] = []
@@ -198,16 +199,40 @@ def test_a_worker_that_fails_hands_its_buffer_to_the_serial_reader(
     calls: list[int] = []
     real = vp.scan
 
-    def flaky(slot: int, length: int) -> Any:
+    def flaky(slot: int, length: int, *rest: Any) -> Any:
         if slot % 2:
             raise MemoryError("a worker ran out of memory")
-        return real(slot, length)
+        return real(slot, length, *rest)
 
     monkeypatch.setattr(vp, "scan", flaky)
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one == general
     assert many[0] == 1 and "record chk_150 edited" in many[1]
     assert parallel[0] is True and not calls
+
+
+def test_a_worker_killed_mid_buffer_hands_its_buffers_to_the_serial_reader(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A worker that dies (out of memory, a signal) never answers: its pipe closes, and
+    # the parent checks the buffers it held, and every later one, itself.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350, EDITS["record edited"]))
+    real = vp.scan
+
+    def killed(slot: int, length: int, *rest: Any) -> Any:
+        if slot == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(slot, length, *rest)
+
+    monkeypatch.setattr(vp, "scan", killed)
+    many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
+    assert many == one == general
+    assert many[0] == 1 and "record chk_150 edited" in many[1]
+    assert parallel[0] is True
 
 
 def test_no_worker_processes_falls_back_to_the_serial_path(
@@ -219,11 +244,10 @@ def test_no_worker_processes_falls_back_to_the_serial_path(
     path = tmp_path / "export.jsonl"
     path.write_bytes(_export(350))
 
-    class NoPool:
-        def Pool(self, *_: Any) -> None:  # noqa: N802 - multiprocessing's name
-            raise OSError(38, "Function not implemented")
+    def no_fork() -> int:
+        raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(vp.multiprocessing, "get_context", lambda _: NoPool())
+    monkeypatch.setattr(vp.os, "fork", no_fork)
     many, one, _ = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one and many[0] == 0
     assert parallel[0] is False
@@ -286,14 +310,14 @@ def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
 ) -> None:
     monkeypatch.setattr("claros_guard.verify.SIGNATURE_BATCH", batch)
     checked: list[int] = []
-    real = vp.SignatureChecks.check
+    real = vp.SignatureChecks.submit
 
-    def watched(self: vp.SignatureChecks, jobs: Any) -> list[bool]:
+    def watched(self: vp.SignatureChecks, jobs: Any) -> Any:
         got = real(self, jobs)
-        checked.append(len(jobs) if self._pool is not None or not jobs else -1)
+        checked.append(len(jobs) if self.workers.procs or not jobs else -1)
         return got
 
-    monkeypatch.setattr(vp.SignatureChecks, "check", watched)
+    monkeypatch.setattr(vp.SignatureChecks, "submit", watched)
     # A key line after three checkpoints, a checkpoint listed twice: as the serial path.
     fast.test_a_checkpoint_before_its_key_line_is_checked_once_the_keys_are_known(tmp_path, capsys)
     fast.test_a_checkpoint_listed_twice_counts_its_last_line(tmp_path, capsys)

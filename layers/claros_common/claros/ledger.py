@@ -816,6 +816,12 @@ class ChainVerifier:
         table = self._checkpoints
         return [(seq, table.hash_at(i)) for i, seq in enumerate(table.seqs)]
 
+    def checkpoints_between(self, lo: int, hi: int) -> list[tuple[int, str]]:
+        """(seq, hash) of the signed checkpoints with ``lo <= seq < hi``, in order."""
+        table = self._checkpoints
+        at, end = table.index_after(lo - 1), table.index_after(hi - 1)
+        return [(table.seqs[i], table.hash_at(i)) for i in range(at, end)]
+
     def start_run(self, seq: int, prev_hash: str) -> None:
         """The next ``feed_written_run`` takes its first line as if it followed an entry
         at ``seq - 1`` with hash ``prev_hash``: for a worker, whose parent checks that."""
