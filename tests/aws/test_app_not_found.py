@@ -35,7 +35,7 @@ def _browser_get(proxy: str, cookie: str | None = None) -> dict[str, Any]:
 
 
 def test_an_unknown_app_path_gets_the_apps_404_page(functions: Functions) -> None:
-    response = functions.invoke("admin", _browser_get("no/such/page"))
+    response = functions.invoke("web", _browser_get("no/such/page"))
     assert response["statusCode"] == 404
     assert header(response, "content-type").startswith("text/html")
     body = str(response["body"])
@@ -49,21 +49,21 @@ def test_signed_in_the_404_page_keeps_the_tabs(
 ) -> None:
     session_id, _ = open_session(stack_store, keys.admin)
     cookie = _session_cookie(session_id)
-    response = functions.invoke("admin", _browser_get("activty", cookie))
+    response = functions.invoke("web", _browser_get("activty", cookie))
     assert response["statusCode"] == 404
     body = str(response["body"])
     assert "There is no such page." in body and 'href="/app/activity"' in body
 
 
 def test_sign_out_by_get_gets_the_page_that_says_how(functions: Functions) -> None:
-    response = functions.invoke("admin", _browser_get("signout"))
+    response = functions.invoke("web", _browser_get("signout"))
     assert response["statusCode"] == 405 and header(response, "allow") == "POST"
     assert header(response, "content-type").startswith("text/html")
     assert "Sign out with the Sign out button" in str(response["body"])
 
 
 def test_a_script_asking_json_gets_json_that_names_the_page(functions: Functions) -> None:
-    status, body = functions.http("admin", load_event("admin-app-not-found"))
+    status, body = functions.http("web", load_event("admin-app-not-found"))
     assert status == 404 and body["error"] == "not_found"
     assert body["message"].startswith("no page /app/no-such-page")
 

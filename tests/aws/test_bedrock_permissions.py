@@ -17,7 +17,10 @@ from tests.stack import translate
 JUDGE = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 MAPPER = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 FUNCTIONS = ("CheckFunction", "OutcomeFunction", "EvidenceFunction", "AdminFunction",
-             "CheckpointFunction", "ExportFunction", "PruneFunction")  # fmt: skip
+             "WebFunction", "CheckpointFunction", "ExportFunction", "PruneFunction")  # fmt: skip
+# The functions that propose mappings: the admin API's POST /api/mappings/proposals and
+# the web app's "Propose" (POST /app/mappings/propose).
+PROPOSERS = ("AdminFunction", "WebFunction")
 
 
 @pytest.fixture
@@ -67,11 +70,12 @@ def test_the_judge_model_is_invoked_by_the_check_function_only(cfn: dict[str, An
         assert not allowed(_statements(cfn, function, JUDGE, ""), _invoke(_model(JUDGE)))
 
 
-def test_the_mapper_model_is_invoked_by_the_admin_function_only(cfn: dict[str, Any]) -> None:
-    admin = _statements(cfn, "AdminFunction", "", MAPPER)
-    assert allowed(admin, _invoke(_profile(MAPPER)))
-    assert not allowed(admin, _invoke(_profile(JUDGE)))
-    for function in (f for f in FUNCTIONS if f != "AdminFunction"):
+def test_the_mapper_model_is_invoked_by_the_proposing_functions_only(cfn: dict[str, Any]) -> None:
+    for proposer in PROPOSERS:
+        statements = _statements(cfn, proposer, "", MAPPER)
+        assert allowed(statements, _invoke(_profile(MAPPER))), proposer
+        assert not allowed(statements, _invoke(_profile(JUDGE))), proposer
+    for function in (f for f in FUNCTIONS if f not in PROPOSERS):
         assert not allowed(_statements(cfn, function, "", MAPPER), _invoke(_profile(MAPPER)))
 
 
@@ -80,7 +84,8 @@ def test_the_functions_are_told_their_models(cfn: dict[str, Any]) -> None:
     check = template["CheckFunction"]["Properties"]["Environment"]["Variables"]
     assert check["CLAROS_JUDGE"] == {"Fn::If": ["HasJudgeModel", "bedrock", ""]}
     assert check["CLAROS_JUDGE_MODEL"] == {"Fn::If": ["HasJudgeModel", {"Ref": "JudgeModel"}, ""]}
-    admin = template["AdminFunction"]["Properties"]["Environment"]["Variables"]
-    assert admin["CLAROS_MAPPER_MODEL"] == {
-        "Fn::If": ["HasMapperModel", {"Ref": "MapperModel"}, ""]
-    }
+    for proposer in PROPOSERS:
+        variables = template[proposer]["Properties"]["Environment"]["Variables"]
+        assert variables["CLAROS_MAPPER_MODEL"] == {
+            "Fn::If": ["HasMapperModel", {"Ref": "MapperModel"}, ""]
+        }

@@ -64,7 +64,7 @@ def test_a_deferred_model_still_refuses_what_it_refused() -> None:
     assert AgentInfo.model_validate({"name": "bot"}).name == "bot"
 
 
-@pytest.mark.parametrize("function", ["admin", "check"])
+@pytest.mark.parametrize("function", ["admin", "web", "check"])
 def test_a_cold_function_builds_only_settings_until_a_request_validates(function: str) -> None:
     """In a fresh interpreter: the function's entry module (its handler built) leaves every
     model but Settings unbuilt; validating one model builds it, and no other."""

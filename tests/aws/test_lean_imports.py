@@ -79,6 +79,10 @@ ROUTES = {
     "claros.api.export",
     "claros.api.prune",
     "claros.api.proposals",
+    "claros.api.people",
+    "claros.api.checks",
+    "claros.api.proposals_api",
+    "claros.api.tampering",
     "claros.api.lambda_entry",
     "claros.api.app",
 }
@@ -96,7 +100,9 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | RESOLVERS
     | EVENTS,
     "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "admin": {"jinja2"} | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
+    # The admin API: no pages (they are the web function's), no mapping proposer.
+    "admin": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
+    "web": {"jinja2"} | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
     "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
 }
 OWN = {
@@ -106,7 +112,14 @@ OWN = {
     "checkpoint": {"claros.api.checkpoint"},
     "export": {"claros.api.export"},
     "prune": {"claros.api.prune"},
-    "admin": {"claros.api.admin", "claros.api.proposals"},
+    "admin": {
+        "claros.api.admin",
+        "claros.api.tampering",
+        "claros.api.people",
+        "claros.api.checks",
+        "claros.api.proposals_api",
+    },
+    "web": {"claros.api.web", "claros.api.proposals"},
     "authorizer": set(),
 }
 
@@ -160,7 +173,7 @@ def test_no_function_compiles_tokenize_regex_at_start() -> None:
     (10 ms): claros.empty's factories are Python functions. Pinned on the two functions
     with the most models."""
     probe = "import app, tokenize\nassert tokenize._compile.cache_info().currsize == 0"
-    for function in ("check", "admin"):
+    for function in ("check", "admin", "web"):
         _loaded_by(function, probe)
 
 

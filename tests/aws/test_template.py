@@ -38,6 +38,7 @@ ROUTES = {
     },
     "CheckpointFunction": {("POST", "/v1/ledger/checkpoints")},
     "AdminFunction": set(),
+    "WebFunction": {("GET", "/app"), ("POST", "/app/signin"), ("POST", "/v1/device/code")},
     "ExportFunction": {("GET", "/api/evidence/export"), ("GET", "/api/evidence/report")},
     "PruneFunction": {
         ("GET", "/api/evidence/retention"),

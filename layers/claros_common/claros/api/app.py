@@ -12,10 +12,13 @@ from claros.api import (
     admin,
     check,
     checkpoint,
+    checks,
     evidence,
     export,
     outcome,
+    people,
     proposals,
+    proposals_api,
     prune,
     tampering,
     web,
@@ -32,7 +35,16 @@ FUNCTIONS: dict[str, tuple[Callable[[ClarosResolver], None], ...]] = {
     "outcome": (outcome.register,),
     "evidence": (evidence.register,),
     "checkpoint": (checkpoint.register,),
-    "admin": (admin.register, tampering.register, web.register, proposals.register),
+    # The admin API (/api/*) and the web app (/app/*, device sign-in) are two functions:
+    # the JSON routes' cold start does not pay for the pages' templates and forms.
+    "admin": (
+        admin.register,
+        tampering.register,
+        people.register,
+        checks.register,
+        proposals_api.register,
+    ),
+    "web": (web.register, proposals.register),
     "export": (export.register,),
     "prune": (prune.register,),
 }

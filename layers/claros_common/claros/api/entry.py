@@ -47,9 +47,11 @@ ROUTE_MODULES: dict[str, tuple[str, ...]] = {
     "admin": (
         "claros.api.admin",
         "claros.api.tampering",
-        "claros.api.web",
-        "claros.api.proposals",
+        "claros.api.people",
+        "claros.api.checks",
+        "claros.api.proposals_api",
     ),
+    "web": ("claros.api.web", "claros.api.proposals"),
     "export": ("claros.api.export",),
     "prune": ("claros.api.prune",),
 }

@@ -1,6 +1,7 @@
-"""Routes of proposed mappings (docs/rules.md, "Proposed mappings"), in the admin function.
+"""Pages of proposed mappings (docs/rules.md, "Proposed mappings"), in the web function.
 
-- ``POST /api/mappings/proposals {app, tool}``: a draft for a write tool (admins).
+- ``POST /api/mappings/proposals {app, tool}``: a draft for a write tool (admins), is
+  ``claros.api.proposals_api``'s (the admin function).
 - ``POST /app/mappings/propose`` (the Rules page's "Propose" button): the proposal page.
 - ``POST /app/mappings/proposals/{proposal_id}/accept``: the (edited) draft saved as a
   mapping version whose confirm record says it was proposed.
@@ -14,7 +15,7 @@ from urllib.parse import urlencode
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from claros.api.http import ClarosResolver, json_response, parse_body, routed
+from claros.api.http import ClarosResolver, json_response
 from claros.api.web import (
     ADMINS,
     _chrome,
@@ -33,13 +34,6 @@ from claros.names import NAME
 from claros.web.templating import render_page
 
 __all__ = ["register"]
-
-
-class ProposalRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    app: str = Field(pattern=NAME)
-    tool: str = Field(pattern=NAME)
 
 
 class ProposeForm(BaseModel):
@@ -89,14 +83,7 @@ def register(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
     # claros.mapping.proposals (the mapper, its Bedrock client, the proposer: 15 ms) is
-    # imported by these routes' requests, not by the admin function's every cold start.
-
-    @routed(app, "POST", "/api/mappings/proposals", ADMINS)
-    def create(principal: Principal) -> Any:
-        from claros.mapping.proposals import propose
-
-        body = parse_body(app, ProposalRequest)
-        return json_response(propose(services, principal, body.app, body.tool), 201)
+    # imported by these routes' requests, not by the web function's every cold start.
 
     @page(app, "POST", "/app/mappings/propose", ADMINS)
     def propose_page(principal: Principal) -> Response[str]:

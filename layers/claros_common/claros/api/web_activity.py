@@ -1,6 +1,7 @@
-"""Activity and one page per check: ``GET /api/checks``, ``GET /api/checks/{check_id}``
-and the pages that show them (``/app/activity``, ``/app/checks/{check_id}``), with the
-check page's forms (file an override, answer the ask).
+"""Activity and one page per check (``/app/activity``, ``/app/checks/{check_id}``), with
+the check page's forms (file an override, answer the ask): the pages that show
+``GET /api/checks`` and ``GET /api/checks/{check_id}`` (``claros.api.checks``, the admin
+function's).
 
 The pages ask the JSON routes in-process as the signed-in person (``call_route``), so the
 page and the API always show the same data under the same rules of who sees what.
@@ -19,10 +20,8 @@ from claros.activity import (
     COUNT_LIMIT,
     OUTCOMES,
     RESULTS,
-    list_activity,
-    parse_activity,
 )
-from claros.api.http import ClarosResolver, json_response, routed
+from claros.api.http import ClarosResolver, json_response
 from claros.api.web import (
     PEOPLE,
     _chrome,
@@ -52,9 +51,6 @@ from claros.web.templating import render_page
 
 __all__ = ["register"]
 
-# Who reads checks: people (admins everything, members their own and their agents') and
-# audit keys (they read the ledger's records). Agent and service keys do not browse them.
-READERS = frozenset({"admin", "person", "audit"})
 OVERRIDE = (
     "never file overrides: an override is a person's verdict on a check, filed with their "
     "person key (or an admin key)"
@@ -114,21 +110,8 @@ FILTERS = ("app", "tool", "agent", "person", "result", "rule", "outcome", "since
 
 
 def register(app: ClarosResolver) -> None:
-    _api_routes(app)
     _page_routes(app)
     _form_routes(app)
-
-
-def _api_routes(app: ClarosResolver) -> None:
-    store = app.services.store
-
-    @routed(app, "GET", "/api/checks", READERS)
-    def checks(principal: Principal) -> Any:
-        return json_response(list_activity(store, principal, parse_activity(_query(app))))
-
-    @routed(app, "GET", "/api/checks/{check_id}", READERS)
-    def one_check(principal: Principal, check_id: str) -> Any:
-        return json_response(check_detail(store, principal, check_id))
 
 
 def _activity_page(app: ClarosResolver, principal: Principal) -> Response[str]:

@@ -5,18 +5,20 @@ first, page by page; answered through ``POST /app/asks/{ask_id}/answer``) and
 ``GET /app/keys`` (an admin: every key and member; anyone else: their own keys), with
 forms to revoke a key and to add, promote, demote and remove members. Every form carries
 the session's CSRF token and a one-use token. The same operations for scripts are under
-``/api/keys`` and ``/api/members`` (docs/api.md). The decisions are ``claros.people``'s.
+``/api/keys`` and ``/api/members`` (``claros.api.people``, in the admin function; docs/api.md).
+The decisions are ``claros.people``'s.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-from urllib.parse import quote, unquote, urlencode
+from typing import Literal
+from urllib.parse import quote, urlencode
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from claros.api.http import ClarosResolver, json_response, parse_body, query_int, routed
+from claros.api.http import ClarosResolver, json_response, query_int
+from claros.api.people import KEYS, PAGE, _email
 from claros.api.web import (
     ADMINS,
     PEOPLE,
@@ -32,7 +34,6 @@ from claros.ask_queue import sees_every_ask
 from claros.asks import my_asks_page
 from claros.auth import Principal
 from claros.clock import now_ms
-from claros.errors import BadRequestError
 from claros.people import (
     Actor,
     add_person,
@@ -48,12 +49,7 @@ from claros.web.views import waiting
 
 __all__ = ["register"]
 
-KEYS = (
-    "never list or revoke keys: a person does, with their person key (or an admin with the "
-    "admin key)"
-)
 ANSWER = "never answer asks: a person answers with their person key (or an admin key)"
-PAGE = 50
 
 
 class OnceForm(BaseModel):
@@ -76,31 +72,14 @@ class RoleForm(BaseModel):
     once: str = Field("", max_length=64)
 
 
-class MemberAdd(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    email: str = Field(max_length=254)
-
-
-class RoleChange(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    role: Literal["admin", "member"]
-
-
 def _query(app: ClarosResolver) -> dict[str, str]:
     return dict(app.current_event.query_string_parameters or {})
-
-
-def _email(raw: str) -> str:
-    return unquote(raw)  # a path carries the address percent-encoded
 
 
 def register(app: ClarosResolver) -> None:
     _ask_routes(app)
     _key_pages(app)
     _member_pages(app)
-    _api_routes(app)
 
 
 # --- Asks -------------------------------------------------------------------------------
@@ -266,41 +245,3 @@ def _member_pages(app: ClarosResolver) -> None:
         _use_form_once(app, principal, form.once, "the member was removed")
         done = remove_member(services, Actor.of(principal), _email(email))
         return _keys_page(app, principal, notice_text=f"Removed {done['email']}.")
-
-
-# --- the same for scripts ---------------------------------------------------------------
-def _api_routes(app: ClarosResolver) -> None:
-    services = app.services
-    store = services.store
-
-    @routed(app, "GET", "/api/keys", PEOPLE, refusal=KEYS)
-    def keys(principal: Principal) -> Any:
-        limit = query_int(app, "limit", PAGE, minimum=1, maximum=200)
-        found = list_keys(store, principal, after=_query(app).get("after") or None, limit=limit)
-        return {"keys": found.keys, "next": found.next}
-
-    @routed(app, "POST", "/api/keys/{key_id}/revoke", PEOPLE, refusal=KEYS)
-    def revoke(principal: Principal, key_id: str) -> Any:
-        return revoke_key(services, Actor.of(principal), key_id)
-
-    @routed(app, "GET", "/api/members", ADMINS)
-    def members(principal: Principal) -> Any:
-        return {"members": list_members(store, principal.workspace)}
-
-    @routed(app, "POST", "/api/members", ADMINS)
-    def add(principal: Principal) -> Any:
-        body = parse_body(app, MemberAdd)
-        done = add_person(services, Actor.of(principal), body.email)
-        return json_response(done, 201, headers={"Cache-Control": "no-store"})
-
-    @routed(app, "PUT", "/api/members/{email}", ADMINS)
-    def role(principal: Principal, email: str) -> Any:
-        body = parse_body(app, RoleChange)
-        done = change_role(services, Actor.of(principal), _email(email), body.role)
-        return json_response(done, headers={"Cache-Control": "no-store"})
-
-    @routed(app, "DELETE", "/api/members/{email}", ADMINS)
-    def remove(principal: Principal, email: str) -> Any:
-        if len(email) > 300:
-            raise BadRequestError("not an email address")
-        return remove_member(services, Actor.of(principal), _email(email))
