@@ -102,7 +102,14 @@ NOT_IMPORTED: dict[str, set[str]] = {
     "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
     # The admin API: no pages (they are the web function's), no mapping proposer.
     "admin": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
-    "web": {"jinja2"} | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
+    # The web app: jinja2 at the first page; device sign-in's code at its routes' first.
+    "web": {"jinja2", "claros.web.device"}
+    | YAML
+    | MODELS
+    | RESOLVERS
+    | EVENTS
+    | PROPOSING
+    | EVIDENCE_PAGE,
     "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
 }
 OWN = {

@@ -64,7 +64,6 @@ from claros.store.base import DocWrite
 from claros.tamper import report as tampering_report
 from claros.timeline import timeline
 from claros.web import pages, sessions
-from claros.web.device import answer_device, device_view, poll_device, start_device
 from claros.web.evidence_page import EvidenceData, Fetched, evidence_page
 from claros.web.html import Safe, render
 from claros.web.plain import plain_problem
@@ -868,6 +867,10 @@ def _device_routes(app: ClarosResolver) -> None:
 
     @public(app, "POST", "/v1/device/code", reason="a CLI without a key starts device sign-in")
     def device_code() -> Response[str]:
+        # Device sign-in's code: imported by these routes' requests, not by every page's
+        # cold start (claros login is rare; the web function's first request is a page).
+        from claros.web.device import start_device
+
         body = read_input(app, DeviceCodeRequest, empty_ok=True)
         address = app.current_event.request_context.http.source_ip or "unknown"
         started = start_device(store, client=body.client, name=body.name, address=address)
@@ -880,6 +883,8 @@ def _device_routes(app: ClarosResolver) -> None:
 
     @public(app, "POST", "/v1/device/token", reason="the CLI polls with its device code")
     def device_token() -> Response[str]:
+        from claros.web.device import poll_device
+
         body = read_input(app, DeviceTokenRequest)
         return json_response(
             poll_device(store, body.device_code), headers={"Cache-Control": "no-store"}
@@ -891,6 +896,8 @@ def _device_routes(app: ClarosResolver) -> None:
         chrome = _chrome(app, principal)
         if not code:
             return html_response(pages.device_page(chrome, view=None))
+        from claros.web.device import device_view
+
         try:
             view = device_view(store, code)
         except (BadRequestError, NotFoundError) as exc:
@@ -902,6 +909,8 @@ def _device_routes(app: ClarosResolver) -> None:
 
     @page(app, "POST", "/app/device", PEOPLE, DEVICE)
     def device_answer(principal: Principal) -> Response[str]:
+        from claros.web.device import answer_device
+
         form = read_input(app, DeviceAnswer)
         view = answer_device(store, principal, form.user_code, form.decision)
         if _wants_html(app):
