@@ -23,7 +23,7 @@ pytestmark = [
 
 def _browser_get(proxy: str, cookie: str | None = None) -> dict[str, Any]:
     """The event API Gateway sends the catch-all for a browser's GET of /app/<proxy>."""
-    event = load_event("admin-app-not-found")
+    event = load_event("web-app-not-found")
     event["pathParameters"] = {"proxy": proxy}
     event["rawPath"] = event["requestContext"]["http"]["path"] = f"/app/{proxy}"
     headers = event["headers"]
@@ -63,7 +63,7 @@ def test_sign_out_by_get_gets_the_page_that_says_how(functions: Functions) -> No
 
 
 def test_a_script_asking_json_gets_json_that_names_the_page(functions: Functions) -> None:
-    status, body = functions.http("web", load_event("admin-app-not-found"))
+    status, body = functions.http("web", load_event("web-app-not-found"))
     assert status == 404 and body["error"] == "not_found"
     assert body["message"].startswith("no page /app/no-such-page")
 
