@@ -84,6 +84,7 @@ def test_every_direct_requirement_is_imported_by_the_server_code() -> None:
         "httpx": "httpx",
         "jinja2": "jinja2",
         "pyyaml": "yaml",
+        "orjson": "orjson",
     }
     for req in lock.top_level():
         name = lock.canonical(req.name)

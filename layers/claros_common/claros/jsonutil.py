@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["dumps", "loads"]
+import orjson
+
+__all__ = ["dumpb", "dumps", "loads"]
 
 
 def _no_constant(name: str) -> Any:
@@ -45,7 +48,70 @@ def _default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":"))
 
 
+def _fast_default(value: Any) -> Any:
+    """_default for orjson: a non-finite Decimal goes out as the stdlib writes it (orjson
+    would write a NaN float as null)."""
+    out = _default(value)
+    if isinstance(out, float) and not math.isfinite(out):
+        return orjson.Fragment(_ENCODER.encode(out))
+    return out
+
+
+# orjson writes what _ENCODER writes (UTF-8 unescaped, the same escapes, insertion order,
+# the shortest round-trip float) except a float's form between 1e-9 and 1e-4: "1e-05" is
+# orjson's "0.00001", "1e-07" its "1e-7". Such a float, or anything that could look like
+# one inside a string, sends the value to the stdlib writer instead: rare, and exact.
+_DIGITS = frozenset(b"0123456789")
+
+
+def _orjson_form_differs(out: bytes) -> bool:
+    """Whether ``out`` may hold a float orjson writes unlike the stdlib. Plain substring
+    searches, not a regular expression: this runs on every text (a regex scan of a 14 KB
+    bucket costs more than writing it)."""
+    if b"0.0000" in out:
+        return True
+    at = out.find(b"e-")
+    while at != -1:
+        # "1.5e-7": a digit before, one digit after (e-10 and beyond are alike in both).
+        end = at + 3
+        if (
+            at
+            and out[at - 1] in _DIGITS
+            and end <= len(out)
+            and out[at + 2] in _DIGITS
+            and (end == len(out) or out[end] not in _DIGITS)
+        ):
+            return True
+        at = out.find(b"e-", at + 2)
+    return False
+
+
+# datetime and dataclass instances go to _default (a TypeError), as the stdlib sends them.
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def dumpb(value: Any) -> bytes:
+    """``dumps(value).encode()``, without the text in between: orjson writes UTF-8."""
+    try:
+        out = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
+    except orjson.JSONEncodeError:
+        # What orjson refuses and the stdlib writes or refuses in its own words: integers
+        # beyond 64 bits, non-str keys, lone surrogates, deeper than 254 levels, cycles.
+        return _ENCODER.encode(value).encode()  # a lone surrogate fails here, as it did
+    if _orjson_form_differs(out):
+        return _ENCODER.encode(value).encode()
+    return out
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
+    """JSON text, compact (``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``
+    with Decimal, set and tuple written), or indented for people to read."""
     if indent is None:
-        return _ENCODER.encode(value)  # what json.dumps does with these arguments
+        try:
+            out = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
+        except orjson.JSONEncodeError:
+            return _ENCODER.encode(value)  # see dumpb
+        if _orjson_form_differs(out):
+            return _ENCODER.encode(value)
+        return out.decode()
     return json.dumps(value, default=_default, ensure_ascii=False, indent=indent)

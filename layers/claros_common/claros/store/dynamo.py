@@ -1014,7 +1014,7 @@ class DynamoStore:
             "Item": {
                 **key,
                 "rev": _n(rev + 1),
-                "body": {"B": zlib.compress(jsonutil.dumps(bucket).encode())},
+                "body": {"B": zlib.compress(jsonutil.dumpb(bucket))},
             },
         }
         if got:
@@ -1078,7 +1078,7 @@ class DynamoStore:
             "Item": {
                 **key,
                 "rev": _n(rev + 1),
-                "body": {"B": zlib.compress(jsonutil.dumps(dict(bucket)).encode())},
+                "body": {"B": zlib.compress(jsonutil.dumpb(dict(bucket)))},
             },
         }
         return self._put_if(put, "rev", None if expect == "absent" else rev)
