@@ -6,14 +6,16 @@ always say what a fresh read says."""
 from __future__ import annotations
 
 import base64
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from claros.aggregates import DAY_MS, HOUR_MS
-from claros.evidence import span_cache
-from claros.evidence.windowed import EVIDENCE_PARTS, window_bucket
+from claros.evidence import span_cache, windowed
+from claros.evidence.activity import load_versions
+from claros.evidence.windowed import EVIDENCE_PARTS, scan_counters, window_bucket, window_counters
 from claros.ledger import Checkpoint, Entry, kept_digest
 from claros.signing import FileSigner
 from claros.store.base import Store
@@ -192,3 +194,133 @@ def test_a_prune_reads_the_kept_days_again(store: Store, tmp_path: Path) -> None
     got = window_bucket(store, WS, start, end)
     assert got["checks"] == {"stop": 2}
     assert got == _fresh(store, start, end)
+
+
+def _mixed_hour(store: Store, hour: int, minutes: range, tag: str = "") -> None:
+    """Checks (with rules), approvals, outcomes and unchecked writes, one a minute."""
+    for m in minutes:
+        ts = hour + m * 60_000 + 11
+        if m % 4 == 3:
+            _approval(store, f"a{tag}{m}", ts, 1_000 * m)
+        elif m % 4 == 2:
+            outcome = {"check_id": f"h{tag}{m - 1}", "status": "ok", "agent": "cursor",
+                       "check_result": "stop", "key_id": "k1"}  # fmt: skip
+            store.append(WS, "outcome", f"o{tag}{m}", outcome, ts=ts)
+        elif m % 8 == 1:
+            store.append(WS, "unchecked", f"u{tag}{m}", {"agent": {"name": "cursor", "via": {
+                "guard": "claros-guard"}}, "key_id": "k1"}, ts=ts)  # fmt: skip
+        else:
+            store.append(WS, "check", f"h{tag}{m}", {
+                "check_id": f"h{tag}{m}", "result": ("stop", "ask", "allow")[m % 3], "ts": ts,
+                "agent": {"name": "cursor", "via": {"guard": "claros-guard"}},
+                "rules": [{"id": "r", "version": 1, "matched": True}], "severity": "high",
+                "amount": "12.50", "currency": "EUR"}, ts=ts)  # fmt: skip
+
+
+def _scan_bucket(store: Store, start: int, end: int) -> dict[str, Any]:
+    """Every record of [start, end) folded (the reference), but the waits' exact ms (a
+    window gathers them in parts; the counters below compare the medians they give)."""
+    versions = load_versions(store, WS)
+    bucket = scan_counters(store, WS, versions, start=start, end=end, fast_seconds=5).bucket
+    return {k: v for k, v in bucket.items() if k != "ov_ms"}
+
+
+def _window(store: Store, start: int, end: int) -> dict[str, Any]:
+    """A first look at [start, end) (nothing kept), but the waits' exact ms."""
+    return {k: v for k, v in _fresh(store, start, end).items() if k != "ov_ms"}
+
+
+def _read_ranges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The [start, end) ranges a window reads records of from the ledger."""
+    read: list[tuple[int, int]] = []
+    real = windowed.records_between
+
+    def spy(store: Store, workspace: str, start: int, end: int) -> Any:
+        read.append((start, end))
+        return real(store, workspace, start, end)
+
+    monkeypatch.setattr(windowed, "records_between", spy)
+    return read
+
+
+def test_a_windows_end_hour_is_its_row_when_nothing_is_stamped_after(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hour = BASE + 2 * DAY_MS + 5 * HOUR_MS
+    _mixed_hour(store, BASE + DAY_MS + 20 * HOUR_MS, range(0, 60, 7), "d")  # days before
+    _mixed_hour(store, hour, range(0, 41))
+    start, end = BASE + DAY_MS + 20 * HOUR_MS + 30 * 60_000 + 5, hour + 45 * 60_000 + 1
+    want = _scan_bucket(store, start, end)
+    read = _read_ranges(monkeypatch)
+    got = _window(store, start, end)
+    assert got == want
+    assert sum(got["checks"].values()) > 10
+    # The start edge's minutes were read from the ledger; nothing of the end hour was.
+    assert read and all(b <= hour for _a, b in read)
+    # The evidence's counters say what a scan says (medians from the row's waits).
+    versions = load_versions(store, WS)
+    mine = window_counters(store, WS, versions, start=start, end=end, fast_seconds=5)
+    theirs = scan_counters(store, WS, versions, start=start, end=end, fast_seconds=5)
+    assert mine.oversight.medians and mine.oversight.medians == {
+        p: (statistics.median(s), len(s)) for p, s in theirs.oversight.seconds.items() if s
+    }
+    assert mine.oversight.too_fast == theirs.oversight.too_fast
+    assert mine.coverage.agents() == theirs.coverage.agents()
+
+
+def test_an_entry_stamped_after_the_windows_end_reads_the_end_hour_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hour = BASE + 5 * HOUR_MS
+    _mixed_hour(store, hour, range(0, 30))
+    end = hour + 35 * 60_000
+    # A writer whose clock runs ahead stamps its entry after the window's end, in its hour.
+    _check(store, "ahead", end + 60_000, "stop")
+    want = _scan_bucket(store, BASE, end)
+    read = _read_ranges(monkeypatch)
+    got = _window(store, BASE, end)
+    assert got == want
+    assert "ahead" not in str(got)
+    assert (hour, end) in read or any(a <= hour + 60_000 and b == end for a, b in read)
+
+
+def test_an_old_row_of_the_end_hour_reads_as_its_records(store: Store) -> None:
+    hour = BASE + 5 * HOUR_MS
+    for k, waited in enumerate((3_000, 700, 12_000)):
+        _approval(store, f"a{k}", hour + k * 60_000, waited)
+    end = hour + 10 * 60_000
+    want = _scan_bucket(store, BASE, end)
+    # The hour as a server before the bins wrote it: every wait in a list.
+    ((n, bucket),) = store.aggregate_buckets(WS, hour // HOUR_MS, hour // HOUR_MS + 1)
+    bucket.pop("ov_n")
+    bucket.pop("ov_ms")
+    bucket["ov_waits"] = {"dana@example.com": {"approve": [3_000, 700, 12_000]}}
+    _, version = store.aggregate_version(WS, "hour", n)
+    assert store.put_aggregate(WS, "hour", n, bucket, expect=version)
+    got = _window(store, BASE, end)
+    assert got == want and got["ov_n"] == want["ov_n"]
+    versions = load_versions(store, WS)
+    mine = window_counters(store, WS, versions, start=BASE, end=end, fast_seconds=5)
+    assert mine.oversight.medians == {"dana@example.com": (3.0, 3)}
+
+
+def test_a_pruned_end_hour_is_read_from_the_ledger(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signer = FileSigner(tmp_path / "keys")
+    hour = BASE + 5 * HOUR_MS
+    for m in range(6):
+        _check(store, f"p{m}", hour + m * 60_000, "stop")
+    cut = next(e for e in store.entries(WS) if e.seq == 3)
+    cp = _sign(signer, store, cut)
+    said = store.append(WS, "prune", "prn1", {
+        "through_seq": 3, "checkpoint": {"seq": 3, "hash": cp.hash}, "retention_days": 200,
+        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=hour + 3 * HOUR_MS)  # fmt: skip
+    _sign(signer, store, said)
+    assert store.prune(WS, 3).entries_deleted == 3
+    end = hour + 30 * 60_000
+    read = _read_ranges(monkeypatch)
+    got = _window(store, BASE, end)
+    assert got["checks"] == {"stop": 3}  # the hour's row still counts the six
+    assert got == _scan_bucket(store, BASE, end)
+    assert any(a <= hour + 60_000 and b == end for a, b in read)

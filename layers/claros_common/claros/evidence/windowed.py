@@ -29,7 +29,7 @@ from claros.aggregates import (
     upgrade,
     wait_bin,
 )
-from claros.evidence.activity import Versions, records_between
+from claros.evidence.activity import CLOCK_SKEW_MS, Versions, first_seq_at, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
 from claros.evidence.span_cache import cached
@@ -230,9 +230,50 @@ def window_bucket(
         merge(total, part, gather=True)  # copies: what is kept stays as it was
         reads.extend(again)
     for a, b in reads:
+        if a % HOUR_MS == 0 and _hour_head(total, store, workspace, a, b, only, pruned_through):
+            continue
         _read_into(total, store, workspace, a, b, only=only, pruned_through=pruned_through,
                    head=head.seq)  # fmt: skip
     return trim(total)
+
+
+def _stamped_in(store: Store, workspace: str, lo: int, hi: int, through: int) -> bool:
+    """Whether an entry at a seq up to ``through`` is stamped in [lo, hi): the ledger's
+    rows only, from ``CLOCK_SKEW_MS`` before ``lo`` (as ``records_between`` reads)."""
+    since = first_seq_at(store, workspace, lo - CLOCK_SKEW_MS) - 1
+    for entry in store.entries(workspace, since=since):
+        if entry.seq > through or entry.ts >= hi + CLOCK_SKEW_MS:
+            return False
+        if lo <= entry.ts < hi:
+            return True
+    return False
+
+
+def _hour_head(
+    total: dict[str, Any],
+    store: Store,
+    workspace: str,
+    start: int,
+    end: int,
+    only: frozenset[str] | None,
+    pruned_through: int,
+) -> bool:
+    """[start, end), the first minutes of an hour (a window's end edge: the current hour
+    up to now), from that hour's aggregate when no entry in it is stamped at or after
+    ``end``, as none is unless a writer's clock runs ahead: the hour's row is then exactly
+    those minutes, one row read instead of every record of them (at a million entries the
+    current hour holds hundreds). False (nothing added): read them from the ledger."""
+    hour = start // HOUR_MS
+    rows = store.aggregate_buckets(workspace, hour, hour + 1, span="hour")
+    if not rows:
+        return False  # no entry in the hour yet (the ledger's read finds none, or one since)
+    bucket = upgrade(rows[0][1])
+    if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
+        return False  # it counts entries a prune removed since
+    if _stamped_in(store, workspace, end, (hour + 1) * HOUR_MS, int(bucket["seq_max"])):
+        return False
+    merge(total, bucket, only=only, gather=True)
+    return True
 
 
 MINUTE_MS = 60_000
