@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from claros import cursors
@@ -149,7 +149,7 @@ def parse_activity(params: Mapping[str, str]) -> ActivityRequest:
         result=result, rule_id=text["rule"], outcome=outcome, since=since, until=until,
     )  # fmt: skip
     if search is not None and not (_CHECK_ID.match(search) or _ASK_ID.match(search)):
-        query = replace(query, text=search)
+        query = query._replace(text=search)
     return ActivityRequest(query, search, before, limit)
 
 
@@ -177,7 +177,7 @@ def _scoped(principal: Principal, query: CheckQuery) -> CheckQuery:
             "members see only their own checks and their agents': person must be you "
             f"({principal.person}) or left out"
         )
-    return replace(query, person=principal.person)
+    return query._replace(person=principal.person)
 
 
 def check_summary(row: Mapping[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:

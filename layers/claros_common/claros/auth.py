@@ -40,8 +40,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ForbiddenError, UnauthorizedError
@@ -102,8 +101,9 @@ KEY_LIST = "key_list"  # "<created_at:013d>-<key_id>" -> {"digest"}
 KEY_IDS = "key_id"  # key_id -> {"digest", "listed"}
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
+# A NamedTuple, not a frozen dataclass: every function imports this module at cold start
+# (see claros.store.base's value types).
+class Principal(NamedTuple):
     """Who is calling: resolved from the bearer key, never from what the caller sends."""
 
     workspace: str

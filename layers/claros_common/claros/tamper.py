@@ -18,8 +18,7 @@ import base64
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from claros import jsonutil
 from claros.ledger import Failure, PublicKey, VerifyReport
@@ -47,8 +46,9 @@ ACK_KIND = "tampering_ack"
 PRUNE_KIND = "prune"
 
 
-@dataclass(frozen=True, slots=True)
-class Tampering:
+# A NamedTuple, not a frozen dataclass: every function imports this module at cold start
+# (see claros.store.base's value types).
+class Tampering(NamedTuple):
     id: str
     workspace: str
     table: str  # "ledger" or "records"

@@ -257,8 +257,8 @@ class Expr:
         return (_parse, (self.text, self.kind))
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+# A NamedTuple, not a frozen dataclass: cheaper to define at cold start (claros.store.base).
+class Outcome(NamedTuple):
     value: Any
     unknown: tuple[str, ...]
 
