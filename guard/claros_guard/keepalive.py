@@ -14,6 +14,11 @@ Errors are httpx's exception types, so callers treat both clients alike; a reque
 found a kept connection already closed (no byte of an answer) is sent once more on a new
 one. ``HttpClarosApi`` falls back to httpx
 where this one does not go (a proxy from the environment, a test's mock transport).
+
+``pipeline`` sends several requests in one write on one kept connection and reads their
+answers in order (HTTP/1.1 pipelining; each is still its own request): the guard's
+background reports, so that a run of them costs one write, one wake of the server's
+connection thread and one read loop, not one round trip each.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import asyncio
 import json
 import ssl
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +36,7 @@ import anyio
 import h11
 import httpx
 
-__all__ = ["KeepAlivePool", "proxied"]
+__all__ = ["KeepAlivePool", "Outgoing", "proxied"]
 
 _MAX_HEAD = 64 * 1024  # bytes of a status line and headers
 _KEEP_IDLE = 4  # connections kept for the next requests
@@ -61,6 +66,16 @@ class _Connection:
 
 class _Stale(Exception):
     """A kept connection the server had closed: nothing of an answer came."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One request of a ``pipeline``."""
+
+    method: str
+    path: str
+    json_body: Any = None
+    headers: Mapping[str, str] | None = None
 
 
 class KeepAlivePool:
@@ -100,13 +115,9 @@ class KeepAlivePool:
         while self._idle:
             self._idle.pop().close()
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        json_body: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    def _frame(
+        self, method: str, path: str, json_body: Any, headers: Mapping[str, str] | None
+    ) -> tuple[h11.Request, bytes]:
         body = b""
         fields = [*self._fixed, *(headers or {}).items()]
         if json_body is not None:
@@ -120,6 +131,16 @@ class KeepAlivePool:
             request = h11.Request(method=method, target=f"{self.prefix}{path}", headers=fields)
         except h11.LocalProtocolError as exc:  # e.g. a line break in a header's value
             raise httpx.LocalProtocolError(f"cannot send this request: {exc}") from exc
+        return request, body
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        request, body = self._frame(method, path, json_body, headers)
         try:
             with anyio.fail_after(self.timeout):
                 while self._idle:
@@ -134,6 +155,106 @@ class KeepAlivePool:
                 return await self._exchange(await self._connect(), request, body, fresh=True)
         except TimeoutError as exc:
             raise httpx.ReadTimeout(f"no answer within {self.timeout:g} s") from exc
+
+    async def pipeline(
+        self, requests: Sequence[Outgoing]
+    ) -> list[httpx.Response | httpx.HTTPError]:
+        """Send ``requests`` in one write on one connection and read their answers in
+        order: per request its answer, or the error that kept it from one (a request the
+        server may or may not have run: send only requests that are safe to send again,
+        such as reports under an Idempotency-Key). What a connection closed before its
+        first answer left unanswered goes once more on a new one, as in ``request``."""
+        out: list[httpx.Response | httpx.HTTPError] = []
+        framed: list[tuple[h11.Request, bytes] | httpx.HTTPError] = []
+        for req in requests:
+            try:
+                framed.append(self._frame(req.method, req.path, req.json_body, req.headers))
+            except httpx.HTTPError as exc:
+                framed.append(exc)
+        good = [f for f in framed if not isinstance(f, httpx.HTTPError)]
+        answers: list[httpx.Response] = []
+        failure: httpx.HTTPError | None = None
+        try:
+            with anyio.fail_after(self.timeout):
+                while len(answers) < len(good):
+                    conn, fresh = await self._kept_or_new()
+                    got, failure, clean = await self._exchange_many(conn, good[len(answers) :])
+                    answers += got
+                    if failure is None:
+                        break
+                    if (got and clean) or not (got or fresh):
+                        # Closed by the server after a whole answer, or a kept connection
+                        # it had closed while idle: the rest on a new connection.
+                        failure = None
+                        continue
+                    break  # a fresh connection failed, or one ended mid-answer
+        except TimeoutError:
+            failure = httpx.ReadTimeout(f"no answer within {self.timeout:g} s")
+        except httpx.HTTPError as exc:  # could not connect
+            failure = exc
+        answered = iter(answers)
+        for item in framed:
+            if isinstance(item, httpx.HTTPError):
+                out.append(item)
+                continue
+            answer = next(answered, None)
+            if answer is not None:
+                out.append(answer)
+            else:
+                out.append(failure or httpx.RemoteProtocolError("no answer"))
+        return out
+
+    async def _kept_or_new(self) -> tuple[_Connection, bool]:
+        while self._idle:
+            kept = self._idle.pop()
+            if kept.usable():
+                return kept, False
+            kept.close()
+        return await self._connect(), True
+
+    async def _exchange_many(
+        self, conn: _Connection, framed: Sequence[tuple[h11.Request, bytes]]
+    ) -> tuple[list[httpx.Response], httpx.HTTPError | None, bool]:
+        """The answers read before the connection ended (all, when it did not), the error
+        that ended it, and whether it ended cleanly after a whole answer. One h11 parser
+        per request: the bytes one answer's parser read past its end are the next's."""
+        parsers, data = [], b""
+        for request, body in framed:
+            parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+            data += parser.send(request) or b""
+            if body:
+                data += parser.send(h11.Data(data=body)) or b""
+            data += parser.send(h11.EndOfMessage()) or b""
+            parsers.append(parser)
+        answers: list[httpx.Response] = []
+        keep = False
+        try:
+            conn.writer.write(data)
+            await conn.writer.drain()
+            extra = b""
+            for parser in parsers:
+                seen = _Seen()
+                if extra:
+                    parser.receive_data(extra)
+                answers.append(await _read_answer(conn.reader, parser, seen))
+                keep = parser.our_state is h11.DONE and parser.their_state is h11.DONE
+                extra, _closed = parser.trailing_data
+                if not keep:
+                    break  # the server closes the connection after this answer
+            if len(answers) < len(parsers):
+                closed = httpx.RemoteProtocolError("the server closed the connection")
+                return answers, closed, True
+            return answers, None, True
+        except (OSError, h11.RemoteProtocolError) as exc:
+            ended = httpx.RemoteProtocolError(
+                f"the connection ended before a whole answer: {exc!r}"
+            )
+            return answers, ended, False
+        finally:
+            if keep and not self._closed and len(self._idle) < _KEEP_IDLE:
+                self._idle.append(conn)
+            else:
+                conn.close()
 
     async def _connect(self) -> _Connection:
         try:

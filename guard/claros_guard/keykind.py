@@ -15,11 +15,11 @@ a ``PreToolUse`` hook, exit 2 is Claude Code's "block this call"; the call never
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from claros_guard.api import HttpClarosApi
-from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError
+from claros_guard.api import HttpClarosApi, Report
+from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError, GuardError
 
 __all__ = ["APPROVING_KINDS", "ApprovingKeyError", "KindCheckedApi", "approving_key_in"]
 
@@ -83,6 +83,15 @@ class KindCheckedApi(HttpClarosApi):
     ) -> Any:
         await self.key_kind(what)
         return await super()._send(method, path, body, headers, what=what)
+
+    async def send_reports(self, reports: Sequence[Report]) -> list[GuardError | None]:
+        # The pipelined reports do not go through _send: the key's kind is asked first here
+        # (ApprovingKeyError goes up, as from _send: the guard stops).
+        try:
+            await self.key_kind(reports[0].what if reports else "report")
+        except GuardError as exc:
+            return [exc] * len(reports)
+        return await super().send_reports(reports)
 
 
 def approving_key_in(exc: BaseException) -> ApprovingKeyError | None:

@@ -1,9 +1,13 @@
 """Reports (outcomes, writes let through unchecked) go to Claros in the background, after
 the checks.
 
-A check is on the agent's path; a report is not. So reports go out one at a time, once no
-check has been in flight for ``idle`` seconds, or once a report has waited ``max_delay``
-seconds (an agent that never pauses still has its outcomes recorded within seconds).
+A check is on the agent's path; a report is not. So reports go out once no check has been
+in flight for ``idle`` seconds, or once a report has waited ``max_delay`` seconds (an agent
+that never pauses still has its outcomes recorded within seconds). What is queued then
+goes together (up to ``coalesce``): each report its own request, pipelined in one write on
+the kept connection (``HttpClarosApi.send_reports``), so that an agent that never pauses
+has its reports sent as one short run every so often, not one round trip between each
+two checks.
 
 What Claros cannot take now (unreachable, slow, 5xx) goes to the spool on disk
 (``claros_guard.spool``) at once, with everything queued behind it: a guard stopped or
@@ -31,7 +35,7 @@ import anyio.abc
 
 from claros_guard.api import Report
 from claros_guard.errors import ClarosUnavailableError, GuardError
-from claros_guard.spool import ReportSender, Spool, deliver, flush
+from claros_guard.spool import ReportSender, Spool, deliver_many, flush
 
 __all__ = ["Reporter"]
 
@@ -56,6 +60,7 @@ class Reporter:
         idle: float = 0.02,
         max_delay: float = 2.0,
         batch: int = 500,
+        coalesce: int = 32,
     ) -> None:
         self.api = api
         self.spool = spool
@@ -63,6 +68,7 @@ class Reporter:
         self.idle = idle
         self.max_delay = max_delay
         self.batch = batch
+        self.coalesce = max(1, coalesce)
         self._queue: deque[_Queued] = deque()
         self._backlog = backlog
         self._wake = anyio.Event()
@@ -144,21 +150,22 @@ class Reporter:
             await self._flush()
 
     async def _send_head(self) -> None:
-        head = self._queue[0]
+        """The head is due: it goes, with what is queued behind it (up to ``coalesce``)."""
         if self.spool is not None and anyio.current_time() < self._down_until:
             await self._keep("Claros was unreachable moments ago")
             return
-        try:
-            took = await deliver(self.api, head.report)
-        except ClarosUnavailableError as exc:
-            await self._keep(str(exc))
-            return
-        # Taken off the queue only now: a send cut short at exit leaves it for the spool.
-        if self._queue and self._queue[0] is head:
-            self._queue.popleft()
-        if took:
-            self.sent += 1
-            self._back_up()
+        items = [self._queue[i] for i in range(min(self.coalesce, len(self._queue)))]
+        results = await deliver_many(self.api, [i.report for i in items])
+        # Taken off the queue only now: a send cut short at exit leaves them for the spool.
+        for item, result in zip(items, results, strict=True):
+            if isinstance(result, ClarosUnavailableError):
+                await self._keep(str(result))  # this one and everything behind it
+                return
+            if self._queue and self._queue[0] is item:
+                self._queue.popleft()
+            if result is True:
+                self.sent += 1
+                self._back_up()
 
     def _back_up(self) -> None:
         if self._outage:

@@ -497,6 +497,36 @@ async def deliver(api: ReportSender, report: Report) -> bool:
     return True
 
 
+async def deliver_many(api: ReportSender, reports: Sequence[Report]) -> list[bool | Exception]:
+    """``deliver`` for several reports at once, pipelined where the sender can
+    (``send_reports``): per report True or False as ``deliver`` says, or the
+    ClarosUnavailableError that kept it from Claros (keep it)."""
+    send_many = getattr(api, "send_reports", None)
+    if send_many is None:  # one at a time, none after the first Claros cannot take
+        out: list[bool | Exception] = []
+        for report in reports:
+            try:
+                out.append(await deliver(api, report))
+            except ClarosUnavailableError as exc:
+                return out + [exc] * (len(reports) - len(out))
+        return out
+    results = await send_many(reports)
+    return [_taken(report, exc) for report, exc in zip(reports, results, strict=True)]
+
+
+def _taken(report: Report, exc: Exception | None) -> bool | Exception:
+    """What ``deliver`` makes of the failure ``exc`` (None: sent)."""
+    if exc is None:
+        return True
+    if isinstance(exc, ClarosUnavailableError):
+        return exc
+    if isinstance(exc, ClarosRefusedError) and exc.status in (409, 422):
+        log.debug("Claros had the %s already: %s", report.what, exc)
+        return True
+    log.warning("Claros did not take the %s: %s", report.what, exc)
+    return False
+
+
 @dataclass
 class Flushed:
     sent: int = 0  # Claros has them

@@ -16,7 +16,7 @@ of an approved ask completes the write its ask was counted for (its outcome stil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +29,9 @@ from claros.errors import ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
+
+if TYPE_CHECKING:
+    from claros.api.idempotency import KeyedAnswer
 
 __all__ = [
     "OUTCOME_GUARDS",
@@ -74,8 +77,14 @@ class UncheckedRequest(BaseModel):
 
 
 def record_outcome(
-    services: Services, principal: Principal, check_id: str, req: OutcomeRequest
+    services: Services,
+    principal: Principal,
+    check_id: str,
+    req: OutcomeRequest,
+    keyed: KeyedAnswer | None = None,
 ) -> dict[str, Any]:
+    """Record the outcome of ``check_id``; ``keyed``: the request's Idempotency-Key record,
+    written in the outcome's own transaction (claros.api.idempotency.run_in_append)."""
     store, workspace = services.store, principal.workspace
     check = store.get_record(workspace, "check", check_id)
     if check is None:
@@ -93,18 +102,17 @@ def record_outcome(
         "agent": (check.get("agent") or {}).get("name"),
         "via": ((check.get("agent") or {}).get("via") or {}).get("guard"),
     }
+    writes = _on_timeline(store, workspace, check_id, check, row)
+    answer = {"check_id": check_id, "status": req.status}
+    if keyed is not None:
+        writes.append(keyed.write(201, answer, (workspace, "outcome", check_id)))
     try:
-        entry = record(
-            services,
-            workspace,
-            [NewRecord("outcome", check_id, row)],
-            _on_timeline(store, workspace, check_id, check, row),
-        )[0]
+        entry = record(services, workspace, [NewRecord("outcome", check_id, row)], writes)[0]
     except StoreConflictError as exc:
         # The outcome record exists already (or its timeline doc moved: only another
         # outcome for this check writes it after the check).
         raise ConflictError(f"check {check_id} has an outcome already") from exc
-    return {"check_id": check_id, "status": req.status, "seq": entry.seq}
+    return {**answer, "seq": entry.seq}
 
 
 def outcome_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,7 +137,7 @@ def _on_timeline(
 
 
 def record_outcome_by_call(
-    services: Services, principal: Principal, req: OutcomeByCall
+    services: Services, principal: Principal, req: OutcomeByCall, keyed: KeyedAnswer | None = None
 ) -> dict[str, Any]:
     doc = services.store.get_doc(
         principal.workspace, "call", call_index_key(principal.key_id, req.tool_use_id)
@@ -137,7 +145,7 @@ def record_outcome_by_call(
     if doc is None:
         raise NotFoundError(f"no check made by this key for tool_use_id {req.tool_use_id!r}")
     outcome = OutcomeRequest(status=req.status, summary=req.summary)
-    return record_outcome(services, principal, str(doc.value["check_id"]), outcome)
+    return record_outcome(services, principal, str(doc.value["check_id"]), outcome, keyed)
 
 
 def record_unchecked(

@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
@@ -35,6 +35,9 @@ from claros.config import Settings
 from claros.errors import BadRequestError, PayloadTooLargeError
 from claros.web.sessions import request_principal
 from claros.wiring import Services
+
+if TYPE_CHECKING:
+    from claros.api.idempotency import KeyedAnswer
 
 __all__ = [
     "PERMISSIONS",
@@ -347,21 +350,44 @@ def _time_budget(context: Any) -> LambdaContextLike | None:
     return cast(LambdaContextLike, context) if has else None
 
 
+def _key_header(app: ClarosResolver) -> dict[str, str]:
+    from claros.api.idempotency import HEADER
+
+    # Only the Idempotency-Key header is read: found in the event's own headers (the last
+    # of any spelling, as the case-insensitive copy Powertools would build per call keeps).
+    headers: dict[str, str] = {}
+    for name, value in (app.current_event.get("headers") or {}).items():
+        if name.lower() == HEADER:
+            headers[HEADER] = value
+    return headers
+
+
 def once(
     app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
 ) -> Response[str]:
     """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency)."""
-    from claros.api.idempotency import HEADER, run_idempotently
+    from claros.api.idempotency import run_idempotently
 
     event = app.current_event
-    # Only the Idempotency-Key header is read: found in the event's own headers (the last
-    # of any spelling, as the case-insensitive copy Powertools would build per call keeps).
-    headers: dict[str, str] = {}
-    for name, value in (event.get("headers") or {}).items():
-        if name.lower() == HEADER:
-            headers[HEADER] = value
+    headers = _key_header(app)
     return run_idempotently(
         app.services.store, principal, route, headers, event.body, run,
+        _time_budget(app.lambda_context),
+    )  # fmt: skip
+
+
+def once_in_append(
+    app: ClarosResolver,
+    principal: Principal,
+    route: str,
+    run: Callable[[KeyedAnswer | None], tuple[int, Any]],
+) -> Response[str]:
+    """``once`` for a write that is one append of a record the store refuses twice: the
+    key's record is written in that append (claros.api.idempotency.run_in_append)."""
+    from claros.api.idempotency import run_in_append
+
+    return run_in_append(
+        app.services.store, principal, route, _key_header(app), app.current_event.body, run,
         _time_budget(app.lambda_context),
     )  # fmt: skip
 

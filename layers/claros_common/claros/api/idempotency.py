@@ -25,6 +25,17 @@ once its lease has ended the next retry takes the key over and runs. All times a
 The lease is the request's time budget: the Lambda's remaining time (the local server
 gives each request 30 s), plus a second; a request that outlives it may run twice, which
 the records themselves catch where it matters (one outcome per check).
+
+A write that is one ledger append whose record the store itself refuses a second time
+(an outcome: one per check) needs no INPROGRESS hold: ``run_in_append`` reads the key's
+record and hands the request a ``KeyedAnswer``, whose COMPLETED record goes into the
+append's own transaction, conditional on the revision read. So the key and the write land
+together or not at all (a crash leaves nothing to take over), a race for the same key
+loses on the record or the key's condition (a 409 "recorded already"), and the request
+costs one transaction instead of three (take, append, complete: ~2.5 ms of server CPU per
+outcome report, most of it in the two extra commits). The entry's seq is not known before
+the append: the answer is kept without it and the replay reads it back
+(``Store.record_entry``).
 """
 
 from __future__ import annotations
@@ -35,7 +46,8 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
@@ -47,7 +59,13 @@ from claros.errors import ClarosError
 from claros.store.base import GLOBAL, DocWrite, Store
 from claros.store.base import ConflictError as StoreConflictError
 
-__all__ = ["IdempotencyInProgressError", "ReusedKeyError", "run_idempotently"]
+__all__ = [
+    "IdempotencyInProgressError",
+    "KeyedAnswer",
+    "ReusedKeyError",
+    "run_idempotently",
+    "run_in_append",
+]
 
 log = logging.getLogger("claros.idempotency")
 
@@ -103,11 +121,22 @@ def _live(record: dict[str, Any], now: int) -> bool:
     return False
 
 
-def _take(
-    store: Store, doc_key: str, payload_hash: str, lease_ms: int, holder: str
-) -> int | dict[str, Any]:
-    """Take the key (the revision now held) or find its answer (the stored ``data``).
-    StoreConflictError when another request wrote the record meanwhile."""
+def _answer_of(store: Store, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A COMPLETED record's answer; one kept by ``run_in_append`` gets its entry's seq
+    back from the store (``seq_of``: workspace, kind and ref id of its record)."""
+    seq_of = data.get("seq_of")
+    if not seq_of:
+        return dict(data)
+    body = jsonutil.loads(str(data["body"]))
+    entry = store.record_entry(str(seq_of[0]), str(seq_of[1]), str(seq_of[2]))
+    if entry is not None:  # (gone only if pruned, long after the key's 24 h)
+        body["seq"] = entry.seq
+    return {"status": data["status"], "body": jsonutil.dumps(body)}
+
+
+def _look(store: Store, doc_key: str, payload_hash: str) -> tuple[Any, dict[str, Any] | None]:
+    """The key's record (a Doc, or None) and, when it is COMPLETED and live, its answer.
+    ReusedKeyError for another body, IdempotencyInProgressError while another holds it."""
     doc = store.get_doc(GLOBAL, COLLECTION, doc_key)
     now = now_ms()
     if doc is not None and _live(doc.value, now):
@@ -117,7 +146,7 @@ def _take(
                 "this Idempotency-Key was used with another body; use a new key for a new request"
             )
         if old["status"] == COMPLETED:
-            return dict(old["data"])
+            return doc, _answer_of(store, old["data"])
         until = int(old["lease_until"])
         wait = max(1, math.ceil((until - now) / 1000))
         raise IdempotencyInProgressError(
@@ -126,6 +155,18 @@ def _take(
             retry_after_s=wait,
             lease_until=until,
         )
+    return doc, None
+
+
+def _take(
+    store: Store, doc_key: str, payload_hash: str, lease_ms: int, holder: str
+) -> int | dict[str, Any]:
+    """Take the key (the revision now held) or find its answer (the stored ``data``).
+    StoreConflictError when another request wrote the record meanwhile."""
+    doc, answer = _look(store, doc_key, payload_hash)
+    if answer is not None:
+        return answer
+    now = now_ms()
     if doc is not None and doc.value.get("status") == INPROGRESS:
         log.warning(
             "Idempotency-Key record %s: the lease of %s ended %d ms ago without an answer "
@@ -205,6 +246,60 @@ def run_idempotently(
             # once the client has the answer) would find the key held until the lease ends.
             log.exception("could not keep the answer under Idempotency-Key record %s",
                           doc_key[:16])  # fmt: skip
+    return Response(
+        int(result["status"]),
+        "application/json",
+        str(result["body"]),
+        headers={"Idempotency-Key": key},
+    )
+
+
+@dataclass(frozen=True)
+class KeyedAnswer:
+    """The Idempotency-Key record a ``run_in_append`` request writes in its own append."""
+
+    doc_key: str
+    rev: int  # the record's revision as read (0: none), the write's condition
+    payload_hash: str
+    holder: str
+
+    def write(
+        self, status: int, answer: Mapping[str, Any], seq_of: tuple[str, str, str]
+    ) -> DocWrite:
+        """The COMPLETED record of ``answer`` (without its ``seq``, which the replay reads
+        back from the entry of the record ``seq_of`` names)."""
+        data = {"status": status, "body": jsonutil.dumps(dict(answer)), "seq_of": list(seq_of)}
+        done = {"status": COMPLETED, "payload_hash": self.payload_hash, "holder": self.holder,
+                "expiry": now_ms() + EXPIRES_MS, "data": data}  # fmt: skip
+        return DocWrite(GLOBAL, COLLECTION, self.doc_key, done, self.rev)
+
+
+def run_in_append(
+    store: Store,
+    principal: Principal,
+    route: str,
+    headers: dict[str, str],
+    body: str | None,
+    run: Callable[[KeyedAnswer | None], tuple[int, Any]],
+    lambda_context: Any = None,
+) -> Response[str]:
+    """Run ``run`` at most once per Idempotency-Key, for a write that is one ledger append
+    of a record the store refuses twice: ``run`` puts ``KeyedAnswer.write`` among its
+    append's doc writes (None: the request has no key)."""
+    key = headers.get(HEADER)
+    if key is None:
+        status, answer = run(None)
+        return Response(status, "application/json", jsonutil.dumps(answer))
+    if not key or len(key) > MAX_KEY:
+        raise ClarosError(f"Idempotency-Key must be 1 to {MAX_KEY} characters")
+    doc_key = _doc_key(principal, route, key)
+    payload_hash = hashlib.sha256((body or "").encode("utf-8", "surrogatepass")).hexdigest()
+    doc, result = _look(store, doc_key, payload_hash)
+    if result is None:
+        keyed = KeyedAnswer(doc_key, doc.rev if doc is not None else 0, payload_hash,
+                            _holder(lambda_context))  # fmt: skip
+        status, answer = run(keyed)
+        result = {"status": status, "body": jsonutil.dumps(answer)}
     return Response(
         int(result["status"]),
         "application/json",

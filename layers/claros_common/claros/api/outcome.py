@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from claros.api.http import ClarosResolver, once, parse_body, routed
+from claros.api.http import ClarosResolver, once, once_in_append, parse_body, routed
 from claros.auth import GUARD_KINDS as GUARDS
 from claros.auth import Principal
 from claros.outcomes import (
@@ -16,6 +16,9 @@ from claros.outcomes import (
     record_unchecked,
 )
 
+if TYPE_CHECKING:
+    from claros.api.idempotency import KeyedAnswer
+
 __all__ = ["register"]
 
 
@@ -24,18 +27,21 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "POST", "/v1/check/{check_id}/outcome", GUARDS)
     def outcome(principal: Principal, check_id: str) -> Any:
-        def run() -> tuple[int, Any]:
+        # One outcome per check, refused twice by the store itself: the Idempotency-Key's
+        # record rides the outcome's own append (one transaction, not three).
+        def run(keyed: KeyedAnswer | None) -> tuple[int, Any]:
             body = parse_body(app, OutcomeRequest)
-            return 201, record_outcome(services, principal, check_id, body)
+            return 201, record_outcome(services, principal, check_id, body, keyed)
 
-        return once(app, principal, f"POST /v1/check/{check_id}/outcome", run)
+        return once_in_append(app, principal, f"POST /v1/check/{check_id}/outcome", run)
 
     @routed(app, "POST", "/v1/outcomes", GUARDS)
     def outcome_by_call(principal: Principal) -> Any:
-        def run() -> tuple[int, Any]:
-            return 201, record_outcome_by_call(services, principal, parse_body(app, OutcomeByCall))
+        def run(keyed: KeyedAnswer | None) -> tuple[int, Any]:
+            req = parse_body(app, OutcomeByCall)
+            return 201, record_outcome_by_call(services, principal, req, keyed)
 
-        return once(app, principal, "POST /v1/outcomes", run)
+        return once_in_append(app, principal, "POST /v1/outcomes", run)
 
     @routed(app, "POST", "/v1/unchecked", GUARDS)
     def unchecked(principal: Principal) -> Any:
