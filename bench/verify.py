@@ -11,9 +11,9 @@ the same export; each prints the best and the median run, its CPU time, its peak
   lines (header, keys, checkpoints, signature) with ``json``.
 - json floor / orjson floor (at the smallest size: per line they cost the same at any
   size): the same, but every line parsed as JSON, by the stdlib (the parser verify
-  uses for the lines it does parse) and by orjson (when it is installed; it is no
-  dependency of Claros), the floor the issue names, to show which of "a faster parser"
-  and "less parsing" is worth more.
+  uses for the lines it does parse) and by orjson (a dependency of Claros that verify
+  does not parse with: it parses no entry line), the floor the issue names, to show
+  which of "a faster parser" and "less parsing" is worth more.
 - verify: ``claros verify --export FILE`` (the console script next to this Python): every
   record compared, every link, every checkpoint's signature, the export's signature; by
   default it checks the entries of a large export with one worker process per CPU it may
