@@ -7,6 +7,7 @@ One Claros server per module; each test gets its own workspace (and so its own k
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from claros.auth import create_key
 from claros.config import Settings
 from claros.local import LocalServer
 from claros.wiring import Services, build_services
+from tests.guard.scripted_http import Script, Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -194,3 +196,20 @@ def _fetch_npm_servers(root: Path) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# A scripted HTTP/1.1 server per test (tests/guard/scripted_http.py), closed after it.
+@pytest.fixture
+async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[Scripted]]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(script: Script) -> Scripted:
+        fake = Scripted(script)
+        server = await asyncio.start_server(fake._serve, "127.0.0.1", 0)
+        servers.append(server)
+        fake.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return fake
+
+    yield start
+    for server in servers:
+        server.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import httpx
@@ -14,58 +13,9 @@ import pytest
 from claros_guard.api import HttpClarosApi
 from claros_guard.errors import ClarosUnavailableError
 from claros_guard.keepalive import KeepAlivePool, proxied
+from tests.guard.scripted_http import ok
 
 pytestmark = pytest.mark.anyio
-
-Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
-"""Answers one request on a connection (its number given); False closes the connection."""
-
-
-class Scripted:
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.url = ""
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        number = self.connections
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                self.requests.append(head + await reader.readexactly(length))
-                if not await self.script(reader, writer, number):
-                    return
-        finally:
-            writer.close()
-
-
-def ok(body: bytes = b'{"ok":true}', extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[Scripted]]]:
-    servers: list[asyncio.Server] = []
-
-    async def start(script: Script) -> Scripted:
-        fake = Scripted(script)
-        server = await asyncio.start_server(fake._serve, "127.0.0.1", 0)
-        servers.append(server)
-        fake.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        return fake
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def pool(url: str, timeout: float = 5.0) -> KeepAlivePool:

@@ -6,7 +6,6 @@ local server, and a real guard process."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import httpx
@@ -20,28 +19,12 @@ from claros_guard.keepalive import KeepAlivePool, Outgoing
 from claros_guard.reporter import Reporter
 from claros_guard.spool import Spool
 from tests.guard.conftest import Workspace, lab
+from tests.guard.scripted_http import ok
 from tests.guard.test_examples import text
-from tests.guard.test_keepalive import Script, Scripted, ok
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 20.0  # seconds any one step may take before the test fails (never a sync point)
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[Scripted]]]:
-    servers: list[asyncio.Server] = []
-
-    async def start(script: Script) -> Scripted:
-        fake = Scripted(script)
-        server = await asyncio.start_server(fake._serve, "127.0.0.1", 0)
-        servers.append(server)
-        fake.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        return fake
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def _pool(url: str) -> KeepAlivePool:
