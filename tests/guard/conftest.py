@@ -25,6 +25,7 @@ import httpx
 import pytest
 from mcp import StdioServerParameters
 
+from claros import local
 from claros.auth import create_key
 from claros.config import Settings
 from claros.local import LocalServer
@@ -213,3 +214,18 @@ async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[Scripted]]]:
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The client address of every connection the local Claros server accepts from now on
+    (its request handler's ``setup`` counted), for tests of the guard's kept connection."""
+    seen: list[object] = []
+    setup = local._Handler.setup
+
+    def counting(handler: local._Handler) -> None:
+        seen.append(handler.client_address)
+        setup(handler)
+
+    monkeypatch.setattr(local._Handler, "setup", counting)
+    return seen

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from claros import local
 from claros_guard.api import HttpClarosApi, outcome_report
 from tests.guard.conftest import Workspace
 
@@ -14,16 +13,8 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_checks_and_reports_share_one_connection(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, opened: list[object]
 ) -> None:
-    opened: list[object] = []
-    setup = local._Handler.setup
-
-    def counting(handler: local._Handler) -> None:
-        opened.append(handler.client_address)
-        setup(handler)
-
-    monkeypatch.setattr(local._Handler, "setup", counting)
     api = HttpClarosApi(workspace.claros.url, workspace.agent)
     try:
         for n in range(3):

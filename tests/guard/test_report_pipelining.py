@@ -12,7 +12,6 @@ import httpx
 import pytest
 from mcp import Client
 
-from claros import local
 from claros_guard.api import HttpClarosApi, outcome_report
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError
 from claros_guard.keepalive import KeepAlivePool, Outgoing
@@ -129,18 +128,10 @@ async def _check(api: HttpClarosApi, n: int) -> str:
 
 
 async def test_the_server_takes_a_pipelined_run_of_reports(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, opened: list[object]
 ) -> None:
     """Against the real local server: each report of the run is recorded once, a refused
     one (an unknown check) is answered alone, and it all rides one connection."""
-    opened: list[object] = []
-    setup = local._Handler.setup
-
-    def counting(handler: local._Handler) -> None:
-        opened.append(handler.client_address)
-        setup(handler)
-
-    monkeypatch.setattr(local._Handler, "setup", counting)
     api = HttpClarosApi(workspace.claros.url, workspace.agent)
     try:
         ids = [await _check(api, n) for n in range(5)]
