@@ -3,7 +3,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
+# Every install is held to the layer's lock (the versions the tests ran with and the Lambda
+# layer ships): a fresh clone gets those, not whatever was released since, and
+# tests/aws/test_layer.py, which compares the two, stays true on any date.
+LOCK   := layers/claros_common/requirements.txt
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c $(LOCK)
 RUN_STAMP  := $(VENV)/.installed-server
 TEST_STAMP := $(VENV)/.installed-dev
 
@@ -24,7 +28,7 @@ CLAROS_DATA ?= .claros
 
 .PHONY: run test lint typecheck bench clean
 
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is needed" or 0)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) -e '.[server]'

@@ -133,3 +133,16 @@ def test_a_function_imports_only_its_own_routes() -> None:
     others = {"claros.api.admin", "claros.api.web", "claros.api.evidence", "claros.api.export",
               "claros.api.prune", "claros.api.lambda_entry", "claros.api.app"}  # fmt: skip
     assert not loaded & others, loaded & others
+
+
+def test_make_installs_the_locked_versions() -> None:
+    """`make run` and `make test` install with the lock as pip constraints, so a fresh clone
+    gets the versions the tests ran with and the layer ships, whatever was released since
+    (httpx 0.29.0, released after the lock was written, had turned the drift test above red
+    on every fresh clone)."""
+    makefile = (REPO / "Makefile").read_text()
+    assert "LOCK   := layers/claros_common/requirements.txt" in makefile
+    [pip] = [line for line in makefile.splitlines() if line.startswith("PIP ")]
+    assert "-c $(LOCK)" in pip
+    # A changed lock reinstalls: the install stamp depends on it.
+    assert "$(RUN_STAMP): pyproject.toml $(LOCK)" in makefile
