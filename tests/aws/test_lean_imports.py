@@ -67,6 +67,12 @@ ARCHIVES = {"importlib.resources", "tempfile", "shutil", "bz2", "lzma", "statist
 PROPOSING = {"claros.mapping.proposals", "claros.mapping.propose", "claros.mapping.mapper"}
 EVIDENCE_PAGE = {"claros.evidence.aiuc1", "claros.evidence.verified"}
 RULE_MODELS = {"claros.rules.model"}
+# pydantic: only where a route validates a body. Settings are not a model (claros.config:
+# its rules' model is asked only about a value that is not plainly valid), the HTTP edge
+# imports it where a body is validated, and the readers of check rows, outcomes and the
+# retention import none (claros.agent_info, claros.coverage, the retention's request).
+# The prune function's one body (PUT retention) imports it at that route's first call.
+PYDANTIC = {"pydantic", "pydantic_core", "annotated_types", "claros.settings_model"}
 # PyNaCl: the file signer's keys and verifying a checkpoint's signature import it where
 # they run; no function imports it at start (the stack signs with KMS).
 NACL = {"nacl"}
@@ -91,15 +97,16 @@ ROUTES = {
 NOT_IMPORTED: dict[str, set[str]] = {
     "check": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | RULE_MODELS,
     "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
+    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
     "export": {"jinja2", "claros.api.web", "claros.web.pages"}
     | YAML
     | MODELS
     | DECIDING - {"claros.asks"}
     | RESOLVERS
-    | EVENTS,
-    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    | EVENTS
+    | PYDANTIC,
+    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
     # The admin API: no pages (they are the web function's), no mapping proposer.
     "admin": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
     # The web app: jinja2 at the first page; device sign-in's code at its routes' first.
@@ -110,7 +117,13 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | EVENTS
     | PROPOSING
     | EVIDENCE_PAGE,
-    "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
+    "authorizer": PAGES
+    | YAML
+    | MODELS
+    | DECIDING
+    | METADATA
+    | PYDANTIC
+    | {"aws_lambda_powertools"},
 }
 OWN = {
     "check": {"claros.api.check"},

@@ -22,8 +22,8 @@ from typing import Any
 from claros import cursors
 from claros.asks import COLLECTION as ASKS
 from claros.auth import Principal
+from claros.coverage import outcome_view
 from claros.errors import BadRequestError, ForbiddenError
-from claros.outcomes import outcome_view
 from claros.store.base import CheckQuery, Store, check_matches
 
 __all__ = [

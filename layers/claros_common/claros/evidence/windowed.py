@@ -29,11 +29,11 @@ from claros.aggregates import (
     upgrade,
     wait_bin,
 )
+from claros.coverage import CoverageCounter
 from claros.evidence.activity import CLOCK_SKEW_MS, Versions, first_seq_at, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
 from claros.evidence.span_cache import cached
-from claros.outcomes import CoverageCounter
 from claros.store.base import Store
 
 __all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counters"]

@@ -18,9 +18,9 @@ from claros.asks import AskPage, ask_view, my_asks_page
 from claros.auth import Principal
 from claros.check_rows import approved_repeat
 from claros.clock import now_ms
+from claros.coverage import OUTCOME_GUARDS
 from claros.evidence.span_cache import cached
 from claros.evidence.windowed import HOME_PARTS, window_bucket
-from claros.outcomes import OUTCOME_GUARDS
 from claros.store.base import GLOBAL, Store
 from claros.timeline import timeline
 
