@@ -219,15 +219,24 @@ def test_webhook_settings_still_answer_from_claros_webhook() -> None:
         WebhookSettings.model_validate({"url": "not a url", "secret": "s" * 16})
 
 
-def test_the_shared_cold_start_defines_no_dataclass() -> None:
+@pytest.mark.parametrize("function", sorted(NOT_IMPORTED))
+def test_no_function_defines_a_dataclass_at_its_cold_start(function: str) -> None:
     """A frozen dataclass compiles six generated methods when it is defined (about 1 ms
-    CPU each, a NamedTuple about 0.15): the value types every function imports at cold
-    start (the store's, the ledger's, the principal, a tampering event) are NamedTuples;
-    the verify report and the services (mutable) plain classes. None is left. A new
-    dataclass here fails this test: make it a NamedTuple, or import it where it is used."""
+    CPU each, a NamedTuple about 0.15): the value types a function imports at its cold
+    start (the store's, the ledger's, the principal, a tampering event, a rule version, a
+    page's frame...) are NamedTuples, the mutable ones (the services, a decision, a
+    verify report...) plain classes. None is left on any function's routes. A new
+    dataclass there fails this test: make it a NamedTuple or a plain class, or import it
+    where it is used."""
     probe = (
-        "import dataclasses, sys, claros.api.entry\n"
-        "print(sorted(f'{n}.{k}' for n, m in list(sys.modules.items()) if n.startswith('claros')"
+        "import dataclasses, importlib, sys\n"
+        + (
+            "import claros.api.authorizer\n"
+            if function == "authorizer"
+            else "import claros.api.entry as e\n"
+            f"for m in e.ROUTE_MODULES[{function!r}]: importlib.import_module(m)\n"
+        )
+        + "print(sorted(f'{n}.{k}' for n, m in list(sys.modules.items()) if n.startswith('claros')"
         " for k, v in vars(m).items() if isinstance(v, type) and v.__module__ == n"
         " and dataclasses.is_dataclass(v)))"
     )
