@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
-from claros.asks import AnswerRequest, answer_ask, my_asks_page
+from claros.ask_answer import AnswerRequest
+from claros.asks import answer_ask, my_asks_page
 from claros.auth import PERSON_KINDS, Principal
 from claros.coverage import coverage
 from claros.errors import BadRequestError, ConflictError
