@@ -117,13 +117,15 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | EVENTS
     | PROPOSING
     | EVIDENCE_PAGE,
+    # No JSON writer either: it only reads (claros.jsonutil imports orjson by the first
+    # write; orjson imports dataclasses, inspect, uuid and platform).
     "authorizer": PAGES
     | YAML
     | MODELS
     | DECIDING
     | METADATA
     | PYDANTIC
-    | {"aws_lambda_powertools"},
+    | {"aws_lambda_powertools", "orjson", "inspect", "dataclasses", "uuid"},
 }
 OWN = {
     "check": {"claros.api.check"},

@@ -61,6 +61,11 @@ __all__ = [
 
 M = TypeVar("M", bound="BaseModel")
 
+# Every answer is written with claros.jsonutil: its writer is imported with the HTTP edge
+# (a function's init), not by the first answer (jsonutil imports it on first use for the
+# processes that never write, the authorizer).
+jsonutil.load_writer()
+
 
 @runtime_checkable
 class LambdaContextLike(Protocol):
