@@ -9,7 +9,8 @@ key, an agent key, a rule whose ``when`` is parsed by a check), so the figures a
 functions' own code, the same for both revisions; the DynamoDB client (boto3) is a cost
 the route split does not change. Requests: ``POST /v1/check`` (check), ``GET /api/rules``
 (admin), ``GET /app`` (web; at a rev before the web function, admin), ``GET /v1/me``
-(check: what a guard asks first) and the authorizer's answer for a guard's key (with the
+(check: what a guard asks first), ``GET /v1/ledger/checkpoints`` (evidence: a function that
+validates no body) and the authorizer's answer for a guard's key (with the
 template's read-only ``CLAROS_ROLE_WRITES`` in both trees, so its row shows the code's
 change alone: before that setting, the authorizer's first request also tried to note the
 key's use).
@@ -49,6 +50,7 @@ REQUESTS: tuple[tuple[str, str, str, str, dict[str, object] | None, str], ...] =
     ("check GET /v1/me", "check", "GET", "/v1/me", None, "agent"),
     ("admin GET /api/rules", "admin", "GET", "/api/rules", None, "admin"),
     ("web GET /app", "web", "GET", "/app", None, "admin"),
+    ("evidence GET checkpoints", "evidence", "GET", "/v1/ledger/checkpoints", None, "agent"),
     # The authorizer's answer for a guard's key (what API Gateway asks before a check).
     ("authorizer, agent key", "authorizer", "POST", "/v1/check", None, "agent"),
 )

@@ -249,3 +249,60 @@ def test_no_function_defines_a_dataclass_at_its_cold_start(function: str) -> Non
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == repr([])
+
+
+# The first request of each function that validates no body, in the environment its role
+# has (template.yaml: the readers write nothing).
+# (function, sample event, CLAROS_ROLE_WRITES, whether the request imports pydantic): the
+# last row, the prune function's one body, is the control (it validates, so it does).
+BODYLESS_REQUESTS = [
+    ("evidence", "evidence-verify", "", False),
+    ("evidence", "evidence-checkpoints", "", False),
+    ("export", "export-report", "key_use", False),
+    ("prune", "prune-get-retention", "key_use", False),
+    ("prune", "prune-prune", "key_use", False),
+    ("prune", "prune-put-retention", "key_use", True),
+]
+
+
+@pytest.mark.parametrize(("function", "event", "writes", "validates"), BODYLESS_REQUESTS)
+def test_a_function_that_validates_no_body_answers_without_pydantic(
+    tmp_path: Path, function: str, event: str, writes: str, validates: bool
+) -> None:
+    """Not only its start: its first request imports no pydantic either (nothing moved
+    from the import into the request), in a fresh interpreter as Lambda runs it (its
+    handler built), on a SQLite store. The prune function's PUT retention, its one body,
+    imports it at that first request (as its start did before)."""
+    from claros.auth import create_key
+    from claros.config import Settings
+    from claros.wiring import build_services
+    from tests.events import load_event
+
+    data = tmp_path / "data"
+    services = build_services(Settings(data_dir=data))
+    try:
+        key = create_key(services.store, "acme", "admin", person="ada@acme.test")
+    finally:
+        services.close()
+    probe = (
+        "import json, sys\nimport app\n"
+        "class Context:\n"
+        "    function_name = 'probe'; memory_limit_in_mb = 512; aws_request_id = 'r1'\n"
+        "    invoked_function_arn = 'arn:aws:lambda:us-east-1:1:function:probe'\n"
+        "    def get_remaining_time_in_millis(self): return 30000\n"
+        f"answer = app.lambda_handler(json.loads({json.dumps(load_event(event, key))!r}), "
+        "Context())\n"
+        "print(json.dumps([answer['statusCode'], 'pydantic' in sys.modules]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
+    env.update(
+        CLAROS_STORE="sqlite", CLAROS_DATA=str(data), CLAROS_SIGNER="file",
+        CLAROS_ROLE_WRITES=writes, AWS_DEFAULT_REGION="us-east-1",
+        POWERTOOLS_TRACE_DISABLED="true", POWERTOOLS_METRICS_NAMESPACE="Claros",
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    status, imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert status < 500 and imported is validates, (status, done.stderr[-2000:])
