@@ -108,8 +108,8 @@ def _event(method: str, path: str, body: dict[str, object] | None, key: str) -> 
 def _store_env(data: Path, function: str = "") -> dict[str, str]:
     env = _env()
     env.update(CLAROS_STORE="sqlite", CLAROS_DATA=str(data), CLAROS_SIGNER="file")
-    if function == "authorizer":
-        env["CLAROS_ROLE_WRITES"] = ""  # as template.yaml: its role reads only
+    if function in ("authorizer", "evidence"):
+        env["CLAROS_ROLE_WRITES"] = ""  # as template.yaml: their roles read only
     return env
 
 
