@@ -118,14 +118,15 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | PROPOSING
     | EVIDENCE_PAGE,
     # No JSON writer either: it only reads (claros.jsonutil imports orjson by the first
-    # write; orjson imports dataclasses, inspect, uuid and platform).
+    # write; orjson imports dataclasses, inspect, uuid and platform). No ast: its lazy
+    # package is the stdlib's, whose __init__ is not parsed (claros.lazy_packages).
     "authorizer": PAGES
     | YAML
     | MODELS
     | DECIDING
     | METADATA
     | PYDANTIC
-    | {"aws_lambda_powertools", "orjson", "inspect", "dataclasses", "uuid"},
+    | {"aws_lambda_powertools", "orjson", "inspect", "dataclasses", "uuid", "ast"},
 }
 OWN = {
     "check": {"claros.api.check"},
