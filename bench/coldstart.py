@@ -22,6 +22,16 @@ show the fastest run, the median, and the least CPU time, each as a share of eac
 baseline's (CPU time moves less with the load of the machine's other work). boto3 is
 counted where an import needs it (the routes create their clients on first use, so none
 does today).
+
+Below the functions, the floor the functions that validate a request body stand on, timed
+the same way: ``floor: powertools`` (what claros.api.entry imports of Powertools: Logger,
+Metrics, Tracer, the API Gateway resolver and its event class, with
+claros.lazy_packages), ``floor: pydantic`` (``BaseModel`` and ``Field``, plugins off, as
+the entry sets) and ``floor: both`` (the two in one interpreter: the standard library
+modules they share counted once). A function's row less ``floor: both`` is what its own
+code costs on top (claros's modules, its models' definitions, the standard library they
+alone pull in); the functions that validate no body import no pydantic, so theirs is the
+Powertools row.
 """
 
 from __future__ import annotations
@@ -54,6 +64,23 @@ _TIMER = (
     "wall, cpu = time.perf_counter() - t, time.process_time() - c\n"
     "sys.stdout.write(repr((wall, cpu, len(sys.modules) - n)))\n"
 )
+# The floor rows (module docstring): the packages' imports alone.
+_POWERTOOLS = (
+    "from claros import lazy_packages\nlazy_packages.install()\n"
+    "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
+    "from aws_lambda_powertools.metrics import MetricUnit\n"
+    "from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver\n"
+    "from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2"
+)
+_PYDANTIC = (
+    "import os\nos.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__')\n"
+    "from pydantic import BaseModel, Field"
+)
+FLOORS = {
+    "floor: powertools": _POWERTOOLS,
+    "floor: pydantic": _PYDANTIC,
+    "floor: both": f"{_POWERTOOLS}\n{_PYDANTIC}",
+}
 # What the layer's build compiles (layers/claros_common/Makefile), and the functions' code.
 COMPILED = (REPO / "layers" / "claros_common" / "claros", REPO / "functions")
 
@@ -171,6 +198,7 @@ def measure(
                 continue  # a function that rev does not have (its routes were another's)
             body = f"import sys\nsys.path.insert(0, {str(where)!r})\n{_routes_of(name)}"
             subjects[f"{name} at {at}"] = (body, REPO)
+    subjects.update({name: (body, REPO) for name, body in FLOORS.items()})
     return _interleaved(_baselines("import claros.api.lambda_entry", layer, rev), subjects, rounds)
 
 
@@ -198,6 +226,11 @@ def _shares(result: Result, base: Result) -> tuple[float, float, float]:
     )
 
 
+def _a_function_now(name: str) -> bool:
+    """Not a row of BENCH_COLDSTART_ALSO's rev, nor a floor row."""
+    return " at " not in name and not name.startswith("floor")
+
+
 def _print(bases: list[Result], results: list[Result], target: float | None) -> dict[str, float]:
     """Rows: min wall, median wall, min CPU (ms), modules imported, then min wall, median
     wall and CPU as shares of each baseline's; returns each baseline's worst min-wall
@@ -215,10 +248,14 @@ def _print(bases: list[Result], results: list[Result], target: float | None) -> 
         cells = ""
         for base in bases:
             shares = _shares(result, base)
-            if " at " not in result.name:  # a row of BENCH_COLDSTART_ALSO's rev
+            if _a_function_now(result.name):
                 worst[base.name] = max(worst[base.name], shares[0])
             cells += "  " + " ".join(f"{x:7.1%}" for x in shares)
-        over = target is not None and _shares(result, bases[-1])[0] > target
+        over = (
+            target is not None
+            and _a_function_now(result.name)
+            and _shares(result, bases[-1])[0] > target
+        )
         times = f"{_ms(result.seconds)} {_ms(result.median_seconds)} {_ms(result.cpu_seconds)}"
         flag = f"  over {target:.0%}" if over and target is not None else ""
         print(f"  {result.name:<24} {times} {result.items:7}{cells}{flag}")

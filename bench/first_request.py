@@ -8,8 +8,12 @@ The store is SQLite (a fresh copy of one seeded data directory for every run: an
 key, an agent key, a rule whose ``when`` is parsed by a check), so the figures are the
 functions' own code, the same for both revisions; the DynamoDB client (boto3) is a cost
 the route split does not change. Requests: ``POST /v1/check`` (check), ``GET /api/rules``
-(admin), ``GET /app`` (web; at a rev before the web function, admin) and ``GET /v1/me``
-(check: what a guard asks first).
+(admin), ``GET /app`` (web; at a rev before the web function, admin), ``GET /v1/me``
+(check: what a guard asks first), ``GET /v1/ledger/checkpoints`` (evidence: a function that
+validates no body) and the authorizer's answer for a guard's key (with the
+template's read-only ``CLAROS_ROLE_WRITES`` in both trees, so its row shows the code's
+change alone: before that setting, the authorizer's first request also tried to note the
+key's use).
 
 ``python -m bench first_request``; BENCH_COLDSTART_ROUNDS rounds (default 5).
 """
@@ -46,6 +50,9 @@ REQUESTS: tuple[tuple[str, str, str, str, dict[str, object] | None, str], ...] =
     ("check GET /v1/me", "check", "GET", "/v1/me", None, "agent"),
     ("admin GET /api/rules", "admin", "GET", "/api/rules", None, "admin"),
     ("web GET /app", "web", "GET", "/app", None, "admin"),
+    ("evidence GET checkpoints", "evidence", "GET", "/v1/ledger/checkpoints", None, "agent"),
+    # The authorizer's answer for a guard's key (what API Gateway asks before a check).
+    ("authorizer, agent key", "authorizer", "POST", "/v1/check", None, "agent"),
 )
 
 _SEED = """
@@ -77,7 +84,7 @@ event = json.loads({event!r})
 t = time.perf_counter(); c = time.process_time()
 answer = app.lambda_handler(event, Context())
 wall, cpu = time.perf_counter() - t, time.process_time() - c
-assert answer["statusCode"] < 300, answer
+assert answer.get("statusCode", 200) < 300 and answer.get("isAuthorized", True), answer
 sys.stdout.write("\\n" + repr((imported, wall, imported_cpu + cpu)))
 """
 
@@ -98,9 +105,11 @@ def _event(method: str, path: str, body: dict[str, object] | None, key: str) -> 
     })  # fmt: skip
 
 
-def _store_env(data: Path) -> dict[str, str]:
+def _store_env(data: Path, function: str = "") -> dict[str, str]:
     env = _env()
     env.update(CLAROS_STORE="sqlite", CLAROS_DATA=str(data), CLAROS_SIGNER="file")
+    if function in ("authorizer", "evidence"):
+        env["CLAROS_ROLE_WRITES"] = ""  # as template.yaml: their roles read only
     return env
 
 
@@ -147,8 +156,8 @@ def main() -> None:
                     data = where / f"data-{round_}-{len(times)}"
                     shutil.copytree(seeded, data)
                     runs_in = served_by.get(function, function) if tree != "now" else function
-                    got = _run(prefix + _TIMED.format(event=event),
-                               REPO / "functions" / runs_in, _store_env(data))  # fmt: skip
+                    env, timed = _store_env(data, function), prefix + _TIMED.format(event=event)
+                    got = _run(timed, REPO / "functions" / runs_in, env)
                     shutil.rmtree(data)
                     if round_:
                         times.setdefault((name, tree), []).append(got)

@@ -8,7 +8,6 @@ problem text (a full-match regex with the hashes that differ).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import re
@@ -277,7 +276,7 @@ def test_empty_fields_added_to_a_record_change_nothing() -> None:
     ids=lambda c: next(iter(c)),
 )
 def test_edited_entry_field(change: dict[str, Any]) -> None:
-    edited = dataclasses.replace(E[3], **change)
+    edited = E[3]._replace(**change)
     items = [*first(2), (edited, None), *CHAIN[3:5]]
     report = verify(items, compare_records=False)
     assert_failures(
@@ -287,7 +286,7 @@ def test_edited_entry_field(change: dict[str, Any]) -> None:
 
 
 def test_edited_entry_hash_breaks_the_next_link() -> None:
-    edited = dataclasses.replace(E[3], hash="ab" * 32)
+    edited = E[3]._replace(hash="ab" * 32)
     report = verify([*first(2), (edited, CHAIN[2][1]), *CHAIN[3:5]])
     assert_failures(
         report,
@@ -408,13 +407,13 @@ def _bad_signatures() -> dict[str, Checkpoint]:
     raw[10] ^= 0x01
     by_b = sign(KEY_B, 3, H[3])
     return {
-        "bit-flipped": dataclasses.replace(good, signature=base64.b64encode(raw).decode()),
-        "other-key": dataclasses.replace(good, signature=by_b.signature),
-        "ts-edited": dataclasses.replace(good, ts=good.ts + 1),
-        "hash-edited": dataclasses.replace(good, hash=H[4]),
-        "seq-edited": dataclasses.replace(good, seq=4, hash=H[4]),
-        "not-base64": dataclasses.replace(good, signature="%%%"),
-        "truncated": dataclasses.replace(good, signature=good.signature[:40]),
+        "bit-flipped": good._replace(signature=base64.b64encode(raw).decode()),
+        "other-key": good._replace(signature=by_b.signature),
+        "ts-edited": good._replace(ts=good.ts + 1),
+        "hash-edited": good._replace(hash=H[4]),
+        "seq-edited": good._replace(seq=4, hash=H[4]),
+        "not-base64": good._replace(signature="%%%"),
+        "truncated": good._replace(signature=good.signature[:40]),
     }
 
 
@@ -651,11 +650,11 @@ def test_every_failure_listed_in_one_run() -> None:
     c = list(first(8))
     c[1] = (c[1][0], {"id": "r2", "forged": True})  # record edited
     c[2] = (c[2][0], None)  # record deleted
-    edited5 = dataclasses.replace(E[5], ts=E[5].ts + 1)  # entry field edited
+    edited5 = E[5]._replace(ts=E[5].ts + 1)  # entry field edited
     items = [c[0], c[1], c[2], (edited5, c[4][1]), c[5], c[6]]  # seq 4 missing
     checkpoints = [
         sign(KEY_B, 1, H[1]),  # unknown key
-        dataclasses.replace(sign(KEY_A, 2, H[2]), ts=1),  # bad signature
+        sign(KEY_A, 2, H[2])._replace(ts=1),  # bad signature
         sign(KEY_A, 6, "cd" * 32),  # disagrees with entry 6
         sign(KEY_A, 8, H[8]),  # tail cut off: the log ends at 7
     ]
@@ -704,7 +703,7 @@ def test_uncanonicalizable_record_is_a_failure_not_a_crash() -> None:
 
 
 def test_relabelled_public_key_is_refused() -> None:
-    relabelled = dataclasses.replace(public(KEY_B), key_id=public(KEY_A).key_id)
-    forged = dataclasses.replace(sign(KEY_B, 3, H[3]), key_id=public(KEY_A).key_id)
+    relabelled = public(KEY_B)._replace(key_id=public(KEY_A).key_id)
+    forged = sign(KEY_B, 3, H[3])._replace(key_id=public(KEY_A).key_id)
     report = verify(first(5), [forged], [relabelled])
     assert not report.ok

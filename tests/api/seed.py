@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 import claros.clock
-from claros.asks import AnswerRequest, answer_ask
+from claros.ask_answer import AnswerRequest
+from claros.asks import answer_ask
 from claros.auth import Principal, authenticate, create_key
 from claros.checks import AgentInfo, CheckRequest, Via, record_check
 from claros.outcomes import OutcomeRequest, UncheckedRequest, record_outcome, record_unchecked

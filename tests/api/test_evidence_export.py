@@ -96,7 +96,7 @@ def test_export_goes_to_s3_in_aws(
 
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket="claros-exports")
-    aws = Services(services.settings.model_copy(update={"export_bucket": "claros-exports"}),
+    aws = Services(services.settings.replace(export_bucket="claros-exports"),
                    services.store, services.signer)  # fmt: skip
     app = build_resolver(aws, ["check", "export"])
     for i in range(3):

@@ -3,7 +3,7 @@ outcome), on both stores."""
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from typing import Any
 
 import httpx
@@ -213,7 +213,8 @@ def test_the_outcome_and_its_timeline_doc_land_together(
     http: httpx.Client, keys: Keys, services: Services
 ) -> None:
     check_id = _check(http, keys.agent)
-    moved = dataclasses.replace(services, store=_Moved(services.store))
+    moved = copy.copy(services)
+    moved.store = _Moved(services.store)
     dana = authenticate(services.store, f"Bearer {keys.agent}")
     with pytest.raises(ConflictError, match="has an outcome already"):
         record_outcome(moved, dana, check_id, OutcomeRequest(status="ok"))

@@ -5,7 +5,12 @@ stack against the stack's own tables with the events API Gateway sends it."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +32,7 @@ pytestmark = [
 ]
 
 HOST = "abc123.execute-api.us-east-1.amazonaws.com"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _declared() -> None:
@@ -195,6 +201,48 @@ def test_a_valid_key_is_allowed_with_who_it_is(functions: Functions, keys: Keys)
     }
     admin = _decide(functions, _event("GET /api/rules", f"Bearer {keys.admin}"))
     assert admin["isAuthorized"] is True and admin["context"]["kind"] == "admin"
+
+
+def test_the_authorizer_writes_nothing(
+    functions: Functions, keys: Keys, stack_store: Store
+) -> None:
+    """Its role may only read (GetItem), and its environment says so (CLAROS_ROLE_WRITES
+    empty): it never tries to note a key's last use, which the functions behind it note.
+    moto does not enforce IAM, so an attempt would show here as the last use written."""
+    digest = hash_key(keys.agent)
+    doc = stack_store.get_doc(GLOBAL, "key", digest)
+    assert doc is not None
+    stack_store.write_docs(  # last used long ago: a writer would note this use
+        [DocWrite(GLOBAL, "key", digest, {**doc.value, "last_used_at": 1}, doc.rev)]
+    )
+    before = stack_store.get_doc(GLOBAL, "key", digest)
+    assert _decide(functions, _event(authorization=f"Bearer {keys.agent}"))["isAuthorized"]
+    assert stack_store.get_doc(GLOBAL, "key", digest) == before
+
+
+def test_a_cold_authorizer_answers_without_the_json_writer(tmp_path: Path) -> None:
+    """In a fresh interpreter, as Lambda starts it (functions/authorizer/app.py, the
+    template's read-only CLAROS_ROLE_WRITES): its start and its first answer import no
+    orjson (claros.jsonutil imports it by the first write; the authorizer only reads)."""
+    data = tmp_path / "data"
+    services = build_services(Settings.from_env({"CLAROS_DATA": str(data)}))
+    try:
+        key = create_key(services.store, WS, "service")
+    finally:
+        services.close()
+    event = _event(authorization=f"Bearer {key}")
+    probe = (
+        "import json, sys\nimport app\n"
+        f"answer = app.lambda_handler(json.loads({json.dumps(event)!r}), None)\n"
+        "print(json.dumps([answer['isAuthorized'], 'orjson' in sys.modules]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAROS_")}
+    env.update(CLAROS_DATA=str(data), CLAROS_ROLE_WRITES="")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "functions" / "authorizer", env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout) == [True, False]
 
 
 def test_a_revoked_key_is_refused(functions: Functions, keys: Keys, stack_store: Store) -> None:

@@ -1,9 +1,11 @@
 """Request models are built on their first validation, not when their module is imported
 (``defer_build=True``): a function's routes declare many models (the admin function 35)
-and a request validates one or two, so a cold start built the rest for nothing. Only
-``Settings`` is built at import: every function's first request reads it. Pinned here so a
-new model follows, with every deferred model built once (a model that cannot be built
-fails this test, not a user's first request)."""
+and a request validates one or two, so a cold start built the rest for nothing. None is
+built at import: ``claros.config.Settings``, which every function reads, is not a model
+(its rules' model, ``claros.settings_model.SettingsModel``, is asked only about a value
+that is not plainly valid: tests/test_config.py). Pinned here so a new model follows, with
+every deferred model built once (a model that cannot be built fails this test, not a
+user's first request)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 import claros
 
 REPO = Path(__file__).resolve().parents[2]
-EAGER = {"claros.config.Settings"}
+EAGER: set[str] = set()
 
 
 def _claros_models() -> list[type[BaseModel]]:
@@ -42,7 +44,7 @@ def _name(model: type[BaseModel]) -> str:
     return f"{model.__module__}.{model.__qualname__}"
 
 
-def test_every_model_but_settings_defers_its_build() -> None:
+def test_every_model_defers_its_build() -> None:
     models = _claros_models()
     assert len(models) > 30  # the walk found the routes' models
     eager = {_name(m) for m in models if not m.model_config.get("defer_build")}
@@ -56,7 +58,7 @@ def test_every_deferred_model_builds() -> None:
 
 
 def test_a_deferred_model_still_refuses_what_it_refused() -> None:
-    from claros.check_rows import AgentInfo
+    from claros.agent_info import AgentInfo
 
     with pytest.raises(ValidationError) as refused:
         AgentInfo.model_validate({"name": "", "surprise": 1})
@@ -65,9 +67,9 @@ def test_a_deferred_model_still_refuses_what_it_refused() -> None:
 
 
 @pytest.mark.parametrize("function", ["admin", "web", "check"])
-def test_a_cold_function_builds_only_settings_until_a_request_validates(function: str) -> None:
+def test_a_cold_function_builds_no_model_until_a_request_validates(function: str) -> None:
     """In a fresh interpreter: the function's entry module (its handler built) leaves every
-    model but Settings unbuilt; validating one model builds it, and no other."""
+    model unbuilt; validating one model builds it, and no other."""
     probe = (
         "import json, sys, app\n"
         "from pydantic import BaseModel\n"
@@ -79,7 +81,7 @@ def test_a_cold_function_builds_only_settings_until_a_request_validates(function
         "    return sorted(f'{c.__module__}.{c.__qualname__}' for c in subs(BaseModel)\n"
         "                  if c.__module__.startswith('claros.') and c.__pydantic_complete__)\n"
         "at_import = built()\n"
-        "from claros.check_rows import AgentInfo\n"
+        "from claros.agent_info import AgentInfo\n"
         "AgentInfo.model_validate({'name': 'bot', 'via': {'guard': 'g'}})\n"
         "json.dump([at_import, built()], sys.stdout)\n"
     )
@@ -93,4 +95,4 @@ def test_a_cold_function_builds_only_settings_until_a_request_validates(function
     at_import, after = json.loads(done.stdout)
     assert at_import == sorted(EAGER)
     # Via is built inside AgentInfo's schema (pydantic marks only the validated one built)
-    assert after == sorted(EAGER | {"claros.check_rows.AgentInfo"})
+    assert after == sorted(EAGER | {"claros.agent_info.AgentInfo"})

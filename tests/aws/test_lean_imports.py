@@ -67,6 +67,12 @@ ARCHIVES = {"importlib.resources", "tempfile", "shutil", "bz2", "lzma", "statist
 PROPOSING = {"claros.mapping.proposals", "claros.mapping.propose", "claros.mapping.mapper"}
 EVIDENCE_PAGE = {"claros.evidence.aiuc1", "claros.evidence.verified"}
 RULE_MODELS = {"claros.rules.model"}
+# pydantic: only where a route validates a body. Settings are not a model (claros.config:
+# its rules' model is asked only about a value that is not plainly valid), the HTTP edge
+# imports it where a body is validated, and the readers of check rows, outcomes and the
+# retention import none (claros.agent_info, claros.coverage, the retention's request).
+# The prune function's one body (PUT retention) imports it at that route's first call.
+PYDANTIC = {"pydantic", "pydantic_core", "annotated_types", "claros.settings_model"}
 # PyNaCl: the file signer's keys and verifying a checkpoint's signature import it where
 # they run; no function imports it at start (the stack signs with KMS).
 NACL = {"nacl"}
@@ -91,15 +97,16 @@ ROUTES = {
 NOT_IMPORTED: dict[str, set[str]] = {
     "check": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | RULE_MODELS,
     "outcome": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
-    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    "evidence": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
+    "checkpoint": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
     "export": {"jinja2", "claros.api.web", "claros.web.pages"}
     | YAML
     | MODELS
     | DECIDING - {"claros.asks"}
     | RESOLVERS
-    | EVENTS,
-    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS,
+    | EVENTS
+    | PYDANTIC,
+    "prune": PAGES | YAML | MODELS | DECIDING | RESOLVERS | EVENTS | PYDANTIC,
     # The admin API: no pages (they are the web function's), no mapping proposer.
     "admin": PAGES | YAML | MODELS | RESOLVERS | EVENTS | PROPOSING | EVIDENCE_PAGE,
     # The web app: jinja2 at the first page; device sign-in's code at its routes' first.
@@ -110,7 +117,16 @@ NOT_IMPORTED: dict[str, set[str]] = {
     | EVENTS
     | PROPOSING
     | EVIDENCE_PAGE,
-    "authorizer": PAGES | YAML | MODELS | DECIDING | METADATA | {"aws_lambda_powertools"},
+    # No JSON writer either: it only reads (claros.jsonutil imports orjson by the first
+    # write; orjson imports dataclasses, inspect, uuid and platform). No ast: its lazy
+    # package is the stdlib's, whose __init__ is not parsed (claros.lazy_packages).
+    "authorizer": PAGES
+    | YAML
+    | MODELS
+    | DECIDING
+    | METADATA
+    | PYDANTIC
+    | {"aws_lambda_powertools", "orjson", "inspect", "dataclasses", "uuid", "ast"},
 }
 OWN = {
     "check": {"claros.api.check"},
@@ -206,16 +222,24 @@ def test_webhook_settings_still_answer_from_claros_webhook() -> None:
         WebhookSettings.model_validate({"url": "not a url", "secret": "s" * 16})
 
 
-def test_the_shared_cold_start_defines_few_dataclasses() -> None:
-    """A frozen dataclass compiles six generated methods when it is defined (about 1.3 ms
-    CPU each, a NamedTuple about 0.3): the value types every function imports at cold
-    start (the store's, the principal, a tampering event) are NamedTuples. What is left:
-    the ledger's own records (``dataclasses.asdict``/``replace`` are used on them) and the
-    services (mutable). A new dataclass here fails this test: make it a NamedTuple, or
-    import it where it is used."""
+@pytest.mark.parametrize("function", sorted(NOT_IMPORTED))
+def test_no_function_defines_a_dataclass_at_its_cold_start(function: str) -> None:
+    """A frozen dataclass compiles six generated methods when it is defined (about 1 ms
+    CPU each, a NamedTuple about 0.15): the value types a function imports at its cold
+    start (the store's, the ledger's, the principal, a tampering event, a rule version, a
+    page's frame...) are NamedTuples, the mutable ones (the services, a decision, a
+    verify report...) plain classes. None is left on any function's routes. A new
+    dataclass there fails this test: make it a NamedTuple or a plain class, or import it
+    where it is used."""
     probe = (
-        "import dataclasses, sys, claros.api.entry\n"
-        "print(sorted(f'{n}.{k}' for n, m in list(sys.modules.items()) if n.startswith('claros')"
+        "import dataclasses, importlib, sys\n"
+        + (
+            "import claros.api.authorizer\n"
+            if function == "authorizer"
+            else "import claros.api.entry as e\n"
+            f"for m in e.ROUTE_MODULES[{function!r}]: importlib.import_module(m)\n"
+        )
+        + "print(sorted(f'{n}.{k}' for n, m in list(sys.modules.items()) if n.startswith('claros')"
         " for k, v in vars(m).items() if isinstance(v, type) and v.__module__ == n"
         " and dataclasses.is_dataclass(v)))"
     )
@@ -225,13 +249,67 @@ def test_the_shared_cold_start_defines_few_dataclasses() -> None:
         [sys.executable, "-c", probe], cwd=REPO, env=env,
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == repr(
-        [
-            "claros.ledger.Checkpoint",
-            "claros.ledger.Entry",
-            "claros.ledger.Failure",
-            "claros.ledger.PublicKey",
-            "claros.ledger.VerifyReport",
-            "claros.wiring.Services",
-        ]
+    assert done.stdout.strip() == repr([])
+
+
+# The first request of each function that validates no body, in the environment its role
+# has (template.yaml: the readers write nothing).
+# (function, sample event, CLAROS_ROLE_WRITES, whether the request imports pydantic): the
+# last row, the prune function's one body, is the control (it validates, so it does).
+BODYLESS_REQUESTS = [
+    ("evidence", "evidence-verify", "", False),
+    ("evidence", "evidence-checkpoints", "", False),
+    ("checkpoint", "checkpoint-checkpoint-now", "key_use,verified_state", False),
+    ("checkpoint", "checkpoint-schedule", "key_use,verified_state", False),
+    ("export", "export-report", "key_use", False),
+    ("prune", "prune-get-retention", "key_use", False),
+    ("prune", "prune-prune", "key_use", False),
+    ("prune", "prune-put-retention", "key_use", True),
+]
+
+
+@pytest.mark.parametrize(("function", "event", "writes", "validates"), BODYLESS_REQUESTS)
+def test_a_function_that_validates_no_body_answers_without_pydantic(
+    tmp_path: Path, function: str, event: str, writes: str, validates: bool
+) -> None:
+    """Not only its start: its first request imports no pydantic either (nothing moved
+    from the import into the request), in a fresh interpreter as Lambda runs it (its
+    handler built), on a SQLite store. The prune function's PUT retention, its one body,
+    imports it at that first request (as its start did before)."""
+    from claros.auth import create_key
+    from claros.config import Settings
+    from claros.wiring import build_services
+    from tests.events import load_event
+
+    data = tmp_path / "data"
+    services = build_services(Settings(data_dir=data))
+    try:
+        key = create_key(services.store, "acme", "admin", person="ada@acme.test")
+    finally:
+        services.close()
+    sample = load_event(event)  # an HTTP request gets the key; the schedule's event none
+    if "routeKey" in sample:
+        sample = load_event(event, key)
+    probe = (
+        "import json, sys\nimport app\n"
+        "class Context:\n"
+        "    function_name = 'probe'; memory_limit_in_mb = 512; aws_request_id = 'r1'\n"
+        "    invoked_function_arn = 'arn:aws:lambda:us-east-1:1:function:probe'\n"
+        "    def get_remaining_time_in_millis(self): return 30000\n"
+        f"answer = app.lambda_handler(json.loads({json.dumps(sample)!r}), "
+        "Context())\n"
+        # The schedule's answer is the checkpoints it signed, not an HTTP response.
+        "print(json.dumps([answer.get('statusCode', 200), 'pydantic' in sys.modules]))"
     )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
+    env.update(
+        CLAROS_STORE="sqlite", CLAROS_DATA=str(data), CLAROS_SIGNER="file",
+        CLAROS_ROLE_WRITES=writes, AWS_DEFAULT_REGION="us-east-1",
+        POWERTOOLS_TRACE_DISABLED="true", POWERTOOLS_METRICS_NAMESPACE="Claros",
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    status, imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert status < 500 and imported is validates, (status, done.stderr[-2000:])

@@ -228,6 +228,11 @@ def test_expr_equality_hash_and_repr() -> None:
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
     assert a != parse_derived("a") and parse_when("a") != parse_derived("a")
     assert repr(a) == "Expr(text='a > 1', kind='when')"
+    with pytest.raises(AttributeError, match="immutable"):
+        a.text = "b"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del a.kind  # type: ignore[misc]
+    assert a.text == "a > 1" and a.kind == "when"
 
 
 def test_matches() -> None:

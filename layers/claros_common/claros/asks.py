@@ -18,9 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from claros import cursors
 from claros.ask_queue import close_writes, open_writes
@@ -33,9 +31,11 @@ from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
+if TYPE_CHECKING:  # the answer's model: the admin API's and the pages' (claros.ask_answer)
+    from claros.ask_answer import AnswerRequest
+
 __all__ = [
     "ASK_FILTERS",
-    "AnswerRequest",
     "AskPage",
     "answer_ask",
     "ask_view",
@@ -48,13 +48,6 @@ __all__ = [
 
 COLLECTION = "ask"
 _ASK_ID = re.compile(r"^ask_[0-9a-f]{28}$")
-
-
-class AnswerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    decision: Literal["approve", "deny"]
-    note: str | None = Field(None, max_length=2000)
 
 
 def call_hash(app: str, tool: str, arguments: Mapping[str, Any]) -> str:

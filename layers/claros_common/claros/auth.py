@@ -633,9 +633,9 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     if args.data:
-        settings = settings.model_copy(update={"data_dir": args.data})
+        settings = settings.replace(data_dir=args.data)
     if args.stack:
-        settings = settings.model_copy(update=stack_tables(args.stack))
+        settings = settings.replace(**stack_tables(args.stack))
     if args.command in ("revoke", "demote") or (args.command == "create" and args.person):
         # Changes are ledger entries (revoke, demote, and a create that adds a member or
         # makes one admin): they need what the server records with.

@@ -1,40 +1,16 @@
 """What a check row is, for the modules that read check rows without making checks (the
-outcome function, the evidence pages, the timeline): the agent's description, the keys of
-the call index and the timeline, and whether a row repeats an approved ask. Apart from
-claros.checks so that reading a row does not import the rules, mappings and asks that
-deciding a check needs (each function's cold start pays only for what it serves)."""
+outcome function, the evidence pages, the timeline): the keys of the call index and the
+timeline, and whether a row repeats an approved ask. Apart from claros.checks so that
+reading a row does not import the rules, mappings and asks that deciding a check needs,
+and from the agent's description (claros.agent_info, pydantic models) so that reading one
+does not import pydantic (each function's cold start pays only for what it serves)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-__all__ = ["AgentInfo", "Strict", "Via", "approved_repeat", "call_index_key", "timeline_collection"]
-
-
-class Strict(BaseModel):
-    """A request part: unknown fields refused, strings bounded."""
-
-    model_config = ConfigDict(extra="forbid", str_max_length=512, defer_build=True)
-
-
-class Via(Strict):
-    guard: str = Field(min_length=1, max_length=128)
-    version: str | None = Field(None, max_length=64)
-
-
-class AgentInfo(Strict):
-    """What the agent says it is. ``on_behalf_of`` is honoured only from a service key."""
-
-    name: str = Field(min_length=1, max_length=128)
-    model: str | None = Field(None, max_length=128)
-    version: str | None = Field(None, max_length=64)
-    session: str | None = Field(None, max_length=256)
-    call_id: str | None = Field(None, max_length=256)
-    via: Via | None = None
-    on_behalf_of: str | None = Field(None, max_length=256)
+__all__ = ["approved_repeat", "call_index_key", "timeline_collection"]
 
 
 def call_index_key(key_id: str, call_id: str) -> str:

@@ -18,9 +18,9 @@ from claros.asks import COLLECTION as ASKS
 from claros.asks import ask_view
 from claros.auth import Principal
 from claros.checkpoints import ChainBrokenError, entry_at, verify_before_signing
+from claros.coverage import outcome_view
 from claros.errors import NotFoundError
 from claros.ledger import Checkpoint, Entry, verify_signature
-from claros.outcomes import outcome_view
 from claros.overrides import check_overrides
 from claros.store.base import Store
 

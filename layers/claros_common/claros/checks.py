@@ -14,16 +14,10 @@ from typing import Any
 
 from pydantic import Field
 
+from claros.agent_info import AgentInfo, Strict, Via
 from claros.asks import ask_view, open_ask, use_approval
 from claros.auth import Principal, check_email, member_role
-from claros.check_rows import (
-    AgentInfo,
-    Strict,
-    Via,
-    approved_repeat,
-    call_index_key,
-    timeline_collection,
-)
+from claros.check_rows import approved_repeat, call_index_key, timeline_collection
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.empty import new_dict

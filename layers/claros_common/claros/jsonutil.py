@@ -5,11 +5,35 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
+from types import ModuleType
 from typing import Any
 
-import orjson
+__all__ = ["dumpb", "dumps", "load_writer", "loads"]
 
-__all__ = ["dumpb", "dumps", "loads"]
+# orjson, the writer, imported by the first write (``_writer``): importing it imports
+# dataclasses, inspect, uuid and platform, ~12 ms of CPU, which a process that only reads
+# JSON (the Lambda authorizer) never needs. The HTTP functions write an answer at every
+# request: their edge (claros.api.http) calls ``load_writer`` at import, so their init,
+# not their first request, pays for it, as before.
+_orjson: ModuleType | None = None
+# Set with it: datetime and dataclass instances go to _default (a TypeError), as the
+# stdlib sends them.
+_OPTIONS = 0
+
+
+def _writer() -> ModuleType:
+    global _orjson, _OPTIONS
+    if _orjson is None:
+        import orjson
+
+        _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+        _orjson = orjson  # last: a thread that sees it sees _OPTIONS set
+    return _orjson
+
+
+def load_writer() -> None:
+    """Import the writer now: for a process that writes JSON at every request."""
+    _writer()
 
 
 def _no_constant(name: str) -> Any:
@@ -53,7 +77,7 @@ def _fast_default(value: Any) -> Any:
     would write a NaN float as null)."""
     out = _default(value)
     if isinstance(out, float) and not math.isfinite(out):
-        return orjson.Fragment(_ENCODER.encode(out))
+        return _writer().Fragment(_ENCODER.encode(out))
     return out
 
 
@@ -86,14 +110,11 @@ def _orjson_form_differs(out: bytes) -> bool:
     return False
 
 
-# datetime and dataclass instances go to _default (a TypeError), as the stdlib sends them.
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
 def dumpb(value: Any) -> bytes:
     """``dumps(value).encode()``, without the text in between: orjson writes UTF-8."""
+    orjson = _writer()
     try:
-        out = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
+        out: bytes = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
     except orjson.JSONEncodeError:
         # What orjson refuses and the stdlib writes or refuses in its own words: integers
         # beyond 64 bits, non-str keys, lone surrogates, deeper than 254 levels, cycles.
@@ -107,8 +128,9 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     """JSON text, compact (``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``
     with Decimal, set and tuple written), or indented for people to read."""
     if indent is None:
+        orjson = _writer()
         try:
-            out = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
+            out: bytes = orjson.dumps(value, default=_fast_default, option=_OPTIONS)
         except orjson.JSONEncodeError:
             return _ENCODER.encode(value)  # see dumpb
         if _orjson_form_differs(out):

@@ -60,7 +60,6 @@ top-level package), installs ``STDLIB`` only.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.machinery
 import importlib.util
@@ -70,6 +69,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # importlib.abc imports importlib.resources: not at run time
+    import ast
     from importlib.abc import Loader
 
 __all__ = ["LAZY", "STDLIB", "install", "lazy_package"]
@@ -111,6 +111,8 @@ def _from_imports(loader: Loader, name: str) -> dict[str, tuple[str, str]] | Non
     that body is only a docstring, relative ``from .sub import a [as b]`` statements and
     ``__all__ = [...]``; None when it has anything else, binds a name twice, binds a
     submodule's name from another submodule, or its source is not there."""
+    import ast  # here: the authorizer, which installs STDLIB only, never parses one
+
     get_source = getattr(loader, "get_source", None)
     source = get_source(name) if get_source is not None else None
     if source is None:
@@ -137,6 +139,8 @@ def _from_imports(loader: Loader, name: str) -> dict[str, tuple[str, str]] | Non
 
 
 def _target(node: ast.expr) -> str | None:
+    import ast
+
     return node.id if isinstance(node, ast.Name) else None
 
 

@@ -15,8 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
@@ -149,8 +148,11 @@ def _hex64(data: Mapping[str, Any], name: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+# The value types below are NamedTuples, not frozen dataclasses: every function imports
+# this module at its cold start, and a dataclass compiled its generated methods there
+# (~1 ms of CPU each, a NamedTuple ~0.15; as claros.store.base's). ``_replace`` is
+# ``dataclasses.replace``; a NamedTuple also compares equal to a plain tuple of its values.
+class Entry(NamedTuple):
     workspace: str
     seq: int
     kind: str
@@ -198,7 +200,7 @@ class Entry:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Entry:
@@ -232,8 +234,7 @@ class Entry:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(NamedTuple):
     workspace: str
     seq: int
     hash: str
@@ -245,7 +246,7 @@ class Checkpoint:
         return checkpoint_message(self.workspace, self.seq, self.hash, self.ts)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
@@ -259,8 +260,7 @@ class Checkpoint:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PublicKey:
+class PublicKey(NamedTuple):
     workspace: str
     key_id: str
     public_key: str  # base64 of the raw 32-byte Ed25519 key
@@ -268,7 +268,7 @@ class PublicKey:
     algorithm: str = "Ed25519"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PublicKey:
@@ -310,8 +310,7 @@ def verify_signature(public_key: PublicKey, message: bytes, signature_b64: str) 
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
+class Failure(NamedTuple):
     seq: int | None
     kind: str | None
     problem: str
@@ -321,23 +320,34 @@ class Failure:
         return f"{where} ({self.kind or '-'}): {self.problem}"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass(slots=True)
 class VerifyReport:
-    workspace: str
-    entries: int = 0
-    records_compared: int = 0
-    first_seq: int | None = None
-    last_seq: int | None = None
-    last_hash: str | None = None
-    checkpoints_verified: int = 0
-    last_checkpoint_seq: int | None = None
-    # Records kept below a prune's cut (rule and mapping versions), checked against the
-    # prune entries that list them.
-    kept_records: int = 0
-    failures: list[Failure] = field(default_factory=list)
+    """What verifying a chain found; filled in as it goes (a plain class: the dataclass it
+    was cost every function's cold start ~1 ms to define, and only verifying makes one)."""
+
+    __slots__ = (
+        "workspace", "entries", "records_compared", "first_seq", "last_seq", "last_hash",
+        "checkpoints_verified", "last_checkpoint_seq", "kept_records", "failures",
+    )  # fmt: skip
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+        self.entries = 0
+        self.records_compared = 0
+        self.first_seq: int | None = None
+        self.last_seq: int | None = None
+        self.last_hash: str | None = None
+        self.checkpoints_verified = 0
+        self.last_checkpoint_seq: int | None = None
+        # Records kept below a prune's cut (rule and mapping versions), checked against
+        # the prune entries that list them.
+        self.kept_records = 0
+        self.failures: list[Failure] = []
+
+    def __repr__(self) -> str:
+        return f"VerifyReport({self.to_json()!r})"
 
     @property
     def ok(self) -> bool:

@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         if args.data:
-            settings = settings.model_copy(update={"data_dir": args.data})
+            settings = settings.replace(data_dir=args.data)
         return int(args.run(args, settings))
     except (StoreError, OSError, ValueError) as exc:  # ConfigError is a ValueError
         print(f"claros.ledger: {exc}", file=sys.stderr)

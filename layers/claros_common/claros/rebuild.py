@@ -158,9 +158,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m claros.aggreg
     try:
         settings = Settings.from_env()
         if args.data:
-            settings = settings.model_copy(update={"data_dir": args.data})
+            settings = settings.replace(data_dir=args.data)
         if args.stack:
-            settings = settings.model_copy(update=stack_tables(args.stack))
+            settings = settings.replace(**stack_tables(args.stack))
         workspace = check_workspace_name(args.workspace)
         store = open_store(settings, create=False)
         try:

@@ -7,13 +7,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, once, parse_body, query_int, routed
-from claros.asks import AnswerRequest, answer_ask, my_asks_page
+from claros.ask_answer import AnswerRequest
+from claros.asks import answer_ask, my_asks_page
 from claros.auth import PERSON_KINDS, Principal
+from claros.coverage import coverage
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
 from claros.mapping.service import close_mapping, get_mapping, list_mappings, put_mapping
 from claros.mapping.tools import confirm_tool
-from claros.outcomes import coverage
 from claros.overrides import OverrideRequest, record_override
 from claros.rules.model import RuleSpec
 from claros.rules.service import close_rule, get_rule, list_rules, put_rule

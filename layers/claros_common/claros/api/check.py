@@ -8,7 +8,8 @@ from claros.api.http import ClarosResolver, once, parse_body, routed
 from claros.asks import ask_view, visible_ask
 from claros.auth import ALL_KINDS, GUARD_KINDS, Principal
 from claros.checks import CheckRequest, record_check
-from claros.mapping.service import ToolsRequest, list_apps, register_tools
+from claros.mapping.service import list_apps, register_tools
+from claros.mapping.tools_request import ToolsRequest
 
 __all__ = ["GUARDS", "register"]
 

@@ -38,7 +38,7 @@ LambdaHandler = Callable[[Mapping[str, Any], Any], Any]
 
 # Function name (functions/<name>/ and template.yaml) -> the modules of the routes it
 # serves, each with a ``register(app)``; claros.api.app.FUNCTIONS says the same with the
-# modules imported (tests/aws/test_coldstart_entry.py keeps the two alike).
+# modules imported (tests/aws/test_layer.py keeps the two alike).
 ROUTE_MODULES: dict[str, tuple[str, ...]] = {
     "check": ("claros.api.check",),
     "outcome": ("claros.api.outcome",),

@@ -4,9 +4,9 @@ and the local server's)."""
 from __future__ import annotations
 
 import logging
+import sys
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from pydantic import ValidationError
 
 from claros.api.http import ClarosResolver, json_response, validation_details
 from claros.canonical import CanonicalError
@@ -52,10 +52,16 @@ def install_error_handlers(app: ClarosResolver) -> None:
             response.headers["Retry-After"] = str(retry)
         return response
 
-    @app.exception_handler(ValidationError)
-    def invalid(exc: ValidationError) -> Response[str]:
-        details = validation_details(exc)
-        return _error(400, "bad_request", "invalid request", details=details)
+    @app.exception_handler(ValueError)
+    def invalid(exc: ValueError) -> Response[str]:
+        # pydantic's ValidationError is a ValueError. Told apart by its class only when
+        # pydantic is loaded: the functions whose routes validate no body never import it
+        # (a cold-start cost), and then raise none. Any other ValueError is unexpected.
+        core = sys.modules.get("pydantic_core")
+        if core is not None and isinstance(exc, core.ValidationError):
+            details = validation_details(exc)
+            return _error(400, "bad_request", "invalid request", details=details)
+        return _unexpected(exc)
 
     @app.exception_handler(CanonicalError)
     def not_canonical(exc: CanonicalError) -> Response[str]:
@@ -98,8 +104,10 @@ def install_error_handlers(app: ClarosResolver) -> None:
             404, "not_found", f"no route {event.request_context.http.method} {event.path}"
         )
 
-    @app.exception_handler(Exception)
-    def unexpected(exc: Exception) -> Response[str]:
-        # Never a traceback to the client; the log has it.
-        log.exception("unexpected error")
-        return _error(500, "internal", "internal error; it has been logged")
+    app.exception_handler(Exception)(_unexpected)
+
+
+def _unexpected(exc: Exception) -> Response[str]:
+    # Never a traceback to the client; the log has it.
+    log.exception("unexpected error")
+    return _error(500, "internal", "internal error; it has been logged")

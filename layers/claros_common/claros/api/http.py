@@ -27,7 +27,6 @@ from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
-from pydantic import BaseModel, ValidationError
 
 from claros import jsonutil
 from claros.auth import Principal, authenticate, require
@@ -37,6 +36,10 @@ from claros.web.sessions import request_principal
 from claros.wiring import Services
 
 if TYPE_CHECKING:
+    # pydantic at run time only where a route validates a body (validate_object): the
+    # functions whose routes never do are spared importing it (claros.config says why).
+    from pydantic import BaseModel, ValidationError
+
     from claros.api.idempotency import KeyedAnswer
 
 __all__ = [
@@ -56,7 +59,12 @@ __all__ = [
     "template_only",
 ]
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
+
+# Every answer is written with claros.jsonutil: its writer is imported with the HTTP edge
+# (a function's init), not by the first answer (jsonutil imports it on first use for the
+# processes that never write, the authorizer).
+jsonutil.load_writer()
 
 
 @runtime_checkable
@@ -309,6 +317,8 @@ def parse_body(app: ClarosResolver, model: type[M]) -> M:
 
 def validate_object(value: Any, model: type[M]) -> M:
     """A parsed body as ``model``, or a 400 naming each field that is wrong."""
+    from pydantic import ValidationError  # loaded already: ``model`` is a pydantic model
+
     if not isinstance(value, dict):
         raise BadRequestError(f"the body must be a JSON object, not {type(value).__name__}")
     try:

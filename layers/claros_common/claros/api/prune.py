@@ -7,7 +7,7 @@ from typing import Any
 
 from claros.api.http import ClarosResolver, parse_body, routed
 from claros.auth import Principal
-from claros.evidence.retention import RetentionRequest, get_retention, prune, set_retention
+from claros.evidence.retention import get_retention, prune, set_retention
 
 __all__ = ["register"]
 
@@ -24,6 +24,11 @@ def register(app: ClarosResolver) -> None:
 
     @routed(app, "PUT", "/api/evidence/retention", ADMINS)
     def put_retention(principal: Principal) -> Any:
+        # The function's only body, and its only pydantic: imported here, so a cold start
+        # that reads the retention or prunes does not pay for it (this route's first call
+        # does, as the function's start did before).
+        from claros.evidence.retention_request import RetentionRequest
+
         body = parse_body(app, RetentionRequest)
         return set_retention(store, principal, body.days)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
@@ -21,11 +20,11 @@ __all__ = ["Pending", "accepting", "streamed"]
 _state = threading.local()
 
 
-@dataclass
 class Pending:
     """The chunks of the current request's body, once a route has streamed one."""
 
-    chunks: Iterable[bytes] | None = None
+    def __init__(self) -> None:
+        self.chunks: Iterable[bytes] | None = None
 
 
 @contextmanager

@@ -42,7 +42,8 @@ from claros.api.http import (
     validate_object,
     validation_details,
 )
-from claros.asks import AnswerRequest, answer_ask
+from claros.ask_answer import AnswerRequest
+from claros.asks import answer_ask
 from claros.auth import AUDIT_DAYS, MAX_AUDIT_DAYS, PERSON_KINDS, Principal, create_key
 from claros.checkpoints import sign_checkpoint
 from claros.clock import now_ms, utc_now

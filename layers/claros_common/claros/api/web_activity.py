@@ -33,7 +33,8 @@ from claros.api.web import (
     read_input,
     redirect,
 )
-from claros.asks import AnswerRequest, answer_ask
+from claros.ask_answer import AnswerRequest
+from claros.asks import answer_ask
 from claros.auth import Principal
 from claros.check_view import check_detail
 from claros.errors import (

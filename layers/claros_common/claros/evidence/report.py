@@ -36,12 +36,12 @@ from claros.canonical import canonical_bytes
 from claros.check_rows import approved_repeat
 from claros.checkpoints import sign_checkpoint
 from claros.clock import now_ms
+from claros.coverage import CoverageCounter
 from claros.errors import BadRequestError, NotFoundError
 from claros.evidence.activity import RuleVersion, Versions, load_versions, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.verify import verify_workspace
 from claros.ledger import PublicKey, key_id_for, verify_signature
-from claros.outcomes import CoverageCounter
 from claros.store.base import Store
 from claros.wiring import Services
 

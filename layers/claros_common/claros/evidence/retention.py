@@ -14,8 +14,6 @@ import hashlib
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from claros.auth import Principal
 from claros.checkpoints import entry_at, record, sign_checkpoint
 from claros.clock import now_ms
@@ -28,7 +26,6 @@ from claros.wiring import Services
 __all__ = [
     "FLOOR_DAYS",
     "MAX_DAYS",
-    "RetentionRequest",
     "get_retention",
     "prune",
     "prune_through",
@@ -44,13 +41,6 @@ SETTINGS, KEY = "settings", "retention"
 COVER_WAIT_S = 12.0
 COVER_POLL_S = 0.25
 _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
-
-
-class RetentionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    # None removes the setting: every record is kept.
-    days: int | None
 
 
 def retention_days(store: Store, workspace: str) -> int | None:

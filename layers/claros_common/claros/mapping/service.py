@@ -12,15 +12,12 @@ rule's close is.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import now_ms
-from claros.empty import new_dict
 from claros.errors import BadRequestError, ConflictError, NotFoundError
 from claros.mapping.model import MappingSpec, tools_named
 from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
@@ -29,9 +26,10 @@ from claros.rules.terms import rule_hash
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
+if TYPE_CHECKING:  # the body of POST /v1/apps/{app}/tools: the check function's alone
+    from claros.mapping.tools_request import ToolsRequest
+
 __all__ = [
-    "ToolInfo",
-    "ToolsRequest",
     "close_mapping",
     "get_mapping",
     "list_apps",
@@ -41,26 +39,6 @@ __all__ = [
     "put_mapping",
     "register_tools",
 ]
-
-
-class ToolInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    name: str = Field(pattern=NAME)
-    description: str | None = Field(None, max_length=4000)
-    annotations: dict[str, Any] = Field(default_factory=new_dict)
-    read: bool
-    # The argument names (and types) of the tool's input schema, as the guard saw it: rules
-    # are warned, when saved, of fields neither this nor the mapping provides.
-    input_schema: dict[str, Any] | None = None
-    # Field names and types of the tool's declared output schema (the mapper reads them).
-    output_schema: dict[str, Any] | None = None
-
-
-class ToolsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    tools: list[ToolInfo] = Field(max_length=1000)
 
 
 def register_tools(

@@ -78,7 +78,6 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from decimal import (
     ROUND_HALF_EVEN,
     Context,
@@ -235,18 +234,47 @@ _Node: TypeAlias = "_Lit | _Field | _List | _Neg | _Arith | _Cmp | _In | _Not | 
 # --- public API ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class Expr:
-    """A parsed expression. Equal when text and kind are equal."""
+    """A parsed expression. Equal when text and kind are equal. Immutable. A plain class,
+    not a frozen dataclass (every function that decides or writes rules defines it at its
+    cold start, ~1 ms of CPU as a dataclass)."""
+
+    __slots__ = ("text", "kind", "_root", "_fields", "_run")
 
     text: str
     kind: Kind
-    _root: _Node = field(repr=False, compare=False)
-    _fields: tuple[str, ...] = field(repr=False, compare=False)  # first-appearance order
+    _root: _Node
+    _fields: tuple[str, ...]  # first-appearance order
     # The tree compiled to closures, once: (evaluator, fields) -> Outcome.
-    _run: Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]] = field(
-        repr=False, compare=False
-    )
+    _run: Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]]
+
+    def __init__(
+        self,
+        text: str,
+        kind: Kind,
+        root: _Node,
+        fields: tuple[str, ...],
+        run: Callable[[_Evaluator, tuple[str, ...]], tuple[Any, tuple[str, ...]]],
+    ) -> None:
+        for name, value in zip(self.__slots__, (text, kind, root, fields, run), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: an Expr is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: an Expr is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.text, self.kind) == (other.text, other.kind)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.kind))
+
+    def __repr__(self) -> str:
+        return f"Expr(text={self.text!r}, kind={self.kind!r})"
 
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""

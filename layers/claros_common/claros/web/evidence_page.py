@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from claros.ledger import Checkpoint
 from claros.web.html import NOTHING, Safe, esc, render, time_tag
@@ -23,8 +23,8 @@ __all__ = ["RETENTION_FLOOR_DAYS", "EvidenceData", "Fetched", "evidence_page"]
 RETENTION_FLOOR_DAYS = 183
 
 
-@dataclass(frozen=True)
-class Fetched:
+# A NamedTuple, not a frozen dataclass: cheaper to define at cold start (claros.store.base).
+class Fetched(NamedTuple):
     """Another route's answer, asked in-process: ``status`` None when this server lacks it."""
 
     route: str
@@ -36,8 +36,7 @@ class Fetched:
         return self.status == 200 and isinstance(self.body, dict)
 
 
-@dataclass(frozen=True)
-class EvidenceData:
+class EvidenceData(NamedTuple):
     workspace: str
     verify: Mapping[str, Any]
     checkpoint: Checkpoint | None
@@ -51,7 +50,7 @@ class EvidenceData:
     month: str
     today: str
     # The verified-through state (claros.evidence.verified.state_json): how far, when.
-    verified: Mapping[str, Any] = field(default_factory=dict)
+    verified: Mapping[str, Any] = MappingProxyType({})
 
 
 def _when(value: Any) -> Safe:
