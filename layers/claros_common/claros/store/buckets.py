@@ -12,12 +12,13 @@ of ours rolled back) is parsed as before, so what is folded is always what the r
 A bucket handed out is removed from the cache (``take``): only the transaction that holds
 it may change it, and it comes back (``keep``) only once that transaction has committed.
 
-Writing the bucket back was then the largest cost left: nearly all of its text is its
-samples (``s_with_rules``: the latest checks with their 20 rule references), and a sample
-never changes once ``claros.aggregates`` has added it (it only appends to those lists and
-drops the oldest). ``encode`` writes each sample's text once and reuses it while the
-sample stays in the bucket; the text is exactly ``jsonutil.dumps(bucket)``
-(tests/store/test_sqlite_append_cost.py).
+Writing the bucket back was then the largest cost left: most of its text was its samples,
+and a sample never changes once ``claros.aggregates`` has added it (it only appends to
+those lists and drops the oldest). ``encode`` writes each sample's text once and reuses it
+while the sample stays in the bucket; the text is exactly ``jsonutil.dumps(bucket)``
+(tests/store/test_sqlite_append_cost.py). (The largest samples, the latest checks with
+their rule references, are now kept as references to their records: a busy hour's bucket
+is a few hundred bytes, not ~14 KB.)
 """
 
 from __future__ import annotations

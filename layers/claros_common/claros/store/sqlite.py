@@ -577,8 +577,6 @@ class SqliteStore:
                 key = (written.workspace, span, written.ts // size)
                 folds.setdefault(key, []).extend(zip(written.entries, written.records, strict=True))
         out: dict[BucketKey, Kept] = {}
-        # A check's hour and day take the same rules sample: built and written once.
-        samples: dict[int, dict[str, Any]] = {}
         written_texts: Texts = {}
         for key, items in folds.items():
             row = conn.execute(
@@ -586,7 +584,7 @@ class SqliteStore:
             ).fetchone()
             bucket, texts = self._buckets.take(key, row[0] if row else None)
             for entry, record in items:
-                fold(bucket, entry.seq, entry.kind, record, samples)
+                fold(bucket, entry.seq, entry.kind, record)
             text, texts = encode(bucket, texts, written_texts)
             conn.execute("INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)", (*key, text))
             out[key] = Kept(text, bucket, texts)
