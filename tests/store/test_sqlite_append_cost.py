@@ -22,7 +22,7 @@ import pytest
 from claros import jsonutil
 from claros.aggregates import HOUR_MS
 from claros.store.base import ConflictError, DocWrite, NewRecord
-from claros.store.buckets import BucketCache, encode
+from claros.store.buckets import BucketCache
 from claros.store.sqlite import _CHECK_COLUMNS, SqliteStore
 
 WS = "acme"
@@ -186,8 +186,8 @@ def _other_kinds(i: int) -> list[NewRecord]:
 
 
 def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
-    """The samples' texts are reused (claros.store.buckets.encode): the bucket's text must
-    still be exactly the whole bucket written at once, for every kind of record."""
+    """The bucket's text is exactly the whole bucket written at once, and the dict kept
+    beside it is that bucket, for every kind of record."""
     store = SqliteStore(tmp_path / "a.db")
     try:
         for i in range(30):
@@ -195,7 +195,6 @@ def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
             store.append_many(WS, records, ts=500 * HOUR_MS + (i // 10) * HOUR_MS)
             for key, kept in store._buckets._kept.items():
                 assert kept.text == jsonutil.dumps(kept.bucket), key
-                assert encode(kept.bucket, {})[0] == kept.text
         assert len(store._buckets) == 4  # three hours and their day
         for *_, text in _buckets(tmp_path / "a.db"):
             assert text == jsonutil.dumps(jsonutil.loads(text))
@@ -290,23 +289,3 @@ def test_a_database_made_with_the_index_trigger_drops_it_and_indexes_each_check_
         assert written == read and len(written) == 1
     finally:
         store.close()
-
-
-@pytest.mark.parametrize(
-    "bucket",
-    [
-        {},
-        {"entries": 1},
-        {"s_a": [{"x": 1}]},
-        {"s_a": [{"x": 1}], "n": 2, "s_b": [{"y": "é"}, {"z": None}], "m": {"k": []}},
-        {"n": 1, "empty": [], "nums": [1, 2], "mixed": [{"a": 1}, 2], "s": [{"q": "\u2028"}]},
-    ],
-)
-def test_encode_writes_runs_of_counters_and_sample_lists_as_one_dumps(
-    bucket: dict[str, Any],
-) -> None:
-    """encode writes the parts between sample lists in one call each: the text is still
-    exactly the whole bucket written at once, whatever comes first, last or not at all."""
-    text, texts = encode(bucket, {})
-    assert text == jsonutil.dumps(bucket)
-    assert encode(bucket, texts)[0] == text  # the kept sample texts give the same again

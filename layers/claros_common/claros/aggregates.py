@@ -29,6 +29,7 @@ into references as they are read or appended to.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from decimal import Decimal
@@ -201,9 +202,10 @@ def upgrade(bucket: dict[str, Any]) -> dict[str, Any]:
             for waited in waits:
                 add_wait(bucket, str(person), str(decision), int(waited))
     for key in RECORD_SAMPLES:
-        samples = bucket.get(key)
-        if samples and not all(is_reference(item) for item in samples):
-            bucket[key] = [{"seq": int(item["seq"])} for item in samples]
+        for item in bucket.get(key) or ():
+            if len(item) != 1:  # not a reference (is_reference): a full sample of before
+                bucket[key] = [{"seq": int(item["seq"])} for item in bucket[key]]
+                break
     return bucket
 
 
@@ -264,7 +266,7 @@ def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
     if result in ("stop", "ask"):
         _inc(_sub(bucket, "ov_decided"), json.dumps([result, refs_signature(rec.get("rules"))]))
     elif result in ("allow", "nudge"):
-        _inc(_sub(bucket, "ov_through"), json.dumps([str(rec.get("app")), str(rec.get("tool"))]))
+        _inc(_sub(bucket, "ov_through"), _through_key(str(rec.get("app")), str(rec.get("tool"))))
     if result in _FLAGGED:
         item = {
             "seq": seq,
@@ -276,6 +278,12 @@ def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
         # A member's flagged checks come from their timeline; the workspace's from here.
         _tail(_sub(_sub(bucket, "flagged"), home_name), "items", item, FLAGGED_ITEMS)
     _inc(_sub(_sub(bucket, "agents"), home_name), result)
+
+
+@functools.lru_cache(maxsize=1024)
+def _through_key(app: str, tool: str) -> str:
+    """``ov_through``'s key of an app and tool (written once per pair, not per check)."""
+    return json.dumps([app, tool])
 
 
 def _near(

@@ -48,7 +48,7 @@ from claros.store.base import (
     check_key_range,
     record_bytes,
 )
-from claros.store.buckets import BucketCache, BucketKey, Kept, Texts, encode
+from claros.store.buckets import BucketCache, BucketKey, Kept
 from claros.store.group import GroupCommit
 
 __all__ = ["SqliteStore"]
@@ -577,17 +577,16 @@ class SqliteStore:
                 key = (written.workspace, span, written.ts // size)
                 folds.setdefault(key, []).extend(zip(written.entries, written.records, strict=True))
         out: dict[BucketKey, Kept] = {}
-        written_texts: Texts = {}
         for key, items in folds.items():
             row = conn.execute(
                 "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?", key
             ).fetchone()
-            bucket, texts = self._buckets.take(key, row[0] if row else None)
+            bucket = self._buckets.take(key, row[0] if row else None)
             for entry, record in items:
                 fold(bucket, entry.seq, entry.kind, record)
-            text, texts = encode(bucket, texts, written_texts)
+            text = jsonutil.dumps(bucket)
             conn.execute("INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)", (*key, text))
-            out[key] = Kept(text, bucket, texts)
+            out[key] = Kept(text, bucket)
         return out
 
     def aggregate_buckets(
