@@ -721,6 +721,14 @@ class SqliteStore:
             yield Entry(*row[:8]), row[8]
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
+        body = self._record_text(workspace, kind, ref_id)
+        return jsonutil.loads(body) if body is not None else None
+
+    def get_raw_record(self, workspace: str, kind: str, ref_id: str) -> bytes | None:
+        body = self._record_text(workspace, kind, ref_id)
+        return body.encode("utf-8") if body is not None else None  # the bytes it was from
+
+    def _record_text(self, workspace: str, kind: str, ref_id: str) -> str | None:
         row = (
             self._conn()
             .execute(
@@ -729,7 +737,7 @@ class SqliteStore:
             )
             .fetchone()
         )
-        return jsonutil.loads(row[0]) if row else None
+        return str(row[0]) if row else None
 
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
         conn = self._conn()
