@@ -2,7 +2,9 @@
 ``json.dumps(sort_keys=True)`` of the same rows, interleaved and repeated in one run.
 
 Target (issue "A busy workspace"): canonical JSON within 1.5x of json.dumps(sort_keys=True).
-The reference writer (the token-at-a-time one the fast path is tested against) is shown too.
+``canonical_bytes`` (orjson on the settled row: what the ledger hashes, once per append) and
+the reference writer (the token-at-a-time one the fast paths are tested against) are shown
+too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from bench.decide import arguments, rules
 from bench.harness import interleaved, report
 from claros import jsonutil
-from claros.canonical import canonical, reference_canonical
+from claros.canonical import canonical, canonical_bytes, reference_canonical
 from claros.rules.decide import decide
 
 N = 2000
@@ -64,13 +66,21 @@ def main(n: int = N) -> list[dict[str, Any]]:
         for i in range(n):
             canonical(rows[i % 20])
 
+    def hashed() -> None:
+        for i in range(n):
+            canonical_bytes(rows[i % 20])
+
     def reference() -> None:
         for i in range(n):
             reference_canonical(rows[i % 20])
 
     base, subjects = interleaved(
         ("json.dumps(sort_keys=True)", plain),
-        [("canonical (Claros)", fast), ("reference writer", reference)],
+        [
+            ("canonical (Claros, text)", fast),
+            ("canonical_bytes (what the ledger hashes)", hashed),
+            ("reference writer", reference),
+        ],
         items=n,
     )
     return [report("Canonical JSON of a 20-rule check row", subjects, base)]

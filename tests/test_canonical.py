@@ -14,12 +14,14 @@ from collections.abc import Callable
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from types import MappingProxyType
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from claros import canonical as canonical_module
 from claros import jsonutil
 from claros.canonical import (
     CanonicalError,
@@ -566,6 +568,73 @@ class _Name(str, enum.Enum):  # noqa: UP042 - str() of this one is "_Name.DANA"
 )
 def test_fast_path_cases_equal_the_reference(doc: Any) -> None:
     assert canonical(doc) == reference_canonical(doc)
+    assert canonical_bytes(doc) == reference_canonical(doc).encode("utf-8")
+
+
+# --- the bytes the ledger hashes: orjson's writer on the settled value ------------------
+
+
+def test_bytes_escape_every_control_and_keep_other_characters() -> None:
+    text = "".join(map(chr, range(0x80))) + "\x7f\u2028\u2029\u00e9\ud7ff\ue000\uffff\U0001f600"
+    doc = {text: text, "k": [text, {"é": text}]}
+    with patch.object(canonical_module, "_text_bytes", side_effect=AssertionError):
+        got = canonical_bytes({"k": text, "l": [text]})  # orjson's, not the stdlib's way
+    assert got == reference_canonical({"k": text, "l": [text]}).encode("utf-8")
+    assert canonical_bytes(doc) == reference_canonical(doc).encode("utf-8")  # astral key
+    assert b"\\u001f" in canonical_bytes(doc) and b"\\u001F" not in canonical_bytes(doc)
+
+
+def test_bytes_write_floats_as_the_reference_does() -> None:
+    """Floats the settled value keeps (a fraction, 1e-4 and up) across every exponent,
+    and random doubles: orjson's form is the reference's (others are settled or slow)."""
+    rnd = random.Random(8785)
+    values: list[Any] = []
+    for _ in range(4000):
+        values.append(rnd.uniform(1, 10) * 10 ** rnd.uniform(-4, 16))
+        values.append(struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0])
+    values += [1e-4, -1e-4, 0.1, 0.3, 2**52 - 0.5, 999999999999999.9, 1e15 + 0.3]
+    # What the settled value keeps as a float (whole ones become ints, tiny ones are slow).
+    kept = [v for v in values if math.isfinite(v) and not v.is_integer() and abs(v) >= 1e-4]
+    assert len(kept) > 3500
+    for chunk in range(0, len(kept), 500):
+        part = kept[chunk : chunk + 500]
+        doc = {"n": part, "d": [Decimal(repr(v)) for v in part[:50]], "w": [2.0, -0.0]}
+        with patch.object(canonical_module, "_text_bytes", side_effect=AssertionError):
+            got = canonical_bytes(doc)  # orjson's, not the stdlib's way
+        assert got == reference_canonical(doc).encode("utf-8")
+
+
+@pytest.mark.parametrize("depth", [200, 300, 600])
+def test_bytes_past_orjsons_nesting_limit_take_the_stdlib_way(depth: int) -> None:
+    doc: Any = "x"
+    for i in range(depth):
+        doc = [doc] if i % 2 else {"a": doc, "b": None}
+    assert canonical_bytes(doc) == canonical(doc).encode("utf-8")
+    assert canonical_bytes(doc) == reference_canonical(doc).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"a": "\ud800"}, "not valid Unicode"),
+        ({"a": [Decimal("sNaN")]}, "number out of range: sNaN"),
+        ({"a": Decimal("NaN"), "b": Decimal("1.5")}, "number out of range: NaN"),
+        ({"a": {1: None}}, "object key is not a string: 1"),
+        ({"a": {1, 2}}, "not a JSON value: set"),
+    ],
+)
+def test_bytes_refuse_what_the_text_refuses(doc: Any, message: str) -> None:
+    with pytest.raises(CanonicalError, match=message):
+        canonical_bytes(doc)
+
+
+def test_bytes_of_a_check_row_with_twenty_rules() -> None:
+    """A row as record_check writes it (bench/canonical.py's): the path every check takes."""
+    from bench.canonical import check_row
+
+    for i in range(5):
+        row = check_row(i)
+        assert canonical_bytes(row) == reference_canonical(row).encode("utf-8")
 
 
 @pytest.mark.parametrize(

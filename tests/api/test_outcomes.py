@@ -4,14 +4,17 @@ outcome), on both stores."""
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
 
+from claros import jsonutil
 from claros.auth import authenticate, create_key
+from claros.canonical import canonical, canonical_bytes
 from claros.errors import ConflictError
-from claros.outcomes import OutcomeRequest, record_outcome
+from claros.outcomes import OutcomeRequest, _check_fields, record_outcome
 from claros.store.base import Doc, DocWrite, Store
 from claros.timeline import timeline
 from claros.wiring import Services
@@ -222,3 +225,29 @@ def test_the_outcome_and_its_timeline_doc_land_together(
     [item] = http.get("/api/me/timeline", headers=bearer(keys.agent)).json()["items"]
     assert item["outcome"] is None
     assert _outcome(http, keys.agent, check_id).status_code == 201  # nothing half written
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        canonical_bytes(
+            {"key_id": "k1", "result": "allow", "on_behalf_of": PERSON, "n": 2**60,
+             "amount": Decimal("12.50"), "agent": {"name": "cc", "via": {"guard": "g"}}}
+        ),
+        canonical_bytes({"key_id": "k1", "result": 7.5, "agent": {"name": 1e-7}, "big": 1.2e20}),
+        b'{"key_id":"k1","result":"stop","x":"\\ud800"}',  # orjson refuses a lone surrogate
+    ],
+    ids=["a check row", "numbers where text is", "what orjson refuses"],
+)  # fmt: skip
+def test_an_outcome_reads_its_checks_fields_as_every_reader_does(raw: bytes) -> None:
+    """The check record is parsed by orjson for an outcome's few fields: what it reads is
+    what jsonutil.loads gives, and a number there (floats, not Decimals) is written into the
+    outcome's record as the same canonical text."""
+    got, want = _check_fields(raw), jsonutil.loads(raw)
+    for path in (("key_id",), ("result",), ("on_behalf_of",), ("agent", "name"),
+                 ("agent", "via", "guard")):  # fmt: skip
+        a, b = got, want
+        for step in path:
+            a, b = (a or {}).get(step), (b or {}).get(step)
+        assert canonical({"v": a}) == canonical({"v": b}), path
+    assert got.keys() == want.keys()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from claros import jsonutil
-from claros.aggregates import HOUR_MS
+from claros.aggregates import HOUR_MS, RECORD_SAMPLES, is_reference, sample_of
 from claros.config import Settings
 from claros.evidence.aiuc1 import aiuc1_pack
 from claros.evidence.oversight import oversight
@@ -190,6 +190,65 @@ def test_aggregates_say_what_a_full_scan_says(
         "ask": 3,
         "stop": 3,
     }
+
+
+def _as_written_before(store: Store, span: str, start: int) -> dict[str, Any]:
+    """Rewrite a bucket as rows were written before the record samples were kept by seq:
+    each reference replaced by the full sample, built from its record as fold built it."""
+    bucket, version = store.aggregate_version(WS, span, start)
+    assert bucket is not None
+    records = {e.seq: r for e, r in store.entries_with_records(WS) if r is not None}
+    for key in RECORD_SAMPLES:
+        if key in bucket:
+            assert all(is_reference(s) for s in bucket[key])
+            bucket[key] = [sample_of(key, s["seq"], records[s["seq"]]) for s in bucket[key]]
+    assert store.put_aggregate(WS, span, start, bucket, expect=version)
+    return bucket
+
+
+def test_rows_with_full_samples_of_before_are_read_and_converted(store: Store) -> None:
+    """Buckets written before the samples of checks with rules (and of stops) were kept as
+    references hold the samples themselves: a window reads them (the pack equals a full
+    scan), and an append into such a row keeps references from then on."""
+    base = 600 * HOUR_MS
+    rules = [{"id": "r1", "version": 2, "hash": "cd" * 32, "matched": True,
+              "confirm": {"made_by": "manual", "confirmed_by": "dana@acme.test"}}]  # fmt: skip
+    for i in range(8):
+        rec = {"check_id": f"c{i}", "ts": base + i, "app": "shop", "tool": "refund_create",
+               "result": ("stop", "allow")[i % 2], "agent": {"name": "cc"}, "rules": rules,
+               "on_behalf_of": "dana@acme.test"}  # fmt: skip
+        store.append(WS, "check", f"c{i}", rec, ts=base + i * 60_000)
+    old_hour = _as_written_before(store, "hour", base // HOUR_MS)
+    _as_written_before(store, "day", base // DAY)
+    assert len(old_hour["s_with_rules"]) == 3 and old_hour["s_with_rules"][0]["rules"] == rules
+    now = base + 3 * DAY  # the hour and its day wholly inside the window
+    got = aiuc1_pack(store, WS, days=5, fast_seconds=10, now=now)
+    want = aiuc1_pack(store, WS, days=5, fast_seconds=10, now=now, scan=True)
+    assert _normal(got) == _normal(want)
+    assert [s["check_id"] for s in got["controls"]["E004"]["samples"]["checks_with_rules"]] == [
+        "c5", "c6", "c7"
+    ]  # fmt: skip
+    assert window_bucket(store, WS, base, now)["s_stops"] == [{"seq": 3}, {"seq": 5}, {"seq": 7}]
+    # An append into the old row: references only, from the row's samples on.
+    store.append(WS, "check", "c8", {"result": "stop", "rules": rules}, ts=base + 30 * 60_000)
+    for span, n in (("hour", base // HOUR_MS), ("day", base // DAY)):
+        bucket, _ = store.aggregate_version(WS, span, n)
+        assert bucket is not None
+        assert bucket["s_with_rules"] == [{"seq": 7}, {"seq": 8}, {"seq": 9}]
+        assert bucket["s_stops"] == [{"seq": 5}, {"seq": 7}, {"seq": 9}]
+
+
+def test_a_sample_whose_record_is_gone_is_left_out(store: Store) -> None:
+    """A reference whose record is not in the ledger (removed behind Claros's back: verify
+    names it) gives no sample rather than a wrong one."""
+    from claros.evidence.aiuc1 import _built
+
+    store.append(WS, "check", "c0", {"check_id": "c0", "result": "stop", "rules": [{"id": "r"}]})
+    store.append(WS, "outcome", "c0", {"check_id": "c0", "status": "ok"})
+    kept = [{"seq": 1}, {"seq": 2}, {"seq": 7}, {"seq": 1, "check_id": "old", "rules": []}]
+    got = _built(store, WS, "s_stops", kept)
+    assert [s.get("check_id") for s in got] == ["c0", "old"]
+    assert got[0]["rules"] == [{"id": "r"}]
 
 
 def test_a_window_inside_one_hour_and_an_empty_one(store: Store) -> None:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claros import jsonutil
-from claros.canonical import CanonicalError, canonical
+from claros.canonical import CanonicalError, canonical, canonical_bytes
 from claros.ledger import (
     ZERO_HASH,
     ChainVerifier,
@@ -109,6 +109,20 @@ def test_append_builds_the_chain(store: Store) -> None:
     assert other.seq == 1 and other.prev_hash == ZERO_HASH
     assert store.head(WS) == third
     assert store.get_record("other", "check", "c1") == {"result": "stop"}
+
+
+def test_a_record_read_as_the_bytes_it_is_kept_as(store: Store) -> None:
+    """get_raw_record: the record's canonical JSON, the bytes its entry's payload hashed
+    (what entries_with_raw_records gives too); None for none; the kind is part of the key."""
+    record = {"result": "allow", "amount": Decimal("12.50"), "note": "é ☃ 𝄞", "n": [1, None]}
+    entry = store.append(WS, "check", "c1", record)
+    raw = store.get_raw_record(WS, "check", "c1")
+    assert raw == canonical_bytes(record)
+    assert hashlib.sha256(raw).hexdigest() == entry.payload_sha256
+    assert [r for _, r in store.entries_with_raw_records(WS)] == [raw]
+    assert store.get_raw_record(WS, "approval", "c1") is None
+    assert store.get_raw_record(WS, "check", "nope") is None
+    assert store.get_raw_record("other", "check", "c1") is None
 
 
 def test_chain_verifies_with_records(store: Store) -> None:

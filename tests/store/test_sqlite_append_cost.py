@@ -22,7 +22,7 @@ import pytest
 from claros import jsonutil
 from claros.aggregates import HOUR_MS
 from claros.store.base import ConflictError, DocWrite, NewRecord
-from claros.store.buckets import BucketCache, encode
+from claros.store.buckets import BucketCache
 from claros.store.sqlite import _CHECK_COLUMNS, SqliteStore
 
 WS = "acme"
@@ -186,8 +186,8 @@ def _other_kinds(i: int) -> list[NewRecord]:
 
 
 def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
-    """The samples' texts are reused (claros.store.buckets.encode): the bucket's text must
-    still be exactly the whole bucket written at once, for every kind of record."""
+    """The bucket's text is exactly the whole bucket written at once, and the dict kept
+    beside it is that bucket, for every kind of record."""
     store = SqliteStore(tmp_path / "a.db")
     try:
         for i in range(30):
@@ -195,7 +195,6 @@ def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
             store.append_many(WS, records, ts=500 * HOUR_MS + (i // 10) * HOUR_MS)
             for key, kept in store._buckets._kept.items():
                 assert kept.text == jsonutil.dumps(kept.bucket), key
-                assert encode(kept.bucket, {})[0] == kept.text
         assert len(store._buckets) == 4  # three hours and their day
         for *_, text in _buckets(tmp_path / "a.db"):
             assert text == jsonutil.dumps(jsonutil.loads(text))
@@ -203,33 +202,23 @@ def test_a_bucket_is_written_as_jsonutil_writes_it(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_checks_hour_and_day_share_its_rules_sample_and_write_it_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The hour's and the day's bucket of a check take the same rules sample (built once,
-    its text written once), and each row is still exactly its bucket written whole."""
-    written: list[Any] = []
-    dumps = jsonutil.dumps
-
-    def counting(value: Any, *, indent: int | None = None) -> str:
-        if isinstance(value, dict) and "rules" in value:
-            written.append(value)
-        return dumps(value, indent=indent)
-
+def test_a_checks_rule_references_are_not_copied_into_its_buckets(tmp_path: Path) -> None:
+    """The hour's and the day's bucket of a check keep its rules sample as the record's
+    seq (claros.aggregates.RECORD_SAMPLES), not a copy of its rule references: each row
+    stays a few hundred bytes, and is still exactly its bucket written whole."""
     store = SqliteStore(tmp_path / "a.db")
     try:
-        monkeypatch.setattr(jsonutil, "dumps", counting)
-        store.append(WS, "check", "c0", _check(0), ts=500 * HOUR_MS)
-        monkeypatch.undo()
-        assert len(written) == 1  # one sample, one text, for both buckets
-        kept = dict(store._buckets._kept)
-        [hour] = [k for k in kept if k[1] == "hour"]
-        [day] = [k for k in kept if k[1] == "day"]
-        assert kept[hour].bucket["s_with_rules"][-1] is kept[day].bucket["s_with_rules"][-1]
-        for key in (hour, day):
-            assert kept[key].text == jsonutil.dumps(kept[key].bucket)
-        for *_, text in _buckets(tmp_path / "a.db"):
-            assert jsonutil.loads(text)["s_with_rules"][0]["rules"][0]["id"] == "r0"
+        for i in range(5):
+            store.append(WS, "check", f"c{i}", {**_check(i), "result": "stop"}, ts=500 * HOUR_MS)
+        rows = _buckets(tmp_path / "a.db")
+        assert {span for _, span, _, _ in rows} == {"hour", "day"}
+        for *_, text in rows:
+            bucket = jsonutil.loads(text)
+            assert bucket["s_with_rules"] == [{"seq": 3}, {"seq": 4}, {"seq": 5}]
+            assert bucket["s_stops"] == [{"seq": 3}, {"seq": 4}, {"seq": 5}]
+            assert "ab" * 32 not in text and "confirmed_by" not in text  # no rule copied
+        for kept in store._buckets._kept.values():
+            assert kept.text == jsonutil.dumps(kept.bucket)
     finally:
         store.close()
 
@@ -300,23 +289,3 @@ def test_a_database_made_with_the_index_trigger_drops_it_and_indexes_each_check_
         assert written == read and len(written) == 1
     finally:
         store.close()
-
-
-@pytest.mark.parametrize(
-    "bucket",
-    [
-        {},
-        {"entries": 1},
-        {"s_a": [{"x": 1}]},
-        {"s_a": [{"x": 1}], "n": 2, "s_b": [{"y": "é"}, {"z": None}], "m": {"k": []}},
-        {"n": 1, "empty": [], "nums": [1, 2], "mixed": [{"a": 1}, 2], "s": [{"q": "\u2028"}]},
-    ],
-)
-def test_encode_writes_runs_of_counters_and_sample_lists_as_one_dumps(
-    bucket: dict[str, Any],
-) -> None:
-    """encode writes the parts between sample lists in one call each: the text is still
-    exactly the whole bucket written at once, whatever comes first, last or not at all."""
-    text, texts = encode(bucket, {})
-    assert text == jsonutil.dumps(bucket)
-    assert encode(bucket, texts)[0] == text  # the kept sample texts give the same again

@@ -16,10 +16,20 @@ they were written.
 
 The record folded is the one the ledger keeps, read back from its canonical JSON, so the
 aggregate sees exactly the values a scan of the ledger would.
+
+A sample that copies a check's rule references (``s_with_rules``: the latest checks with
+rules, ``s_stops``: the latest stops) is kept as a reference to its record, ``{"seq": n}``,
+and built from the record when a reader needs it (``sample_of``; claros.evidence.aiuc1).
+Copied, those references were nearly all of a busy hour's bucket (~14 KB with 20 rules, in
+its hour's and its day's row, rewritten on every append); the record they come from is in
+the ledger already and never changes, so building the sample from it when read gives
+exactly what the copy held. Rows written before keep full samples; ``upgrade`` turns them
+into references as they are read or appended to.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from decimal import Decimal
@@ -28,8 +38,8 @@ from typing import Any
 from claros.check_rows import approved_repeat
 
 __all__ = [
-    "DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "SAMPLES", "SPANS", "add_wait", "fold", "upgrade",
-    "wait_bin",
+    "DAY_MS", "FLAGGED_ITEMS", "HOUR_MS", "RECORD_SAMPLES", "SAMPLES", "SPANS", "add_wait",
+    "fold", "is_reference", "sample_of", "upgrade", "wait_bin",
 ]  # fmt: skip
 
 HOUR_MS = 3_600_000
@@ -45,6 +55,8 @@ _APPROVAL = ("ask_id", "check_id", "decision", "authority", "decided_by", "opene
              "decided_at")  # fmt: skip
 _OVERRIDE = ("override_id", "check_id", "verdict", "rule_id", "by", "at")
 _FLAGGED = ("stop", "ask", "nudge")
+# The samples a bucket keeps as references to their check's record ({"seq": n}).
+RECORD_SAMPLES = ("s_stops", "s_with_rules")
 
 
 def _inc(node: dict[str, Any], key: str, n: int = 1) -> None:
@@ -95,25 +107,14 @@ def refs_signature(refs: Any) -> str:
     return json.dumps(out, sort_keys=True, default=str)
 
 
-def fold(
-    bucket: dict[str, Any],
-    seq: int,
-    kind: str,
-    rec: Mapping[str, Any],
-    shared: dict[int, dict[str, Any]] | None = None,
-) -> None:
-    """Count one record (as the ledger keeps it) into its hour's bucket.
-
-    ``shared`` (by seq): the check's rules sample built for another bucket of the same
-    transaction (its hour's and its day's take the same one), so it is built once and
-    its text written once (``claros.store.buckets.encode``). A sample is never changed
-    once in a bucket, so two buckets may hold the same dict."""
-    upgrade(bucket)  # a row written before the waits were kept by bin
+def fold(bucket: dict[str, Any], seq: int, kind: str, rec: Mapping[str, Any]) -> None:
+    """Count one record (as the ledger keeps it) into its hour's bucket."""
+    upgrade(bucket)  # a row written before the waits were kept by bin, or samples by seq
     bucket["seq_min"] = min(int(bucket.get("seq_min", seq)), seq)
     bucket["seq_max"] = max(int(bucket.get("seq_max", seq)), seq)
     _inc(bucket, "entries")
     if kind == "check":
-        _check(bucket, seq, rec, shared)
+        _check(bucket, seq, rec)
     elif kind == "unchecked":
         agent = rec.get("agent") or {}
         name = str(agent.get("name", "unknown"))
@@ -191,22 +192,52 @@ def add_wait(bucket: dict[str, Any], person: str, decision: str, waited: int) ->
 
 def upgrade(bucket: dict[str, Any]) -> dict[str, Any]:
     """A bucket written before the waits were kept by bin (``ov_waits``: every wait in a
-    list), in today's form: the same waits, so every count and the median are as before.
+    list), in today's form: the same waits, so every count and the median are as before;
+    and one written before the record samples were kept by seq: each such sample as its
+    reference (the reader builds it again from the record, as it was built then).
     Readers call it on every bucket read; an append into such a bucket converts it."""
     old = bucket.pop("ov_waits", None)
     for person, decisions in (old or {}).items():
         for decision, waits in decisions.items():
             for waited in waits:
                 add_wait(bucket, str(person), str(decision), int(waited))
+    for key in RECORD_SAMPLES:
+        for item in bucket.get(key) or ():
+            if len(item) != 1:  # not a reference (is_reference): a full sample of before
+                bucket[key] = [{"seq": int(item["seq"])} for item in bucket[key]]
+                break
     return bucket
 
 
-def _check(
-    bucket: dict[str, Any],
-    seq: int,
-    rec: Mapping[str, Any],
-    shared: dict[int, dict[str, Any]] | None = None,
-) -> None:
+def is_reference(sample: Mapping[str, Any]) -> bool:
+    """Whether a sample of ``RECORD_SAMPLES`` is its record's reference (``{"seq": n}``)."""
+    return len(sample) == 1
+
+
+def sample_of(key: str, seq: int, rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The sample ``key`` (one of ``RECORD_SAMPLES``) of the check record ``rec`` at
+    ``seq``, as a bucket kept it before it kept references (and a scan builds it)."""
+    sample = _brief(seq, rec)
+    if key == "s_stops":
+        sample["rules"] = rec.get("rules")
+    else:
+        sample["rules"] = [
+            {k: r.get(k) for k in ("id", "version", "hash", "confirm", "matched")}
+            for r in rec.get("rules") or ()
+        ]
+    return sample
+
+
+def _brief(seq: int, rec: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        **{k: rec.get(k) for k in ("check_id", "ts", "app", "tool", "result")},
+        "agent": rec.get("agent"),
+        "on_behalf_of": rec.get("on_behalf_of"),
+    }
+
+
+def _check(bucket: dict[str, Any], seq: int, rec: Mapping[str, Any]) -> None:
     agent: Mapping[str, Any] = rec.get("agent") or {}
     guard = (agent.get("via") or {}).get("guard")
     cov = _sub(_sub(bucket, "cov"), str(agent.get("name", "unknown")))
@@ -224,33 +255,18 @@ def _check(
     _inc(_sub(bucket, "checks"), result)
     _inc(_sub(mine, "counts"), result)
     _inc(_sub(bucket, "obo"), str(rec.get("obo_source") or "none"))
-    brief = {
-        "seq": seq,
-        **{k: rec.get(k) for k in ("check_id", "ts", "app", "tool", "result")},
-        "agent": rec.get("agent"),
-        "on_behalf_of": rec.get("on_behalf_of"),
-    }
     if result == "stop":
-        _tail(bucket, "s_stops", {**brief, "rules": rec.get("rules")}, SAMPLES)
+        _tail(bucket, "s_stops", {"seq": seq}, SAMPLES)  # sample_of builds it when read
     severity = rec.get("severity")
     if severity:
-        _near(bucket, seq, rec, brief)
+        _near(bucket, seq, rec, _brief(seq, rec))
         _near_of(_sub(_sub(bucket, "people_near"), str(person) if person else ""), rec)
     if rec.get("rules"):
-        sample = shared.get(seq) if shared is not None else None
-        if sample is None:
-            rules = [
-                {k: r.get(k) for k in ("id", "version", "hash", "confirm", "matched")}
-                for r in rec["rules"]
-            ]
-            sample = {**brief, "rules": rules}
-            if shared is not None:
-                shared[seq] = sample
-        _tail(bucket, "s_with_rules", sample, SAMPLES)
+        _tail(bucket, "s_with_rules", {"seq": seq}, SAMPLES)  # as s_stops
     if result in ("stop", "ask"):
         _inc(_sub(bucket, "ov_decided"), json.dumps([result, refs_signature(rec.get("rules"))]))
     elif result in ("allow", "nudge"):
-        _inc(_sub(bucket, "ov_through"), json.dumps([str(rec.get("app")), str(rec.get("tool"))]))
+        _inc(_sub(bucket, "ov_through"), _through_key(str(rec.get("app")), str(rec.get("tool"))))
     if result in _FLAGGED:
         item = {
             "seq": seq,
@@ -262,6 +278,12 @@ def _check(
         # A member's flagged checks come from their timeline; the workspace's from here.
         _tail(_sub(_sub(bucket, "flagged"), home_name), "items", item, FLAGGED_ITEMS)
     _inc(_sub(_sub(bucket, "agents"), home_name), result)
+
+
+@functools.lru_cache(maxsize=1024)
+def _through_key(app: str, tool: str) -> str:
+    """``ov_through``'s key of an app and tool (written once per pair, not per check)."""
+    return json.dumps([app, tool])
 
 
 def _near(

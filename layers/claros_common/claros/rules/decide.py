@@ -16,14 +16,14 @@ judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from claros.rules.expr import Scope, parse_when
+from claros.rules.expr import Expr, Scope, parse_when
 from claros.rules.judge import Judge
 from claros.rules.terms import RESPONSES, strength
 
-__all__ = ["Decision", "applies", "decide"]
+__all__ = ["Decision", "RuleSet", "applies", "decide"]
 
 
 def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
@@ -62,6 +62,50 @@ class Decision:
         ]
 
 
+class RuleSet(list[Mapping[str, Any]]):
+    """A workspace's active rules as ``claros.rules.service.active_rules`` shares them
+    between checks (never changed once made), with what ``decide`` works out once per call
+    shape (app, tool) rather than per check: the rules that apply, in order, their parsed
+    ``when`` and the fixed part of their ``rules[]`` entry."""
+
+    __slots__ = ("plans",)
+
+    def __init__(self, rules: Iterable[Mapping[str, Any]] = ()) -> None:
+        super().__init__(rules)
+        self.plans: dict[tuple[str, str], tuple[_Step, ...]] = {}
+
+
+# One rule as decide runs it: (rule, written, response, mode, parsed when or None, the
+# entry's fixed fields).
+_Step = tuple[Mapping[str, Any], Mapping[str, Any], str, str, Expr | None, dict[str, Any]]
+_PLANS = 64  # call shapes kept per rule set (a workspace's apps and tools)
+
+
+def _plan(rules: Sequence[Mapping[str, Any]], app: str, tool: str) -> tuple[_Step, ...]:
+    plans = rules.plans if type(rules) is RuleSet else None
+    if plans is not None:
+        found = plans.get((app, tool))
+        if found is not None:
+            return found
+    steps = []
+    for rule in _applying(rules, app, tool):
+        written = rule["rule"]
+        response = written["response"]
+        mode = written.get("mode", "enforce")
+        when = written.get("when")
+        fixed = {
+            "id": rule["id"], "version": rule["version"], "hash": rule["hash"],
+            "confirm": rule["confirm"], "response": response, "mode": mode,
+        }  # fmt: skip
+        steps.append((rule, written, response, mode, parse_when(when) if when else None, fixed))
+    plan = tuple(steps)
+    if plans is not None:
+        if len(plans) >= _PLANS:
+            plans.clear()
+        plans[(app, tool)] = plan  # two threads may both build it: the same plan, either kept
+    return plan
+
+
 def decide(
     rules: Sequence[Mapping[str, Any]],
     app: str,
@@ -77,17 +121,10 @@ def decide(
     shadow_best = -1
     matched_enforced: list[tuple[Mapping[str, Any], int]] = []
     matches = Scope(facts).matches
-    for rule in _applying(rules, app, tool):
-        written = rule["rule"]
-        response = written["response"]
-        mode = written.get("mode", "enforce")
-        when = written.get("when")
-        entry: dict[str, Any] = {
-            "id": rule["id"], "version": rule["version"], "hash": rule["hash"],
-            "confirm": rule["confirm"], "response": response, "mode": mode,
-        }  # fmt: skip
-        if when:
-            hit, unknown = matches(parse_when(when))
+    for rule, written, response, mode, when, fixed in _plan(rules, app, tool):
+        entry = dict(fixed)  # a check's own entry: the fixed part is shared, never changed
+        if when is not None:
+            hit, unknown = matches(when)
             if hit is None:
                 hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit

@@ -16,6 +16,7 @@ from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
+from claros.rules.decide import RuleSet
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -73,24 +74,25 @@ def list_rules(store: Store, workspace: str, *, versions: bool = False) -> list[
     return out
 
 
-def _read_active(store: Store, workspace: str) -> list[dict[str, Any]]:
-    return [
+def _read_active(store: Store, workspace: str) -> RuleSet:
+    return RuleSet(
         doc.value
         for doc in store.query_docs(workspace, COLLECTION, limit=MAX_RULES)
         if doc.value.get("status") == "active"
-    ]
+    )
 
 
 # (id(store), workspace) -> (stamp, rules). The stamp is random per change, so a cached set
 # is used only while the store still holds the stamp it was read under; the store's id is
 # part of the key so two stores in one process (tests, the CLI) never share an entry.
-_cache: OrderedDict[tuple[int, str], tuple[str, list[dict[str, Any]]]] = OrderedDict()
+_cache: OrderedDict[tuple[int, str], tuple[str, RuleSet]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def active_rules(store: Store, workspace: str) -> list[dict[str, Any]]:
+def active_rules(store: Store, workspace: str) -> RuleSet:
     """The workspace's active rules, as the store holds them now. Callers must not change
-    them: they are shared by every check until a rule changes."""
+    them: they are shared by every check until a rule changes (and ``decide`` keeps what
+    it works out from them with them, claros.rules.decide.RuleSet)."""
     stamp_doc = store.get_doc(workspace, STAMP_COLLECTION, STAMP_KEY)
     if stamp_doc is None:
         # Rules written before the stamp existed (or none at all): read them every time;

@@ -330,6 +330,11 @@ class Store(Protocol):
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None: ...
 
+    def get_raw_record(self, workspace: str, kind: str, ref_id: str) -> bytes | None:
+        """``get_record``'s record as the bytes it is kept as (its canonical JSON), for a
+        reader that parses it its own way."""
+        ...
+
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
         """Delete entries with seq <= through_seq and their records, except the kinds in
         ``claros.ledger.NEVER_PRUNED``. Requires a checkpoint at ``through_seq``."""

@@ -1365,6 +1365,14 @@ class DynamoStore:
         return out
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
+        item = self._record_item(workspace, kind, ref_id)
+        return _record_body(item) if item else None
+
+    def get_raw_record(self, workspace: str, kind: str, ref_id: str) -> bytes | None:
+        item = self._record_item(workspace, kind, ref_id)
+        return zlib.decompress(item["body"]["B"]) if item else None
+
+    def _record_item(self, workspace: str, kind: str, ref_id: str) -> Item | None:
         key = record_key(workspace, kind, ref_id)
         got = self.client.get_item(TableName=self.records_table, Key=key, ConsistentRead=True)
         item = got.get("Item")
@@ -1374,7 +1382,7 @@ class DynamoStore:
                 TableName=self.records_table, Key=legacy, ConsistentRead=True
             )
             item = got.get("Item")
-        return _record_body(item) if item else None
+        return cast(Item | None, item)
 
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
         cp = self.client.get_item(

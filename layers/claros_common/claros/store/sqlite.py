@@ -48,7 +48,7 @@ from claros.store.base import (
     check_key_range,
     record_bytes,
 )
-from claros.store.buckets import BucketCache, BucketKey, Kept, Texts, encode
+from claros.store.buckets import BucketCache, BucketKey, Kept
 from claros.store.group import GroupCommit
 
 __all__ = ["SqliteStore"]
@@ -577,19 +577,16 @@ class SqliteStore:
                 key = (written.workspace, span, written.ts // size)
                 folds.setdefault(key, []).extend(zip(written.entries, written.records, strict=True))
         out: dict[BucketKey, Kept] = {}
-        # A check's hour and day take the same rules sample: built and written once.
-        samples: dict[int, dict[str, Any]] = {}
-        written_texts: Texts = {}
         for key, items in folds.items():
             row = conn.execute(
                 "SELECT body FROM aggregates WHERE workspace = ? AND span = ? AND start = ?", key
             ).fetchone()
-            bucket, texts = self._buckets.take(key, row[0] if row else None)
+            bucket = self._buckets.take(key, row[0] if row else None)
             for entry, record in items:
-                fold(bucket, entry.seq, entry.kind, record, samples)
-            text, texts = encode(bucket, texts, written_texts)
+                fold(bucket, entry.seq, entry.kind, record)
+            text = jsonutil.dumps(bucket)
             conn.execute("INSERT OR REPLACE INTO aggregates VALUES (?, ?, ?, ?)", (*key, text))
-            out[key] = Kept(text, bucket, texts)
+            out[key] = Kept(text, bucket)
         return out
 
     def aggregate_buckets(
@@ -724,6 +721,14 @@ class SqliteStore:
             yield Entry(*row[:8]), row[8]
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
+        body = self._record_text(workspace, kind, ref_id)
+        return jsonutil.loads(body) if body is not None else None
+
+    def get_raw_record(self, workspace: str, kind: str, ref_id: str) -> bytes | None:
+        body = self._record_text(workspace, kind, ref_id)
+        return body.encode("utf-8") if body is not None else None  # the bytes it was from
+
+    def _record_text(self, workspace: str, kind: str, ref_id: str) -> str | None:
         row = (
             self._conn()
             .execute(
@@ -732,7 +737,7 @@ class SqliteStore:
             )
             .fetchone()
         )
-        return jsonutil.loads(row[0]) if row else None
+        return str(row[0]) if row else None
 
     def prune(self, workspace: str, through_seq: int) -> PruneResult:
         conn = self._conn()
