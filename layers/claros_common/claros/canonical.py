@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-import orjson
+from claros.jsonutil import load_writer
 
 __all__ = [
     "CanonicalError",
@@ -355,8 +355,11 @@ def canonical_bytes(value: Any) -> bytes:
     """:func:`canonical`'s text as UTF-8: the bytes the ledger hashes. Written by orjson
     from the settled value (~5x the stdlib encoder's speed on a check row with 20 rule
     references); anything orjson refuses takes :func:`canonical`'s way."""
+    # orjson imported by the first call (claros.jsonutil says why): the authorizer, which
+    # imports the ledger's module but never hashes, does not load it.
+    orjson = load_writer()
     try:
-        out = orjson.dumps(_settle(value), default=_default, option=orjson.OPT_SORT_KEYS)
+        out: bytes = orjson.dumps(_settle(value), default=_default, option=orjson.OPT_SORT_KEYS)
     except (_Slow, orjson.JSONEncodeError):
         return _text_bytes(value)
     # isascii() on bytes is one C pass; only text with a character past the BMP needs its

@@ -31,9 +31,11 @@ def _writer() -> ModuleType:
     return _orjson
 
 
-def load_writer() -> None:
-    """Import the writer now: for a process that writes JSON at every request."""
-    _writer()
+def load_writer() -> ModuleType:
+    """orjson, imported now if it was not: for a process that writes JSON at every
+    request, and for the other writers of Claros (claros.canonical), which share its
+    lazy import."""
+    return _writer()
 
 
 def _no_constant(name: str) -> Any:

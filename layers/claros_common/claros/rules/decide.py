@@ -16,12 +16,16 @@ judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from claros.rules.expr import Expr, Scope, parse_when
+from claros.rules.expr import Scope, parse_when
 from claros.rules.judge import Judge
+from claros.rules.ruleset import RuleSet
 from claros.rules.terms import RESPONSES, strength
+
+if TYPE_CHECKING:
+    from claros.rules.ruleset import Step
 
 __all__ = ["Decision", "RuleSet", "applies", "decide"]
 
@@ -62,26 +66,10 @@ class Decision:
         ]
 
 
-class RuleSet(list[Mapping[str, Any]]):
-    """A workspace's active rules as ``claros.rules.service.active_rules`` shares them
-    between checks (never changed once made), with what ``decide`` works out once per call
-    shape (app, tool) rather than per check: the rules that apply, in order, their parsed
-    ``when`` and the fixed part of their ``rules[]`` entry."""
-
-    __slots__ = ("plans",)
-
-    def __init__(self, rules: Iterable[Mapping[str, Any]] = ()) -> None:
-        super().__init__(rules)
-        self.plans: dict[tuple[str, str], tuple[_Step, ...]] = {}
-
-
-# One rule as decide runs it: (rule, written, response, mode, parsed when or None, the
-# entry's fixed fields).
-_Step = tuple[Mapping[str, Any], Mapping[str, Any], str, str, Expr | None, dict[str, Any]]
 _PLANS = 64  # call shapes kept per rule set (a workspace's apps and tools)
 
 
-def _plan(rules: Sequence[Mapping[str, Any]], app: str, tool: str) -> tuple[_Step, ...]:
+def _plan(rules: Sequence[Mapping[str, Any]], app: str, tool: str) -> tuple[Step, ...]:
     plans = rules.plans if type(rules) is RuleSet else None
     if plans is not None:
         found = plans.get((app, tool))

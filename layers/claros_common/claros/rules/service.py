@@ -16,7 +16,7 @@ from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
-from claros.rules.decide import RuleSet
+from claros.rules.ruleset import RuleSet
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -92,7 +92,7 @@ _cache_lock = threading.Lock()
 def active_rules(store: Store, workspace: str) -> RuleSet:
     """The workspace's active rules, as the store holds them now. Callers must not change
     them: they are shared by every check until a rule changes (and ``decide`` keeps what
-    it works out from them with them, claros.rules.decide.RuleSet)."""
+    it works out from them with them, claros.rules.ruleset.RuleSet)."""
     stamp_doc = store.get_doc(workspace, STAMP_COLLECTION, STAMP_KEY)
     if stamp_doc is None:
         # Rules written before the stamp existed (or none at all): read them every time;
