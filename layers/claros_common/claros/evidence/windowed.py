@@ -1,11 +1,14 @@
 """A window's counts from the hourly aggregates (``claros.aggregates``), never a scan of
 the whole window.
 
-The hours wholly inside [start, end) come from the aggregates the store keeps; the two
-partial hours at the edges (and any hour holding entries a prune removed since) are read
-from the ledger and folded the same way, so the sum is exactly what feeding every record
-of the window to the counters gives. ``scan_counters`` is that reference, kept for the
-tests that compare the two.
+The whole days inside [start, end) come from the day aggregates the store keeps. The
+window's end edge, from the last midnight to ``end``, is that day's aggregate when nothing
+of the day is stamped after ``end`` (else its hours' and its last partial hour's). The
+start edge, from ``start`` to the first midnight, is its hours' aggregates and its partial
+hour's records. Records are folded the same way the aggregates are, and any hour or day
+holding entries a prune removed since is read from the ledger, so the sum is exactly what
+feeding every record of the window to the counters gives. ``scan_counters`` is that
+reference, kept for the tests that compare the two.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from __future__ import annotations
 import bisect
 import functools
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from claros import jsonutil
 from claros.aggregates import (
@@ -40,6 +43,7 @@ __all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counte
 
 _DECIMALS = frozenset({"amounts", "sev_amounts"})
 _TAILS = {"flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
+T = TypeVar("T")
 
 
 def _keep(key: str) -> int:
@@ -143,30 +147,6 @@ def _first_seq(store: Store, workspace: str) -> int:
     return first.seq if first is not None else 1
 
 
-def _pieces(start: int, end: int) -> tuple[list[tuple[str, int, int]], list[tuple[int, int]]]:
-    """[start, end) as whole days, whole hours at their edges, and the minutes left over:
-    (span, first, last) aggregate ranges and (from, until) ranges to read."""
-    spans: list[tuple[str, int, int]] = []
-    reads: list[tuple[int, int]] = []
-
-    def hours(a: int, b: int) -> None:
-        first, last = -(-a // HOUR_MS), b // HOUR_MS
-        if first >= last:
-            reads.append((a, b))
-            return
-        reads.extend([(a, first * HOUR_MS), (last * HOUR_MS, b)])
-        spans.append(("hour", first, last))
-
-    first_day, last_day = -(-start // DAY_MS), end // DAY_MS
-    if first_day >= last_day:
-        hours(start, end)
-    else:
-        spans.append(("day", first_day, last_day))
-        hours(start, first_day * DAY_MS)
-        hours(last_day * DAY_MS, end)
-    return spans, [(a, b) for a, b in reads if a < b]
-
-
 # The parts each reader needs (the rest of a bucket is not merged).
 EVIDENCE_PARTS = frozenset(
     {"checks", "repeats", "severity", "amounts", "decisions", "authorities", "verdicts",
@@ -201,39 +181,33 @@ def _range_sum(
     return _kept_waits(trim(total)), reads
 
 
+MINUTE_MS = 60_000
+BLOCK_MS = 5 * MINUTE_MS  # an edge hour's minutes are folded from a block's start
+
+
 def window_bucket(
     store: Store, workspace: str, start: int, end: int, *, only: frozenset[str] | None = None
 ) -> dict[str, Any]:
     """Everything the aggregates count over the entries stamped in [start, end) (``only``:
-    those parts). The sums of whole days and hours, all in the past, are kept per ledger
-    head (``claros.evidence.span_cache``)."""
+    those parts). The whole days in between are added up (their sum kept per ledger head,
+    ``claros.evidence.span_cache``); the end edge, from the last midnight to ``end``, is
+    its day's row when nothing of that day is stamped after ``end``; the start edge, up
+    to the first midnight, its hours' rows and its partial hour's records."""
     total: dict[str, Any] = {}
-    spans, reads = _pieces(start, end)
     head = store.head(workspace)
     if head is None:
         return total
     # Read before any sum: the sums and the edges' minutes are kept per ledger head.
-    pruned_through = _first_seq(store, workspace) - 1
-    for span, first, last in spans:
-        size = SPANS[span]
-        part, again = cached(
-            store,
-            workspace,
-            ("window", span, first, last, only, pruned_through),
-            first * size,
-            last * size,
-            functools.partial(
-                _range_sum, store, workspace, span, first, last, only, pruned_through
-            ),
-            head=head.seq,
-        )
-        merge(total, part, gather=True)  # copies: what is kept stays as it was
-        reads.extend(again)
-    for a, b in reads:
-        if a % HOUR_MS == 0 and _hour_head(total, store, workspace, a, b, only, pruned_through):
-            continue
-        _read_into(total, store, workspace, a, b, only=only, pruned_through=pruned_through,
-                   head=head.seq)  # fmt: skip
+    look = _Look(store, workspace, only, _first_seq(store, workspace) - 1, head.seq)
+    first_day, last_day = -(-start // DAY_MS), end // DAY_MS
+    if first_day >= last_day:
+        look.hours_into(total, start, end)
+        return trim(total)
+    look.span_into(total, "day", first_day, last_day)
+    midnight = last_day * DAY_MS
+    if midnight < end and not look.head_into(total, "day", midnight, end):
+        look.hours_into(total, midnight, end)
+    look.hours_into(total, start, first_day * DAY_MS)
     return trim(total)
 
 
@@ -249,37 +223,6 @@ def _stamped_in(store: Store, workspace: str, lo: int, hi: int, through: int) ->
     return False
 
 
-def _hour_head(
-    total: dict[str, Any],
-    store: Store,
-    workspace: str,
-    start: int,
-    end: int,
-    only: frozenset[str] | None,
-    pruned_through: int,
-) -> bool:
-    """[start, end), the first minutes of an hour (a window's end edge: the current hour
-    up to now), from that hour's aggregate when no entry in it is stamped at or after
-    ``end``, as none is unless a writer's clock runs ahead: the hour's row is then exactly
-    those minutes, one row read instead of every record of them (at a million entries the
-    current hour holds hundreds). False (nothing added): read them from the ledger."""
-    hour = start // HOUR_MS
-    rows = store.aggregate_buckets(workspace, hour, hour + 1, span="hour")
-    if not rows:
-        return False  # no entry in the hour yet (the ledger's read finds none, or one since)
-    bucket = upgrade(rows[0][1])
-    if pruned_through and int(bucket.get("seq_min", 0)) <= pruned_through:
-        return False  # it counts entries a prune removed since
-    if _stamped_in(store, workspace, end, (hour + 1) * HOUR_MS, int(bucket["seq_max"])):
-        return False
-    merge(total, bucket, only=only, gather=True)
-    return True
-
-
-MINUTE_MS = 60_000
-BLOCK_MS = 5 * MINUTE_MS  # an edge hour's minutes are folded from a block's start
-
-
 def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, dict[str, Any]]:
     """The bucket of each minute of [start, end) (whole minutes), folded from the ledger."""
     out: dict[int, dict[str, Any]] = {}
@@ -288,71 +231,151 @@ def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, di
     return out
 
 
-def _read_into(
-    total: dict[str, Any],
-    store: Store,
-    workspace: str,
-    start: int,
-    end: int,
-    *,
-    only: frozenset[str] | None,
-    pruned_through: int,
-    head: int,
-) -> None:
-    """The entries stamped in [start, end), read from the ledger, into ``total``. Inside
-    one hour (a window's edge), its whole minutes come from minute buckets kept per
-    ledger head (the minutes before ``end``'s, in the past), and only the minutes cut at
-    either end are read each time: at a million entries an hour holds hundreds.
+class _Look:
+    """One look at a window: the store, the parts wanted and what every kept sum is keyed
+    on (the log's start, after a prune; the chain head read before anything else)."""
 
-    The minutes are folded from the start of ``start``'s five-minute block (not the
-    hour's): a first look reads what the window needs and a few minutes more, and the
-    window's start, moving on, finds them kept for five minutes. Their sum over the
-    window's whole minutes is kept too: a minute bucket holds its samples, and adding
-    up some fifty of them on every look was what grew with the ledger."""
-    first, last = -(-start // MINUTE_MS), end // MINUTE_MS
-    hour = start // HOUR_MS
-    if first >= last or (end - 1) // HOUR_MS != hour:
-        part: dict[str, Any] = {}
-        _scan_into(part, store, workspace, start, end)
-        merge(total, part, only=only, gather=True)
-        return
-    block = max(hour * HOUR_MS, (start // BLOCK_MS) * BLOCK_MS)
-    until = last * MINUTE_MS
+    __slots__ = ("head", "only", "pruned_through", "store", "workspace")
 
-    def minutes() -> dict[int, dict[str, Any]]:
-        return cached(
-            store,
-            workspace,
-            ("minutes", block, last, pruned_through),
-            block,
-            until,
-            functools.partial(_minutes, store, workspace, block, until),
-            head=head,
+    def __init__(
+        self,
+        store: Store,
+        workspace: str,
+        only: frozenset[str] | None,
+        pruned_through: int,
+        head: int,
+    ) -> None:
+        self.store, self.workspace, self.only = store, workspace, only
+        self.pruned_through, self.head = pruned_through, head
+
+    def _cached(self, key: tuple[Any, ...], lo: int, hi: int, compute: Callable[[], T]) -> T:
+        return cached(self.store, self.workspace, key, lo, hi, compute, head=self.head)
+
+    def span_sum(self, span: str, first: int, last: int) -> tuple[dict[str, Any], list[Any]]:
+        """The sum of the ``span`` rows numbered [first, last), kept per ledger head, and
+        the (from, until) ranges to read from the ledger instead (rows holding entries a
+        prune removed since). Not to be changed: merge it."""
+        size = SPANS[span]
+        return self._cached(
+            ("window", span, first, last, self.only, self.pruned_through),
+            first * size,
+            last * size,
+            functools.partial(
+                _range_sum,
+                self.store,
+                self.workspace,
+                span,
+                first,
+                last,
+                self.only,
+                self.pruned_through,
+            ),
         )
 
-    def summed() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        kept = minutes()
-        for minute in range(first, last):
-            if minute in kept:
-                merge(out, kept[minute], only=only, gather=True)
-        return _kept_waits(trim(out))
+    def span_into(self, total: dict[str, Any], span: str, first: int, last: int) -> None:
+        if first >= last:
+            return
+        part, again = self.span_sum(span, first, last)
+        merge(total, part, gather=True)  # copies: what is kept stays as it was
+        for a, b in again:
+            self.read_into(total, a, b)
 
-    whole = cached(
-        store,
-        workspace,
-        ("minutes-sum", first, last, only, pruned_through),
-        first * MINUTE_MS,
-        until,
-        summed,
-        head=head,
-    )
-    merge(total, whole, gather=True)  # copies: what is kept stays as it was
-    for a, b in ((start, first * MINUTE_MS), (until, end)):
-        if a < b:
-            part = {}
-            _scan_into(part, store, workspace, a, b)
+    def hours_into(self, total: dict[str, Any], start: int, end: int) -> None:
+        """[start, end) as its whole hours' rows and its partial hours read from the
+        ledger (an end hour as its row when ``head_into`` may)."""
+        first, last = -(-start // HOUR_MS), end // HOUR_MS
+        if start >= end:
+            return
+        if first >= last:
+            if start % HOUR_MS or not self.head_into(total, "hour", start, end):
+                self.read_into(total, start, end)
+            return
+        self.span_into(total, "hour", first, last)
+        self.read_into(total, start, first * HOUR_MS)
+        if last * HOUR_MS < end and not self.head_into(total, "hour", last * HOUR_MS, end):
+            self.read_into(total, last * HOUR_MS, end)
+
+    def head_into(self, total: dict[str, Any], span: str, start: int, end: int) -> bool:
+        """[start, end), the first part of an hour or a day (a window's end edge: the
+        current hour or day up to now), from that hour's or day's aggregate when no
+        entry in it is stamped at or after ``end``, as none is unless a writer's clock
+        runs ahead: the row is then exactly that part, one row read instead of the rows
+        and records of it (at a million entries the current hour holds hundreds of
+        records, the current day up to 23 hour rows). False (nothing added): read it
+        otherwise."""
+        size = SPANS[span]
+        n = start // size
+        rows = self.store.aggregate_buckets(self.workspace, n, n + 1, span=span)
+        if not rows:
+            return False  # no entry in it yet (the ledger's read finds none, or one since)
+        bucket = upgrade(rows[0][1])
+        if self.pruned_through and int(bucket.get("seq_min", 0)) <= self.pruned_through:
+            return False  # it counts entries a prune removed since
+        if _stamped_in(self.store, self.workspace, end, (n + 1) * size, int(bucket["seq_max"])):
+            return False
+        merge(total, bucket, only=self.only, gather=True)
+        return True
+
+    def read_into(
+        self,
+        total: dict[str, Any],
+        start: int,
+        end: int,
+        *,
+        fold: tuple[int, int] | None = None,
+    ) -> None:
+        """The entries stamped in [start, end), read from the ledger, into ``total``.
+        Inside one hour (a window's edge), its whole minutes come from minute buckets kept
+        per ledger head (the minutes before ``end``'s, in the past), and only the minutes
+        cut at either end are read each time: at a million entries an hour holds hundreds.
+
+        The minutes are folded over ``fold``, by default from the start of ``start``'s
+        five-minute block (not the hour's) to ``end``'s minute: a first look reads what
+        the window needs and a few minutes more, and the window's start, moving on, finds
+        them kept for five minutes. Their sum over the window's whole minutes is kept too:
+        a minute bucket holds its samples, and adding up some fifty of them on every look
+        was what grew with the ledger."""
+        if start >= end:
+            return
+        store, workspace, only = self.store, self.workspace, self.only
+        first, last = -(-start // MINUTE_MS), end // MINUTE_MS
+        hour = start // HOUR_MS
+        if first >= last or (end - 1) // HOUR_MS != hour:
+            part: dict[str, Any] = {}
+            _scan_into(part, store, workspace, start, end)
             merge(total, part, only=only, gather=True)
+            return
+        until = last * MINUTE_MS
+        since, to = fold or (max(hour * HOUR_MS, (start // BLOCK_MS) * BLOCK_MS), until)
+
+        def minutes() -> dict[int, dict[str, Any]]:
+            return self._cached(
+                ("minutes", since, to, self.pruned_through),
+                since,
+                to,
+                functools.partial(_minutes, store, workspace, since, to),
+            )
+
+        def summed() -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            kept = minutes()
+            for minute in range(first, last):
+                if minute in kept:
+                    merge(out, kept[minute], only=only, gather=True)
+            return _kept_waits(trim(out))
+
+        whole = self._cached(
+            ("minutes-sum", first, last, only, self.pruned_through),
+            first * MINUTE_MS,
+            until,
+            summed,
+        )
+        merge(total, whole, gather=True)  # copies: what is kept stays as it was
+        for a, b in ((start, first * MINUTE_MS), (until, end)):
+            if a < b:
+                part = {}
+                _scan_into(part, store, workspace, a, b)
+                merge(total, part, only=only, gather=True)
 
 
 @dataclass
