@@ -4,11 +4,13 @@ the whole window.
 The whole days inside [start, end) come from the day aggregates the store keeps. The
 window's end edge, from the last midnight to ``end``, is that day's aggregate when nothing
 of the day is stamped after ``end`` (else its hours' and its last partial hour's). The
-start edge, from ``start`` to the first midnight, is its hours' aggregates and its partial
-hour's records. Records are folded the same way the aggregates are, and any hour or day
-holding entries a prune removed since is read from the ledger, so the sum is exactly what
-feeding every record of the window to the counters gives. ``scan_counters`` is that
-reference, kept for the tests that compare the two.
+start edge, from ``start`` to the first midnight, is read forward (its hours' aggregates
+and its partial hour's records) or as an aggregate less what lies before ``start``
+(``claros.evidence.window_less``), whichever reads less. Records are folded the same way
+the aggregates are, and any hour or day holding entries a prune removed since is read
+from the ledger, so the sum is exactly what feeding every record of the window to the
+counters gives. ``scan_counters`` is that reference, kept for the tests that compare the
+two.
 """
 
 from __future__ import annotations
@@ -22,32 +24,18 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from claros import jsonutil
-from claros.aggregates import (
-    DAY_MS,
-    FLAGGED_ITEMS,
-    HOUR_MS,
-    SAMPLES,
-    SPANS,
-    fold,
-    upgrade,
-    wait_bin,
-)
+from claros.aggregates import DAY_MS, FLAGGED_ITEMS, HOUR_MS, SPANS, fold, upgrade, wait_bin
 from claros.evidence.activity import CLOCK_SKEW_MS, Versions, first_seq_at, records_between
 from claros.evidence.oversight import OversightCounter
 from claros.evidence.report import ActivityCounter
 from claros.evidence.span_cache import cached
+from claros.evidence.window_less import DECIMALS, UNSUBTRACTED, Less, keep, minus, settled
 from claros.outcomes import CoverageCounter
 from claros.store.base import Store
 
 __all__ = ["Counters", "merge", "scan_counters", "window_bucket", "window_counters"]
 
-_DECIMALS = frozenset({"amounts", "sev_amounts"})
-_TAILS = {"flagged": FLAGGED_ITEMS, "items": FLAGGED_ITEMS}
 T = TypeVar("T")
-
-
-def _keep(key: str) -> int:
-    return _TAILS.get(key, SAMPLES)
 
 
 def merge(
@@ -76,7 +64,7 @@ def merge(
         elif key == "seq_max":
             into[key] = max(into.get(key, value), value)
         elif isinstance(value, dict):
-            merge(into.setdefault(key, {}), value, decimals=decimals or key in _DECIMALS)
+            merge(into.setdefault(key, {}), value, decimals=decimals or key in DECIMALS)
         elif isinstance(value, list):
             if key == "guards":
                 into[key] = sorted(set(into.get(key, [])) | set(value))
@@ -129,7 +117,7 @@ def trim(bucket: dict[str, Any]) -> dict[str, Any]:
     for key, value in bucket.items():
         if key.startswith("s_"):
             value.sort(key=lambda item: int(item["seq"]))
-            del value[: -_keep(key)]
+            del value[: -keep(key)]
     for node in (bucket.get("flagged") or {}).values():
         items = node.get("items") or []
         items.sort(key=lambda item: int(item["seq"]))
@@ -183,6 +171,10 @@ def _range_sum(
 
 MINUTE_MS = 60_000
 BLOCK_MS = 5 * MINUTE_MS  # an edge hour's minutes are folded from a block's start
+# What reading one aggregate row costs, in minutes of records read instead (at a million
+# entries a row is ~12-17 KB, ~0.3 ms to parse and add; a minute holds ~6 records,
+# ~0.2 ms): how a window's start edge picks the side it reads (``_Look.start_into``).
+ROW_MINUTES = 2
 
 
 def window_bucket(
@@ -192,7 +184,7 @@ def window_bucket(
     those parts). The whole days in between are added up (their sum kept per ledger head,
     ``claros.evidence.span_cache``); the end edge, from the last midnight to ``end``, is
     its day's row when nothing of that day is stamped after ``end``; the start edge, up
-    to the first midnight, its hours' rows and its partial hour's records."""
+    to the first midnight, is read whichever way reads less (``_Look.start_into``)."""
     total: dict[str, Any] = {}
     head = store.head(workspace)
     if head is None:
@@ -207,7 +199,7 @@ def window_bucket(
     midnight = last_day * DAY_MS
     if midnight < end and not look.head_into(total, "day", midnight, end):
         look.hours_into(total, midnight, end)
-    look.hours_into(total, start, first_day * DAY_MS)
+    look.start_into(total, start, first_day * DAY_MS)  # last: it checks against the rest
     return trim(total)
 
 
@@ -229,6 +221,25 @@ def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, di
     for entry, record in records_between(store, workspace, start, end):
         fold(out.setdefault(entry.ts // MINUTE_MS, {}), entry.seq, entry.kind, record)
     return out
+
+
+def _plan(start: int, day_end: int) -> tuple[bool, bool]:
+    """How to read [start, day_end), a window's start edge: (its whole hours as the day's
+    row less the hours before them, its partial hour as the hour's row less the minutes
+    before ``start``), each side whichever reads fewer rows and minutes; ties read
+    forward (the rows and the records of the edge itself, no subtraction)."""
+    day, hour = day_end - DAY_MS, start // HOUR_MS * HOUR_MS
+    partial = hour < start
+    after = hour + HOUR_MS if partial else hour
+    options = []
+    for whole_back in (False, True):
+        for part_back in (False, True) if partial else (False,):
+            cut = hour if part_back else after  # where the rows read forward begin
+            rows = 1 + (cut - day) // HOUR_MS if whole_back else (day_end - cut) // HOUR_MS
+            minutes = (start - hour if part_back else after - start) / MINUTE_MS
+            options.append((rows * ROW_MINUTES + minutes, whole_back, part_back))
+    _, whole_back, part_back = min(options)
+    return whole_back, part_back
 
 
 class _Look:
@@ -315,6 +326,63 @@ class _Look:
             return False
         merge(total, bucket, only=self.only, gather=True)
         return True
+
+    def start_into(self, total: dict[str, Any], start: int, day_end: int) -> None:
+        """[start, day_end), a window's start edge up to the first midnight, into
+        ``total``, which holds the rest of the window. Read forward (its hours' rows to
+        midnight and its partial hour's records), or, when that reads less, as a row
+        less what lies before ``start`` (``claros.evidence.window_less``): the day's
+        row less its hours before the start's, the start's hour's row less its minutes
+        before ``start``, or both. The doubts a subtraction leaves are settled against
+        the rest of the window; an unsettled one reads the edge forward."""
+        if start >= day_end:
+            return
+        whole_back, part_back = _plan(start, day_end)
+        only = self.only
+        if (not whole_back and not part_back) or only is None or only & UNSUBTRACTED:
+            self.hours_into(total, start, day_end)
+            return
+        hour = start // HOUR_MS * HOUR_MS
+        after = hour + HOUR_MS if hour < start else hour
+        if not part_back and after > start:
+            self.read_into(total, start, after)  # the partial hour forward: part of the rest
+        edge = self._less(start, day_end, whole_back, part_back)
+        if edge is not None and settled(edge[1], total):
+            merge(total, edge[0], gather=True)
+            return
+        self.span_into(total, "hour", after // HOUR_MS, day_end // HOUR_MS)
+        if part_back:
+            self.read_into(total, start, after)
+
+    def _less(
+        self, start: int, day_end: int, whole_back: bool, part_back: bool
+    ) -> tuple[dict[str, Any], list[Any]] | None:
+        """The start edge's whole hours (and its partial hour, if ``part_back``) as a row
+        less what lies before them, and the doubts left; None: a row counts entries a
+        prune removed since, or it does not subtract. A window with a whole day in it
+        starts a day or more before its end (now, for a page): no append is stamped in
+        what lies before its start (writers' clocks are off by at most CLOCK_SKEW_MS), so
+        the rows and the records, read a moment apart, hold the same entries."""
+        day, hour = day_end - DAY_MS, start // HOUR_MS * HOUR_MS
+        after = hour + HOUR_MS if hour < start else hour
+        cut = hour if part_back else after  # where the edge's rows begin
+        if whole_back:
+            row, again = self.span_sum("day", day // DAY_MS, day // DAY_MS + 1)
+        else:
+            row, again = self.span_sum("hour", hour // HOUR_MS, day_end // HOUR_MS)
+        before: dict[str, Any] = {}
+        if whole_back and cut > day:
+            hours, more = self.span_sum("hour", day // HOUR_MS, cut // HOUR_MS)
+            merge(before, hours, gather=True)
+            again = again + more
+        if again:
+            return None
+        if part_back:
+            # The minutes before the start, folded from the hour's start to the end of the
+            # start's five-minute block (kept: the window's start, moving on, finds them).
+            block_end = min(hour + HOUR_MS, -(-start // BLOCK_MS) * BLOCK_MS)
+            self.read_into(before, hour, start, fold=(hour, block_end))
+        return minus(row, before)
 
     def read_into(
         self,
@@ -508,12 +576,17 @@ def _waits(
     parts: list[Any], person: str, b: int, decisions: tuple[str, ...] | None = None
 ) -> list[int]:
     """The exact waits (ms) of ``person``'s answers in bin ``b`` (of ``decisions``, or
-    all), sorted, from each bucket's ``ov_ms`` gathered (a kept sum's split once)."""
+    all), sorted, from each bucket's ``ov_ms`` gathered (a kept sum's split once), less
+    those of the parts to take away (``Less``: a row's answers before a window's start)."""
     out: list[int] = []
+    less: list[int] = []
     key = str(b)
     for part in parts:
         if isinstance(part, KeptWaits):
             out.extend(part.split(person, b, decisions))
+            continue
+        if isinstance(part, Less):
+            less.extend(_waits(part.parts, person, b, decisions))
             continue
         for decision, by_bin in (part.get(person) or {}).items():
             if decisions is not None and decision not in decisions:
@@ -521,6 +594,14 @@ def _waits(
             text = by_bin.get(key)
             if text:
                 out.extend(map(int, text.split(",")))
+    if less:  # each taken away once: the row holds every one of them (``minus``)
+        gone, left = Counter(less), []
+        for ms in out:
+            if gone[ms]:
+                gone[ms] -= 1
+            else:
+                left.append(ms)
+        out = left
     out.sort()  # sorted runs and a few more: one pass finds and merges them
     return out
 
