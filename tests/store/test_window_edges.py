@@ -228,6 +228,24 @@ def test_the_edges_read_a_row_less_what_lies_before_the_start(
     assert sorted(spy.rows) == [("day", day + n, day + n + 1) for n in (0, 1, 2)]
     assert spy.ranges and all(BASE <= a and b <= BASE + 15 * MINUTE for a, b in spy.ranges)
     assert spy.settled == [True]
+    # A look 30 s later finds everything kept: it reads no row, only the records of what
+    # is left of the start's minute.
+    spy.rows.clear()
+    spy.ranges.clear()
+    later = window_bucket(store, WS, start + 30_000, end + 30_000, only=HOME_PARTS)
+    assert spy.rows == []
+    assert spy.ranges == [(start + 30_000, BASE + 11 * MINUTE)]
+    span_cache.clear()
+    assert later == window_bucket(store, WS, start + 30_000, end + 30_000, only=HOME_PARTS)
+    # An append (stamped now, in the end's day) reads that day's row again, not the rest.
+    window_bucket(store, WS, start + 30_000, end + 30_000, only=HOME_PARTS)
+    _dana_checks(store, [("now", end, {"result": "stop"})])
+    spy.rows.clear()
+    again = window_bucket(store, WS, start + 40_000, end + 40_000, only=HOME_PARTS)
+    assert spy.rows == [("day", day + 2, day + 3)]
+    assert again["checks"]["stop"] == got["checks"].get("stop", 0) + 1
+    span_cache.clear()
+    assert again == window_bucket(store, WS, start + 40_000, end + 40_000, only=HOME_PARTS)
 
 
 def test_a_late_start_reads_its_hours_forward(
@@ -253,7 +271,7 @@ def _dana_checks(store: Store, stamps: list[tuple[str, int, dict[str, Any]]]) ->
         store.append(WS, "check", ref, rec, ts=ts)
 
 
-START = BASE + 30 * MINUTE + 7  # early in day 0: read as day 0's row less 30 minutes
+START = BASE + 20 * MINUTE + 7  # early in day 0: read as day 0's row less 21 minutes
 WINDOW_END = BASE + 2 * DAY_MS + 5 * HOUR_MS
 
 

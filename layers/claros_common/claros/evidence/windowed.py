@@ -226,18 +226,23 @@ def _minutes(store: Store, workspace: str, start: int, end: int) -> dict[int, di
 def _plan(start: int, day_end: int) -> tuple[bool, bool]:
     """How to read [start, day_end), a window's start edge: (its whole hours as the day's
     row less the hours before them, its partial hour as the hour's row less the minutes
-    before ``start``), each side whichever reads fewer rows and minutes; ties read
-    forward (the rows and the records of the edge itself, no subtraction)."""
+    before ``start``), each side whichever reads fewer rows and minutes (of records, as
+    ``read_into`` folds them: to or from a five-minute block's edge); ties read forward
+    (the rows and the records of the edge itself, no subtraction)."""
     day, hour = day_end - DAY_MS, start // HOUR_MS * HOUR_MS
     partial = hour < start
     after = hour + HOUR_MS if partial else hour
+    ahead = -(-start // BLOCK_MS) * BLOCK_MS  # the minutes before the start, folded to it
+    minutes = {
+        False: (after - max(hour, start // BLOCK_MS * BLOCK_MS)) / MINUTE_MS,
+        True: (min(after, ahead) - hour) / MINUTE_MS,
+    }
     options = []
     for whole_back in (False, True):
         for part_back in (False, True) if partial else (False,):
             cut = hour if part_back else after  # where the rows read forward begin
             rows = 1 + (cut - day) // HOUR_MS if whole_back else (day_end - cut) // HOUR_MS
-            minutes = (start - hour if part_back else after - start) / MINUTE_MS
-            options.append((rows * ROW_MINUTES + minutes, whole_back, part_back))
+            options.append((rows * ROW_MINUTES + minutes[part_back], whole_back, part_back))
     _, whole_back, part_back = min(options)
     return whole_back, part_back
 
@@ -316,25 +321,45 @@ class _Look:
         otherwise."""
         size = SPANS[span]
         n = start // size
+        # Kept per ledger head, as the sums: no entry appended since is stamped in that
+        # hour or day (in a busy workspace each append is, and it is read again), so the
+        # row is the same and none of its entries is stamped after a later ``end``.
+        row, checked = self._cached(
+            ("head", span, n, self.pruned_through),
+            n * size,
+            (n + 1) * size,
+            functools.partial(self._head, span, n, end),
+        )
+        if checked > end:  # kept for a later end: an entry may be stamped in between
+            row, checked = self._head(span, n, end)
+        if row is None:
+            return False
+        merge(total, row, only=self.only, gather=True)  # copies: what is kept stays so
+        return True
+
+    def _head(self, span: str, n: int, end: int) -> tuple[dict[str, Any] | None, int]:
+        """Row ``n`` of ``span`` when it is exactly its entries stamped before ``end``
+        (None: it is not, or there is none), and ``end``."""
+        size = SPANS[span]
         rows = self.store.aggregate_buckets(self.workspace, n, n + 1, span=span)
         if not rows:
-            return False  # no entry in it yet (the ledger's read finds none, or one since)
+            return None, end  # no entry in it yet (the ledger's read finds none, or one since)
         bucket = upgrade(rows[0][1])
         if self.pruned_through and int(bucket.get("seq_min", 0)) <= self.pruned_through:
-            return False  # it counts entries a prune removed since
+            return None, end  # it counts entries a prune removed since
         if _stamped_in(self.store, self.workspace, end, (n + 1) * size, int(bucket["seq_max"])):
-            return False
-        merge(total, bucket, only=self.only, gather=True)
-        return True
+            return None, end
+        return bucket, end
 
     def start_into(self, total: dict[str, Any], start: int, day_end: int) -> None:
         """[start, day_end), a window's start edge up to the first midnight, into
         ``total``, which holds the rest of the window. Read forward (its hours' rows to
         midnight and its partial hour's records), or, when that reads less, as a row
-        less what lies before ``start`` (``claros.evidence.window_less``): the day's
-        row less its hours before the start's, the start's hour's row less its minutes
-        before ``start``, or both. The doubts a subtraction leaves are settled against
-        the rest of the window; an unsettled one reads the edge forward."""
+        less what lies before (``claros.evidence.window_less``): the day's row less its
+        hours before the start's, the start's hour's row less its minutes before the
+        start's next minute, or both (what is left of that minute is read forward). The
+        doubts a subtraction leaves are settled against the rest of the window; an
+        unsettled one reads the edge forward."""
         if start >= day_end:
             return
         whole_back, part_back = _plan(start, day_end)
@@ -344,44 +369,52 @@ class _Look:
             return
         hour = start // HOUR_MS * HOUR_MS
         after = hour + HOUR_MS if hour < start else hour
-        if not part_back and after > start:
-            self.read_into(total, start, after)  # the partial hour forward: part of the rest
-        edge = self._less(start, day_end, whole_back, part_back)
+        # Read forward, a part of the rest: the partial hour, or what is left of the
+        # start's minute (the minutes before it are subtracted).
+        cut = -(-start // MINUTE_MS) * MINUTE_MS if part_back else after
+        self.read_into(total, start, cut)
+        # [cut, day_end) as a row less what lies before it, kept per ledger head (a
+        # window's start moves on a minute at a time): what a look after the first adds.
+        edge = self._cached(
+            ("less", whole_back, cut, day_end, only, self.pruned_through),
+            day_end - DAY_MS if whole_back else cut // HOUR_MS * HOUR_MS,
+            day_end,
+            functools.partial(self._less, cut, day_end, whole_back),
+        )
         if edge is not None and settled(edge[1], total):
-            merge(total, edge[0], gather=True)
+            merge(total, edge[0], gather=True)  # copies: what is kept stays as it was
             return
         self.span_into(total, "hour", after // HOUR_MS, day_end // HOUR_MS)
-        if part_back:
-            self.read_into(total, start, after)
+        self.read_into(total, cut, after)
 
     def _less(
-        self, start: int, day_end: int, whole_back: bool, part_back: bool
+        self, cut: int, day_end: int, whole_back: bool
     ) -> tuple[dict[str, Any], list[Any]] | None:
-        """The start edge's whole hours (and its partial hour, if ``part_back``) as a row
-        less what lies before them, and the doubts left; None: a row counts entries a
-        prune removed since, or it does not subtract. A window with a whole day in it
-        starts a day or more before its end (now, for a page): no append is stamped in
-        what lies before its start (writers' clocks are off by at most CLOCK_SKEW_MS), so
-        the rows and the records, read a moment apart, hold the same entries."""
-        day, hour = day_end - DAY_MS, start // HOUR_MS * HOUR_MS
-        after = hour + HOUR_MS if hour < start else hour
-        cut = hour if part_back else after  # where the edge's rows begin
+        """[cut, day_end) as a row less what lies before ``cut`` (a whole minute): the
+        day's row less its hours and minutes before ``cut`` (``whole_back``), or the hour
+        rows from ``cut``'s hour less its minutes before ``cut``; and the doubts left.
+        None: a row counts entries a prune removed since, or it does not subtract.
+        A window with a whole day in it starts a day or more before its end (now, for a
+        page): no append is stamped in what lies before its start (writers' clocks are
+        off by at most CLOCK_SKEW_MS), so the rows and the records, read a moment apart,
+        hold the same entries."""
+        day, hour = day_end - DAY_MS, cut // HOUR_MS * HOUR_MS
         if whole_back:
             row, again = self.span_sum("day", day // DAY_MS, day // DAY_MS + 1)
         else:
             row, again = self.span_sum("hour", hour // HOUR_MS, day_end // HOUR_MS)
         before: dict[str, Any] = {}
-        if whole_back and cut > day:
-            hours, more = self.span_sum("hour", day // HOUR_MS, cut // HOUR_MS)
+        if whole_back and hour > day:
+            hours, more = self.span_sum("hour", day // HOUR_MS, hour // HOUR_MS)
             merge(before, hours, gather=True)
             again = again + more
         if again:
             return None
-        if part_back:
-            # The minutes before the start, folded from the hour's start to the end of the
-            # start's five-minute block (kept: the window's start, moving on, finds them).
-            block_end = min(hour + HOUR_MS, -(-start // BLOCK_MS) * BLOCK_MS)
-            self.read_into(before, hour, start, fold=(hour, block_end))
+        if hour < cut:
+            # The minutes before ``cut``, folded from the hour's start to the end of its
+            # five-minute block (kept: the window's start, moving on, finds them).
+            block_end = min(hour + HOUR_MS, -(-cut // BLOCK_MS) * BLOCK_MS)
+            self.read_into(before, hour, cut, fold=(hour, block_end))
         return minus(row, before)
 
     def read_into(
@@ -594,15 +627,11 @@ def _waits(
             text = by_bin.get(key)
             if text:
                 out.extend(map(int, text.split(",")))
-    if less:  # each taken away once: the row holds every one of them (``minus``)
-        gone, left = Counter(less), []
-        for ms in out:
-            if gone[ms]:
-                gone[ms] -= 1
-            else:
-                left.append(ms)
-        out = left
     out.sort()  # sorted runs and a few more: one pass finds and merges them
+    for ms in less:  # each once (the row holds every one of them, ``minus``): a few
+        at = bisect.bisect_left(out, ms)
+        if at < len(out) and out[at] == ms:
+            del out[at]
     return out
 
 
