@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
+import orjson
+
 from claros import jsonutil
 from claros.aggregates import DAY_MS, FLAGGED_ITEMS, HOUR_MS, SPANS, fold, upgrade, wait_bin
 from claros.evidence.activity import CLOCK_SKEW_MS, Versions, first_seq_at, records_between
@@ -626,13 +628,28 @@ def _waits(
                 continue
             text = by_bin.get(key)
             if text:
-                out.extend(map(int, text.split(",")))
+                out.extend(_ints(text))
     out.sort()  # sorted runs and a few more: one pass finds and merges them
     for ms in less:  # each once (the row holds every one of them, ``minus``): a few
         at = bisect.bisect_left(out, ms)
         if at < len(out) and out[at] == ms:
             del out[at]
     return out
+
+
+def _ints(text: str) -> list[int]:
+    """The waits of one bin's text, "4000,4210,..." (``claros.aggregates.add_wait`` writes
+    each as ``str(int)``), read as a JSON array by orjson: a busy bin of a 90-day window
+    holds thousands, ~10x faster than ``int()`` on each. orjson reads an integer beyond
+    64 bits as a float, the largest or smallest of them: such a text is read by
+    ``int()``, as is one orjson refuses."""
+    try:
+        got: list[int] = orjson.loads(f"[{text}]")
+    except orjson.JSONDecodeError:
+        got = []
+    if not got or type(max(got)) is not int or type(min(got)) is not int:
+        return list(map(int, text.split(",")))
+    return got
 
 
 def _at_rank(
