@@ -9,6 +9,7 @@ rest of the window does not settle what a subtraction leaves in doubt."""
 
 from __future__ import annotations
 
+import base64
 import random
 import statistics
 from collections.abc import Iterator
@@ -248,7 +249,7 @@ def test_the_edges_read_a_row_less_what_lies_before_the_start(
     assert again == window_bucket(store, WS, start + 40_000, end + 40_000, only=HOME_PARTS)
 
 
-def test_a_late_start_reads_its_hours_forward(
+def test_a_late_start_reads_its_last_hours_less_the_minutes_before_it(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _workload(store, random.Random(6), BASE + 20 * HOUR_MS, BASE + 2 * DAY_MS + 3 * HOUR_MS,
@@ -298,7 +299,7 @@ def _forward_and_right(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _without_ms(got, parts) != _without_ms(want, parts)
 
 
-def test_a_guard_only_the_part_before_has_reads_the_edge_forward(
+def test_a_guard_on_both_sides_of_the_start_reads_the_edge_forward(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The guard is on both sides of the start, not in the rest: the edge's share of it is
@@ -367,8 +368,6 @@ def test_doubts_the_rest_settles_are_subtracted(
 
 
 def _sign(signer: FileSigner, store: Store, entry: Entry) -> Checkpoint:
-    import base64
-
     message = Checkpoint(WS, entry.seq, entry.hash, entry.ts, "", "").message()
     key_id, signature = signer.sign(WS, message)
     cp = Checkpoint(WS, entry.seq, entry.hash, entry.ts, key_id,
