@@ -16,8 +16,11 @@ give each size's min and median, and the last column their ratios to the smalles
 answers every look at a page but the first (the sums of past days kept per ledger head,
 ``claros.evidence.span_cache``), then the first look (those sums dropped before each
 request); each in wall time and in the process's CPU time, which a loaded machine changes
-least. The ledger ends when it was built: a window's last hour holds no entries here,
-where a live workspace's holds the last hour's.
+least. The ledger ends when it was built: a window's last day holds entries up to then
+(none when the bench runs on a later day), where a live workspace's holds them up to now.
+A first look's cost moves with the clock: the window's start edge reads up to ~12 hour
+rows (by the hour of the day) and up to 30 minutes of records (by the minute of the hour,
+~175 records at 1M), whichever way reads less (``claros.evidence.windowed``).
 """
 
 from __future__ import annotations

@@ -10,10 +10,18 @@ from __future__ import annotations
 import random
 import statistics
 
+import pytest
+
 from claros.aggregates import DAY_MS, HOUR_MS, add_wait, upgrade, wait_bin
 from claros.evidence import span_cache
 from claros.evidence.activity import load_versions
-from claros.evidence.windowed import merge, scan_counters, window_bucket, window_counters
+from claros.evidence.windowed import (
+    _ints,
+    merge,
+    scan_counters,
+    window_bucket,
+    window_counters,
+)
 from claros.store.base import Store
 
 MANY = 288  # answers over three days: many to a bin, as a busy quarter has
@@ -147,3 +155,16 @@ def _put_bucket(store: Store, span: str, n: int, bucket: dict[str, object]) -> N
     """Overwrite one aggregate row as an older server would have written it."""
     _, version = store.aggregate_version(WS, span, n)
     assert store.put_aggregate(WS, span, n, bucket, expect=version)
+
+
+def test_a_bins_text_reads_as_its_integers_whatever_their_size() -> None:
+    assert _ints("4000,4210,-7,0") == [4000, 4210, -7, 0]
+    # orjson reads integers beyond 64 bits as floats: such a text is read by int().
+    huge = [2**64, -(2**63) - 1, 2**70 + 1, 5]
+    for text in (",".join(map(str, huge)), f"{2**64}", f"-{2**63 + 1},3"):
+        got = _ints(text)
+        assert got == [int(x) for x in text.split(",")]
+        assert all(type(x) is int for x in got)
+    assert _ints(str(2**64 - 1)) == [2**64 - 1]
+    with pytest.raises(ValueError):
+        _ints("4000,,1")  # not a bin's text: refused as int() refuses it
