@@ -165,7 +165,7 @@ async def test_the_reporter_sends_what_waits_behind_a_check_as_one_run(
         ids = [await _check(api, n) for n in range(6)]
         async with anyio.create_task_group() as tg:
             await tg.start(reporter.run)
-            with reporter.checking():  # a check in flight: the reports wait behind it
+            with reporter.busy():  # a call in flight: the reports wait behind it
                 for check_id in ids:
                     reporter.submit(outcome_report(check_id, "ok", None, "outcome"))
                 await anyio.sleep(0)
