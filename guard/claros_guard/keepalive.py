@@ -129,14 +129,17 @@ class Answer:
 # orjson reads an integer of 19 digits or more as a float (json keeps it exact): such a
 # run of digits anywhere in the text (a need's arguments carry the agent's) sends the
 # text to json. Anything orjson refuses (NaN, 1e400, a lone surrogate, a BOM, deep
-# nesting) json reads or refuses in its own words; everything else both read alike.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# nesting) json reads or refuses in its own words; everything else both read alike. The
+# run is looked for as every digit made "0" and the rest ".", then a plain substring
+# search: a regular expression took longer than json itself on a 5 KB answer.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
 def loads(content: bytes) -> Any:
-    """``json.loads(content)``, by orjson where that gives the same value (~5x faster on
-    a 20-rule check's ~5 KB answer)."""
-    if _LONG_DIGITS.search(content) is None:
+    """``json.loads(content)``, by orjson where that gives the same value (~3x faster on
+    a 20-rule check's ~5 KB answer, the digit scan included)."""
+    if _LONG_RUN not in content.translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(content)
         except orjson.JSONDecodeError:
