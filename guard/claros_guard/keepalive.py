@@ -184,9 +184,13 @@ def _header_line(name: str, value: str) -> bytes:
         raise httpx.LocalProtocolError(
             f"cannot send this request: the header {name!r} is not ASCII"
         ) from None
-    if not _TOKEN.fullmatch(raw_name) or not _VALUE.fullmatch(raw_value):
+    # The value is never in the message: it may be the key (``Authorization``).
+    if not _TOKEN.fullmatch(raw_name):
+        raise httpx.LocalProtocolError(f"cannot send this request: illegal header name {name!r}")
+    if not _VALUE.fullmatch(raw_value):
         raise httpx.LocalProtocolError(
-            f"cannot send this request: illegal header {name!r}: {value!r}"
+            f"cannot send this request: illegal header {name!r} (a line break or a control "
+            "character in its value)"
         )
     return b"%s: %s\r\n" % (raw_name, raw_value)
 
