@@ -4,7 +4,9 @@ A check is on the agent's path, so what the client costs per request counts: mea
 the bench machine, ``httpx.AsyncClient`` spends ~2 ms of CPU per request (URL merging,
 cookies, auth and redirect layers, header validation, the anyio stream wrappers), h11
 (the protocol library under httpx) ~0.2 ms to frame a request and read its answer (its
-state machine, ~0.11 ms of it, whatever the answer's size), and this client ~0.03 ms.
+state machine, ~0.11 ms of it, whatever the answer's size) plus ~0.03 ms to build an
+``httpx.Response``, and this client ~0.08 ms (framing ~0.02, reading ~0.06 ms a 20-rule
+check's 5 KB answer; the same machine, loaded).
 
 What it does, and no more: ``http`` and ``https`` (the TLS context httpx would build),
 one write per request (headers and body together), idle connections kept open for the
