@@ -444,6 +444,7 @@ async def _line(reader: asyncio.StreamReader, seen: _Seen, budget: list[int]) ->
         seen.closed = True
         raise _NotAnAnswer("the connection closed before a whole answer") from exc
     except asyncio.LimitOverrunError as exc:
+        seen.got_any = True  # bytes came: never taken for a stale connection and sent again
         raise _NotAnAnswer(f"a head longer than {_MAX_HEAD} bytes") from exc
     seen.got_any = True
     budget[0] -= len(raw)

@@ -87,6 +87,7 @@ class Reporter:
         self._busy = 0
         self._quiet_since = 0.0
         self._quiet: asyncio.TimerHandle | None = None  # the wake once calls have paused
+        self._deadline: asyncio.TimerHandle | None = None  # the wake when the head is due
         self._timers: set[asyncio.TimerHandle] = set()
         self._flushing = False
         self._draining = False
@@ -101,7 +102,7 @@ class Reporter:
         wait until calls have paused for ``idle`` seconds (at most ``max_delay``)."""
         self._busy += 1
         if self._quiet is not None:  # calls go on: the wake armed when they paused is moot
-            self._quiet.cancel()
+            self._cancel(self._quiet)
             self._quiet = None
         try:
             yield
@@ -122,7 +123,9 @@ class Reporter:
             # A new head: the reporter learns its deadline when it is due, and its quiet
             # time when calls pause (``busy``); waking it now would run it ahead of the
             # answer to the call this report follows.
-            self._wake_at(now + self.max_delay)
+            if self._deadline is not None:  # an earlier head's, sent by now
+                self._cancel(self._deadline)
+            self._deadline = self._wake_at(now + self.max_delay)
             if self._busy == 0 and self._quiet is None:
                 self._quiet = self._wake_at(max(now, self._quiet_since + self.idle))
 
@@ -133,11 +136,17 @@ class Reporter:
             self._timers.discard(handle)
             if handle is self._quiet:
                 self._quiet = None
+            if handle is self._deadline:
+                self._deadline = None
             self._wake.set()
 
         handle = asyncio.get_running_loop().call_at(when, wake)
         self._timers.add(handle)
         return handle
+
+    def _cancel(self, handle: asyncio.TimerHandle) -> None:
+        handle.cancel()
+        self._timers.discard(handle)
 
     def _wait_for(self, item: _Queued) -> float:
         """Seconds until the report may go (0: now)."""
@@ -167,7 +176,7 @@ class Reporter:
             for timer in self._timers:
                 timer.cancel()
             self._timers.clear()
-            self._quiet = None
+            self._quiet = self._deadline = None
             self._stopped.set()
 
     async def _loop(self) -> None:

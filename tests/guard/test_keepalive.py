@@ -400,3 +400,22 @@ def test_an_answer_reads_as_json_loads_reads_it(value: Any) -> None:
 )  # fmt: skip
 def test_what_orjson_reads_otherwise_is_read_by_json(text: bytes) -> None:
     _same_json(text)
+
+
+async def test_a_huge_head_on_a_kept_connection_is_not_taken_for_stale_and_sent_again(  # type: ignore[no-untyped-def]
+    scripted,
+) -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        first = len(fake.requests) == 1
+        w.write(ok() if first else _NOT_ANSWERS["huge_head"])
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url)
+    try:
+        assert (await client.request("GET", "/a")).status_code == 200  # the connection is kept
+        with pytest.raises(httpx.RemoteProtocolError, match="not an HTTP/1.1 answer"):
+            await client.request("POST", "/v1/check", {"a": 1})
+    finally:
+        await client.aclose()
+    assert len(fake.requests) == 2  # the check went once: it may have been recorded
