@@ -40,7 +40,7 @@ from claros_guard.errors import (
     ConfigError,
     GuardError,
 )
-from claros_guard.keepalive import KeepAlivePool, Outgoing, proxied
+from claros_guard.keepalive import Answer, KeepAlivePool, Outgoing, proxied
 from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
@@ -64,10 +64,15 @@ CHECK_RETRIES = 3
 CHECK_RETRY_BUDGET_S = 8.0
 
 
-def retry_after(response: httpx.Response) -> float | None:
+# What a request to Claros gives back: the lean client's answer, or httpx's (a proxy, a
+# test's transport). The guard reads both alike.
+Response = httpx.Response | Answer
+
+
+def retry_after(response: Response) -> float | None:
     """Seconds from a ``Retry-After`` header in seconds (the form Claros sends); None for
     no header or a form that is not a number of seconds."""
-    value = response.headers.get("Retry-After", "").strip()
+    value = (response.headers.get("Retry-After") or "").strip()
     try:
         seconds = float(value)
     except ValueError:
@@ -141,7 +146,7 @@ def is_need(answer: Mapping[str, Any]) -> bool:
     return answer.get("allowed") is False and isinstance(need, list) and bool(need)
 
 
-def _reason(response: httpx.Response) -> str:
+def _reason(response: Response) -> str:
     return error_reason(response, max_details=3)
 
 
@@ -150,7 +155,7 @@ def _reason(response: httpx.Response) -> str:
 IN_PROGRESS = "idempotency_in_progress"
 
 
-def _code(response: httpx.Response) -> str:
+def _code(response: Response) -> str:
     try:
         body = response.json()
     except (ValueError, RecursionError):
@@ -211,7 +216,7 @@ class HttpClarosApi:
         path: str,
         body: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
-    ) -> httpx.Response:
+    ) -> Response:
         if self._pool is not None:
             return await self._pool.request(method, path, body, headers)
         assert self._http is not None
@@ -239,7 +244,7 @@ class HttpClarosApi:
             return ClarosUnavailableError(f"Claros at {self.url} did not answer in time")
         return ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}")
 
-    def _judge(self, response: httpx.Response, what: str) -> Any:
+    def _judge(self, response: Response, what: str) -> Any:
         """An answer's JSON, or the typed failure it means (module docstring)."""
         wait = retry_after(response) if response.status_code == 503 else None
         if wait is not None:

@@ -27,6 +27,7 @@ guard (``claros_guard.app``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ def _read_shaped(parts: list[str]) -> bool:
     return parts[0] in READ_VERBS or parts[-1] in READ_SUFFIXES
 
 
+# Both are pure functions of the name, asked on every call of a tool (~13 us for a read's
+# name, its words split by two regular expressions): worked out once per name.
+@functools.lru_cache(maxsize=4096)
 def write_worded(name: str) -> bool:
     """Whether the name holds a write word: then it is never a read unless the operator
     says so, whatever ``readOnlyHint`` says."""
@@ -99,6 +103,7 @@ def write_worded(name: str) -> bool:
     return not _read_shaped(parts) or bool(CONNECTORS.intersection(parts))
 
 
+@functools.lru_cache(maxsize=4096)
 def by_name(name: str) -> bool:
     """Whether a tool's name alone says it is a read (rule 3 above)."""
     parts = words(name)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from claros_guard.login import CredentialsError, usable_connection
+
+if TYPE_CHECKING:
+    from claros_guard.keepalive import Answer
 
 __all__ = ["ApiError", "Client", "ClientError"]
 
@@ -24,7 +27,7 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_reason(response: httpx.Response, *, max_details: int | None = None) -> str:
+def error_reason(response: httpx.Response | Answer, *, max_details: int | None = None) -> str:
     """What Claros said was wrong, with the places it named: ``message (field: problem)``."""
     try:
         body = response.json()

@@ -128,9 +128,12 @@ class NeedResolver:
             except Exception as exc:  # a reader bug must still block, with a reason
                 failures[i] = ReadFailedError(f"{tool} failed: {exc}")
 
-        async with anyio.create_task_group() as tg:
-            for i, need in enumerate(needs):
-                tg.start_soon(one, i, need)
+        if len(needs) == 1:  # the usual fetch: no task group to set up and join
+            await one(0, needs[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for i, need in enumerate(needs):
+                    tg.start_soon(one, i, need)
         if failures:
             # A need naming a write next to a read that timed out must not be forwarded
             # by --fail-open because the timeout happened to come first.

@@ -1,13 +1,20 @@
 """Reports (outcomes, writes let through unchecked) go to Claros in the background, after
 the checks.
 
-A check is on the agent's path; a report is not. So reports go out once no check has been
-in flight for ``idle`` seconds, or once a report has waited ``max_delay`` seconds (an agent
-that never pauses still has its outcomes recorded within seconds). What is queued then
-goes together (up to ``coalesce``): each report its own request, pipelined in one write on
-the kept connection (``HttpClarosApi.send_reports``), so that an agent that never pauses
-has its reports sent as one short run every so often, not one round trip between each
-two checks.
+An agent's call is on its path; a report is not. A report costs Claros about as much CPU
+as a check, and the guard a request's worth: sent while a call is in flight, it competes
+for the machine with that call's check, the wrapped server and the guard itself. So
+reports go out once no call of the agent has been in flight (``busy``) for ``idle``
+seconds, or once a report has waited ``max_delay`` seconds (an agent that never pauses
+still has its outcomes recorded within seconds). What is queued then goes together (up to
+``coalesce``): each report its own request, pipelined in one write on the kept connection
+(``HttpClarosApi.send_reports``), so that an agent that never pauses has its reports sent
+as one short run every so often, not one round trip between each two calls.
+
+Nothing of this runs on a call's path either: a call starting or ending and a report
+being queued only note the time, and arm a timer of the event loop for the moment the
+reporter has something to do (the quiet time after a call, a new report's deadline); the
+reporter never wakes in the middle of a call, nor ahead of the answer it follows.
 
 What Claros cannot take now (unreachable, slow, 5xx) goes to the spool on disk
 (``claros_guard.spool``) at once, with everything queued behind it: a guard stopped or
@@ -23,6 +30,7 @@ guard runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections import deque
@@ -76,8 +84,12 @@ class Reporter:
         self._empty.set()
         self._stopped = anyio.Event()
         self._scope: anyio.CancelScope | None = None
-        self._checks = 0
+        self._busy = 0
         self._quiet_since = 0.0
+        self._quiet: asyncio.TimerHandle | None = None  # the wake once calls have paused
+        self._deadline: asyncio.TimerHandle | None = None  # the wake when the head is due
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._flushing = False
         self._draining = False
         self._next_flush = 0.0  # at start: reports an earlier guard or hook left
         self._down_until = 0.0  # Claros failed a moment ago: spool without trying
@@ -85,21 +97,56 @@ class Reporter:
         self.sent = 0
 
     @contextmanager
-    def checking(self) -> Iterator[None]:
-        """Marks a check in flight: reports wait for it (at most ``max_delay``)."""
-        self._checks += 1
+    def busy(self) -> Iterator[None]:
+        """Marks an agent's call in flight (its check, the forward, its answer): reports
+        wait until calls have paused for ``idle`` seconds (at most ``max_delay``)."""
+        self._busy += 1
+        if self._quiet is not None:  # calls go on: the wake armed when they paused is moot
+            self._cancel(self._quiet)
+            self._quiet = None
         try:
             yield
         finally:
-            self._checks -= 1
-            if self._checks == 0:
+            self._busy -= 1
+            if self._busy == 0:
                 self._quiet_since = anyio.current_time()
-                self._wake.set()
+                if self._queue or self._flushing:
+                    self._quiet = self._wake_at(self._quiet_since + self.idle)
 
     def submit(self, report: Report) -> None:
-        self._queue.append(_Queued(report, anyio.current_time()))
+        now = anyio.current_time()
+        self._queue.append(_Queued(report, now))
         self._empty = anyio.Event() if self._empty.is_set() else self._empty
-        self._wake.set()
+        if len(self._queue) > self._backlog:
+            self._wake.set()  # the oldest go to the spool now
+        elif len(self._queue) == 1:
+            # A new head: the reporter learns its deadline when it is due, and its quiet
+            # time when calls pause (``busy``); waking it now would run it ahead of the
+            # answer to the call this report follows.
+            if self._deadline is not None:  # an earlier head's, sent by now
+                self._cancel(self._deadline)
+            self._deadline = self._wake_at(now + self.max_delay)
+            if self._busy == 0 and self._quiet is None:
+                self._quiet = self._wake_at(max(now, self._quiet_since + self.idle))
+
+    def _wake_at(self, when: float) -> asyncio.TimerHandle:
+        """Wake the reporter at ``when`` (the event loop's clock, ``anyio.current_time``)."""
+
+        def wake() -> None:
+            self._timers.discard(handle)
+            if handle is self._quiet:
+                self._quiet = None
+            if handle is self._deadline:
+                self._deadline = None
+            self._wake.set()
+
+        handle = asyncio.get_running_loop().call_at(when, wake)
+        self._timers.add(handle)
+        return handle
+
+    def _cancel(self, handle: asyncio.TimerHandle) -> None:
+        handle.cancel()
+        self._timers.discard(handle)
 
     def _wait_for(self, item: _Queued) -> float:
         """Seconds until the report may go (0: now)."""
@@ -108,7 +155,7 @@ class Reporter:
             return 0.0
         floor = item.not_before - now
         due = item.since + self.max_delay - now
-        if self._checks == 0:
+        if self._busy == 0:
             due = min(due, self._quiet_since + self.idle - now)
         return max(0.0, floor, due)
 
@@ -126,6 +173,10 @@ class Reporter:
                 task_status.started()
                 await self._loop()
         finally:
+            for timer in self._timers:
+                timer.cancel()
+            self._timers.clear()
+            self._quiet = self._deadline = None
             self._stopped.set()
 
     async def _loop(self) -> None:
@@ -226,7 +277,7 @@ class Reporter:
         while not self._draining:
             now = anyio.current_time()
             due = start + self.max_delay - now
-            if self._checks == 0:
+            if self._busy == 0:
                 due = min(due, self._quiet_since + self.idle - now)
             if due <= 0:
                 return
@@ -236,6 +287,7 @@ class Reporter:
         spool = self.spool
         assert spool is not None
         self._next_flush = anyio.current_time() + self.retry_every
+        self._flushing = True  # ``busy`` wakes the pacing when calls pause
         try:
             if not await anyio.to_thread.run_sync(spool.has_work):
                 return
@@ -243,6 +295,8 @@ class Reporter:
         except (OSError, GuardError) as exc:
             log.error("cannot send the report spool %s: %s", spool.path, exc)
             return
+        finally:
+            self._flushing = False
         self.sent += done.sent
         if done.sent:
             log.info("sent %d reports from the spool %s", done.sent, spool.path)

@@ -81,6 +81,14 @@ class AgentSession:
     async def _on_request(
         self, dctx: Ctx, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
+        # Reports wait while a call is in flight (Reporter.busy): they would compete for
+        # the machine with its check, the wrapped server and this guard.
+        with self.app.reporter.busy():
+            return await self._handle(dctx, method, params)
+
+    async def _handle(
+        self, dctx: Ctx, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         if method == "initialize":
             return await self._initialize(params or {})
         if method == "ping":
@@ -134,8 +142,7 @@ class AgentSession:
         arguments = dict(params.get("arguments") or {})
         call = Call(self.app.name, name, arguments, {**self.agent, "call_id": new_call_id()})
         progress = dctx.progress if _has_progress_token(params) else None
-        with self.app.reporter.checking():
-            verdict = await self.app.policy.decide(call, progress)
+        verdict = await self.app.policy.decide(call, progress)
         if not verdict.forward:
             return tool_error(verdict.message or "Blocked by Claros.")
         if self.app.upstream.failure:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+from typing import Any
 
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claros_guard.api import HttpClarosApi
 from claros_guard.errors import ClarosUnavailableError
-from claros_guard.keepalive import KeepAlivePool, proxied
+from claros_guard.keepalive import KeepAlivePool, loads, proxied
 from tests.guard.scripted_http import ok
 
 pytestmark = pytest.mark.anyio
@@ -192,3 +196,232 @@ def test_a_proxy_in_the_environment_goes_through_httpx(monkeypatch: pytest.Monke
 def test_only_http_urls() -> None:
     with pytest.raises(ValueError, match="not an http"):
         pool("ftp://claros.example")
+
+
+# The answer as RFC 9112 frames it: what the client reads, and whether it keeps the
+# connection (a second request on it tells).
+_HEADS = {
+    "lf_only": (b"HTTP/1.1 200 OK\nContent-Length: 2\n\n{}", {}, True),
+    "folded": (b"HTTP/1.1 200 OK\r\nX-A: one\r\n  two\r\nContent-Length: 2\r\n\r\n{}", {}, True),
+    "same_length_twice": (b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n{}", {}, True),
+    "no_content": (b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", None, True),
+    "not_modified": (b"HTTP/1.1 304 Not Modified\r\n\r\n", None, True),
+    "http_1_0": (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", {}, False),
+    "connection_close": (
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 2\r\n\r\n{}",
+        {},
+        False,
+    ),  # fmt: skip
+    "chunked_with_trailers": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n"
+        b"2 \r\n{}\r\n0\r\nX-Trailer: t\r\n\r\n",
+        {},
+        True,
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", sorted(_HEADS))
+async def test_answers_framed_every_way_the_rfc_allows(scripted, case: str) -> None:  # type: ignore[no-untyped-def]
+    raw, expected, kept = _HEADS[case]
+
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(raw if len(fake.requests) == 1 else ok())
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url)
+    try:
+        first = await client.request("GET", "/a")
+        assert (await client.request("GET", "/b")).json() == {"ok": True}
+    finally:
+        await client.aclose()
+    assert first.json() == expected if expected is not None else first.content == b""
+    assert fake.connections == (1 if kept else 2)
+    if case == "folded":
+        assert first.headers.get("x-a") == "one two"
+
+
+_CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+_NOT_ANSWERS = {
+    "both_lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "two_lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    "bad_length": b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}",
+    "gzip_only": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}",
+    "bad_chunk_size": _CHUNKED + b"zz\r\n{}\r\n0\r\n\r\n",
+    "chunk_without_crlf": _CHUNKED + b"2\r\n{}XX0\r\n\r\n",
+    "switching": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+    "no_colon": b"HTTP/1.1 200 OK\r\nContent-Length 2\r\n\r\n{}",
+    "space_before_colon": b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}",
+    "huge_head": b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 70_000 + b"\r\n\r\n",
+}
+
+
+# What h11 (the protocol library) cannot take as a whole answer: it says so, or (a status
+# line of another version, a body framed both ways, a head that never ends) waits for
+# more until the request's time is up. Either way the request fails, is never sent again,
+# and its connection is not kept.
+_FAILED = (httpx.RemoteProtocolError, httpx.ReadTimeout)
+
+
+@pytest.mark.parametrize("case", sorted(_NOT_ANSWERS))
+async def test_what_is_not_an_answer_fails_and_is_not_kept(scripted, case: str) -> None:  # type: ignore[no-untyped-def]
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(_NOT_ANSWERS[case] if len(fake.requests) == 1 else ok())
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url, timeout=1.0)
+    try:
+        with pytest.raises(_FAILED):
+            await client.request("GET", "/a")
+        assert (await client.request("GET", "/b")).json() == {"ok": True}
+    finally:
+        await client.aclose()
+    assert fake.connections == 2 and len(fake.requests) == 2  # never sent again
+
+
+async def test_a_head_request_reads_no_body_and_headers_read_in_any_case(scripted) -> None:  # type: ignore[no-untyped-def]
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        if len(fake.requests) == 1:  # a HEAD answer names the length it would have had
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\nRetry-After: 1\r\n"
+                    b"retry-after: 2\r\n\r\n")  # fmt: skip
+        else:
+            w.write(ok(b'{"n":%d}' % (len(fake.requests) - 1)))
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url)
+    try:
+        head = await client.request("HEAD", "/a")
+        assert head.content == b"" and head.headers.get("RETRY-AFTER") == "1, 2"
+        assert "Retry-After" in head.headers and "Location" not in head.headers
+        assert (await client.request("GET", "/b")).json() == {"n": 1}
+        assert (await client.request("GET", "/c")).json() == {"n": 2}
+    finally:
+        await client.aclose()
+    assert fake.connections == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers"),
+    [
+        ("POST", "/v1/a b", None),  # a space in the target
+        ("POST", "/v1/é", None),  # not ASCII: percent-encode it (api.segment does)
+        ("PO ST", "/v1/a", None),
+        ("POST", "/v1/a", {"X-Key": "a\r\nX-Injected: 1"}),
+        ("POST", "/v1/a", {"X Key": "a"}),
+        ("POST", "/v1/a", {"X-Key": "café"}),
+    ],
+)
+async def test_a_request_that_cannot_be_framed_is_never_sent(  # type: ignore[no-untyped-def]
+    scripted, method: str, path: str, headers: dict[str, str] | None
+) -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(ok())
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url)
+    try:
+        with pytest.raises(httpx.LocalProtocolError, match="cannot send this request"):
+            await client.request(method, path, {"a": 1}, headers)
+    finally:
+        await client.aclose()
+    assert fake.requests == []
+
+
+async def test_a_key_that_cannot_be_a_header_fails_every_request(scripted) -> None:  # type: ignore[no-untyped-def]
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(ok())
+        return True
+
+    fake = await scripted(answer)
+    client = KeepAlivePool(fake.url, {"Authorization": "Bearer ck\r\nX-Injected: 1"},
+                           timeout=5, connect_timeout=5)  # fmt: skip
+    try:
+        for _ in range(2):
+            with pytest.raises(httpx.LocalProtocolError, match="illegal header") as caught:
+                await client.request("GET", "/v1/me")
+            assert "Injected" not in str(caught.value)  # the key is never in an error
+    finally:
+        await client.aclose()
+    assert fake.requests == []
+
+
+async def test_a_nan_in_a_body_is_refused_not_sent_as_null(scripted) -> None:  # type: ignore[no-untyped-def]
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(ok())
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url)
+    try:
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            await client.request("POST", "/v1/check", {"fetched": {"total": float("nan")}})
+    finally:
+        await client.aclose()
+    assert fake.requests == []
+
+
+def _same_json(text: bytes) -> None:
+    """``loads`` (orjson where it reads alike) gives what ``json.loads`` gives: the same
+    value, types and all (an exact big integer, -0.0, NaN), or the same refusal."""
+    try:
+        expected = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        with pytest.raises(type(exc)):
+            loads(text)
+        return
+    got = loads(text)
+    assert repr(got) == repr(expected)
+    if isinstance(expected, float) and math.isnan(expected):
+        assert isinstance(got, float) and math.isnan(got)
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too, where orjson would give a float
+    | st.floats()  # NaN and infinities too: json writes and reads them, orjson refuses
+    | st.text(),  # lone surrogates, digits, everything
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1000)
+@given(_json_values)
+def test_an_answer_reads_as_json_loads_reads_it(value: Any) -> None:
+    _same_json(json.dumps(value).encode())
+    _same_json(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"-9223372036854775809", b"18446744073709551616", b"9223372036854775807", b"-0", b"-0.0",
+     b"1e400", b"NaN", b"[Infinity]", b'{"a":1,"a":2}', b'"\\ud800"', b"\xef\xbb\xbf{}",
+     b'{"id":"1234567890123456789"}', b"[" * 2000 + b"]" * 2000, b"", b"{", b"\xff"],
+    ids=lambda text: repr(text[:30]),
+)  # fmt: skip
+def test_what_orjson_reads_otherwise_is_read_by_json(text: bytes) -> None:
+    _same_json(text)
+
+
+async def test_a_huge_head_on_a_kept_connection_is_not_taken_for_stale_and_sent_again(  # type: ignore[no-untyped-def]
+    scripted,
+) -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        first = len(fake.requests) == 1
+        w.write(ok() if first else _NOT_ANSWERS["huge_head"])
+        return True
+
+    fake = await scripted(answer)
+    client = pool(fake.url, timeout=1.0)
+    try:
+        assert (await client.request("GET", "/a")).status_code == 200  # the connection is kept
+        with pytest.raises(_FAILED):
+            await client.request("POST", "/v1/check", {"a": 1})
+    finally:
+        await client.aclose()
+    assert len(fake.requests) == 2  # the check went once: it may have been recorded

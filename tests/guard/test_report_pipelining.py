@@ -14,7 +14,7 @@ from mcp import Client
 
 from claros_guard.api import HttpClarosApi, outcome_report
 from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError
-from claros_guard.keepalive import KeepAlivePool, Outgoing
+from claros_guard.keepalive import Answer, KeepAlivePool, Outgoing
 from claros_guard.reporter import Reporter
 from claros_guard.spool import Spool
 from tests.guard.conftest import Workspace, lab
@@ -48,7 +48,7 @@ async def test_a_pipeline_is_one_connection_and_answers_in_order(scripted) -> No
         again = await client.request("GET", "/v1/after")  # the connection is kept
     finally:
         await client.aclose()
-    assert [a.json() for a in answers if isinstance(a, httpx.Response)] == [
+    assert [a.json() for a in answers if isinstance(a, Answer)] == [
         {"n": 0}, {"n": 1}, {"n": 2}]  # fmt: skip
     assert again.status_code == 200 and fake.connections == 1
     assert [r.split(b" ")[1] for r in fake.requests] == [
@@ -68,7 +68,7 @@ async def test_what_a_closing_server_left_unanswered_goes_on_a_new_connection(sc
         answers = await client.pipeline(_three())
     finally:
         await client.aclose()
-    assert [a.status_code for a in answers if isinstance(a, httpx.Response)] == [200] * 3
+    assert [a.status_code for a in answers if isinstance(a, Answer)] == [200] * 3
     assert fake.connections == 3
 
 
@@ -86,7 +86,7 @@ async def test_an_answer_cut_off_fails_it_and_the_rest(scripted) -> None:  # typ
         answers = await client.pipeline(_three())
     finally:
         await client.aclose()
-    assert isinstance(answers[0], httpx.Response) and answers[0].status_code == 200
+    assert isinstance(answers[0], Answer) and answers[0].status_code == 200
     assert all(isinstance(a, httpx.RemoteProtocolError) for a in answers[1:])
     assert fake.connections == 1  # not sent again: it may have run
 
@@ -104,7 +104,7 @@ async def test_a_request_that_cannot_be_framed_fails_alone(scripted) -> None:  #
     finally:
         await client.aclose()
     assert isinstance(answers[1], httpx.LocalProtocolError)
-    assert [a.status_code for a in (answers[0], answers[2]) if isinstance(a, httpx.Response)] == [
+    assert [a.status_code for a in (answers[0], answers[2]) if isinstance(a, Answer)] == [
         200, 200]  # fmt: skip
     assert len(fake.requests) == 2
 
@@ -165,7 +165,7 @@ async def test_the_reporter_sends_what_waits_behind_a_check_as_one_run(
         ids = [await _check(api, n) for n in range(6)]
         async with anyio.create_task_group() as tg:
             await tg.start(reporter.run)
-            with reporter.checking():  # a check in flight: the reports wait behind it
+            with reporter.busy():  # a call in flight: the reports wait behind it
                 for check_id in ids:
                     reporter.submit(outcome_report(check_id, "ok", None, "outcome"))
                 await anyio.sleep(0)

@@ -478,3 +478,73 @@ async def test_an_app_named_with_a_slash_registers_and_takes_mappings(
     (check,) = ws.records("check")
     assert check["app"] == "team/shop" and check["resolved"] is True
     assert check["derived"] == {"share": 0.25}
+
+
+class Watched(Reporter):
+    """A Reporter whose run loop counts its passes (each one a wake)."""
+
+    passes = 0
+
+    def _wait_for(self, item: Any) -> float:
+        self.passes += 1
+        return super()._wait_for(item)
+
+
+async def test_a_report_waits_for_calls_to_pause_and_never_wakes_the_reporter_meanwhile() -> None:
+    claros = Flaky()
+    claros.up = True
+    reporter = Watched(claros, idle=0.05, max_delay=60.0)
+    async with anyio.create_task_group() as tg:
+        await tg.start(reporter.run)
+        for n, report in enumerate(reports(3)):
+            with reporter.busy():  # the agent's call: its check, the forward, the answer
+                reporter.submit(report)  # its report, queued before the answer goes
+                for _ in range(20):  # the rest of the call: the reporter stays asleep
+                    await anyio.sleep(0)
+            assert reporter.passes == 0 and claros.got == []
+            if n < 2:
+                await anyio.sleep(0)  # the next call comes at once: no pause yet
+        # Calls paused: once ``idle`` has passed the three go, together.
+        await until("sent", lambda: len(claros.got) == 3)
+        # A long run of calls with reports queued leaves no pile of timers behind.
+        for report in reports(200, "x"):
+            with reporter.busy():
+                reporter.submit(report)
+                await anyio.sleep(0)
+            assert len(reporter._timers) <= 2  # the head's deadline, the quiet wake
+        tg.cancel_scope.cancel()
+    assert claros.got[:3] == ["r0", "r1", "r2"]
+
+
+async def test_calls_that_never_pause_still_have_their_reports_sent_within_max_delay() -> None:
+    claros = Flaky()
+    claros.up = True
+    reporter = Reporter(claros, idle=60.0, max_delay=0.2)
+    async with anyio.create_task_group() as tg:
+        await tg.start(reporter.run)
+        with anyio.fail_after(15):
+            n = 0
+            while len(claros.got) < 2:
+                with reporter.busy():
+                    if n < 2:
+                        reporter.submit(reports(2)[n])
+                    n += 1
+                    await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert claros.got == ["r0", "r1"]
+
+
+async def test_the_spool_is_paced_by_calls_pausing_too(tmp_path: Path) -> None:
+    claros = Flaky()
+    claros.up = True
+    spool = Spool(tmp_path / "state", "ck_k")
+    spool.append(reports(2, "s"))  # left by an earlier guard or hook
+    reporter = Reporter(claros, spool, idle=0.05, max_delay=60.0)
+    async with anyio.create_task_group() as tg:
+        with reporter.busy():  # a call in flight as the guard starts: the spool waits
+            await tg.start(reporter.run)
+            await anyio.sleep(0.2)
+            assert claros.got == []
+        await until("sent", lambda: len(claros.got) == 2)
+        tg.cancel_scope.cancel()
+    assert claros.got == ["s0", "s1"]
