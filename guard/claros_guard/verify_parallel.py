@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from claros.checkpoint_table import Span
 from claros.chunked import ChunkedLines
 from claros.ledger import (
     ChainVerifier,
@@ -129,31 +130,32 @@ def _one_read(data: bytes) -> Any:
 
 
 def scan(
-    slot: int, length: int, lo: int, hi: int, cps: list[tuple[int, str]], leave: frozenset[int]
+    slot: int, length: int, lo: int, hi: int, cps: Span, leave: frozenset[int]
 ) -> list[Item] | None:
     """What buffer ``slot`` holds in its first ``length`` bytes (whole lines), in order;
     None: too many other lines. A run takes only seqs in ``[lo, hi)``: ``cps`` holds the
-    signed checkpoints (seq, hash) there (the parent's, not all: a few per buffer),
-    ``leave`` the seqs there that go to the parent."""
+    signed checkpoints there (the parent's, not all: a few per buffer), ``leave`` the
+    seqs there that go to the parent."""
     # As in the serial run: it makes no cycles, only short-lived tuples that would set
     # off a collection every few hundred lines. This process is ours alone.
     gc.disable()
     match = _state["match"]
     table = slim_checkpoints(_state["workspace"])
-    for seq_, hash_ in cps:
-        table.put(seq_, hash_, 0, "")
+    table.put_span(cps, 0, "")
     # A run goes up one seq at a time from its first line, which is in [lo, hi): a
     # checkpoint at hi that no line's hash equals ends it there.
     table.put(hi, "", 0, "")
     verifier = ChainVerifier(_state["workspace"], compare_records=True, checked=table)
     rep = verifier.report
-    source = ChunkedLines(_one_read(_state["slots"][slot][:length]))
+    # Read where it lies, in the shared memory (the parent fills it again only once this
+    # answered): no copy of it in this process.
+    source = ChunkedLines.whole(_state["slots"][slot], length)
     items: list[Item] = []
     other = 0
     digest = _NoDigest()
     while source.fill():
-        buf, pos = source.buf, source.pos
-        here = length - (len(buf) - pos)  # in the buffer (``source`` read it all at once)
+        buf, here = source.buf, source.pos  # where in the buffer
+        pos = here
         stop = buf.find(b"\n", pos, source.end) + 1
         m = match(buf, pos, stop) if stop else None
         if m is not None:
@@ -535,8 +537,9 @@ class _Feeder:
         lo = int(m.group(1)) if m is not None else 0
         hi = lo + n // MIN_ENTRY + 1 if m is not None else 0
         cps = self.verifier.checkpoints_between(lo, hi)
-        if len(cps) > TASK_CHECKPOINTS:
-            hi, cps = cps[TASK_CHECKPOINTS][0], cps[:TASK_CHECKPOINTS]
+        if len(cps[0]) > TASK_CHECKPOINTS:
+            hi = cps[0][TASK_CHECKPOINTS]
+            cps = self.verifier.checkpoints_between(lo, hi)
         leave = frozenset(self.leave[bisect_left(self.leave, lo) : bisect_left(self.leave, hi)])
         return slot, n, lo, hi, cps, leave
 

@@ -16,12 +16,15 @@ import json
 import re
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
-from claros.checkpoint_table import CheckpointTable
+from claros.checkpoint_table import CheckpointTable, Span
 from claros.chunked import ChunkedLines
+
+if TYPE_CHECKING:
+    from mmap import mmap
 
 __all__ = [
     "KINDS",
@@ -520,7 +523,7 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        self._fast: Callable[[bytes, int, int], re.Match[bytes] | None] | None = None
+        self._fast: Callable[[bytes | mmap, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -816,11 +819,10 @@ class ChainVerifier:
         table = self._checkpoints
         return [(seq, table.hash_at(i)) for i, seq in enumerate(table.seqs)]
 
-    def checkpoints_between(self, lo: int, hi: int) -> list[tuple[int, str]]:
-        """(seq, hash) of the signed checkpoints with ``lo <= seq < hi``, in order."""
-        table = self._checkpoints
-        at, end = table.index_after(lo - 1), table.index_after(hi - 1)
-        return [(table.seqs[i], table.hash_at(i)) for i in range(at, end)]
+    def checkpoints_between(self, lo: int, hi: int) -> Span:
+        """The signed checkpoints with ``lo <= seq < hi``, for another verifier's
+        ``CheckpointTable.put_span``."""
+        return self._checkpoints.span(lo, hi)
 
     def start_run(self, seq: int, prev_hash: str) -> None:
         """The next ``feed_written_run`` takes its first line as if it followed an entry
