@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from claros.chunked import ChunkedLines
-from claros.clock import utc_now
 from claros.evidence.lines import (
     EXPORT_FORMAT,
     LineError,
@@ -294,6 +293,8 @@ def save_checkpoints(
     keys: Iterable[PublicKey],
     source: str,
 ) -> int:
+    from claros.clock import utc_now  # here: only a save needs it (and its imports)
+
     cps = sorted(checkpoints, key=lambda c: c.seq)
     data = {
         "format": SAVED_FORMAT,

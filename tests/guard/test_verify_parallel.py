@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +330,77 @@ def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
         parallel, tmp_path, monkeypatch, capsys
     )
     test_saved_checkpoints_are_compared_with_workers(parallel, tmp_path, monkeypatch, capsys)
+
+
+def _echo(n: int, sent: bytes, answer: int) -> tuple[int, int, bytes]:
+    """A worker's task in the tests below: what it was sent, and ``answer`` bytes."""
+    return n, len(sent), bytes(answer)
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(vp, "_echo", _echo, raising=False)  # before the fork: theirs too
+    pool = vp.Workers(2)
+    assert pool.start("acme")
+    yield pool
+    pool.close()
+
+
+def test_a_busy_worker_has_its_next_task_waiting_in_its_pipe(workers: vp.Workers) -> None:
+    # Sent ahead, so that it starts on it the moment it answers, not once this process
+    # (busy hashing a buffer, say) has taken the answer and sent another.
+    answers = [workers.apply("_echo", (n, b"", 0)) for n in range(5)]
+    assert [len(w.tasks) for w in workers.procs] == [1 + vp.AHEAD] * 2
+    assert len(workers.queue) == 1  # the fifth waits here
+    assert [a.get(10) for a in answers] == [(n, 0, b"") for n in range(5)]
+    assert not workers.queue and not any(w.tasks for w in workers.procs)
+
+
+def test_a_large_task_waits_for_a_worker_with_nothing_to_do(workers: vp.Workers) -> None:
+    # A task sent ahead sits in a pipe while its worker may be sending a large answer:
+    # only a small one may, or each side would wait for the other.
+    large = bytes(vp.AHEAD_BYTES)
+    first = [workers.apply("_echo", (n, b"", 0)) for n in range(2)]
+    waiting = workers.apply("_echo", (2, large, 0))
+    assert [len(w.tasks) for w in workers.procs] == [1, 1] and len(workers.queue) == 1
+    assert first[0].get(10) == (0, 0, b"")  # a worker is free: it goes there, alone
+    assert not workers.queue and all(len(w.tasks) <= 1 for w in workers.procs)
+    assert waiting.get(10) == (2, len(large), b"") and first[1].get(10) == (1, 0, b"")
+
+
+ANSWERS_LARGER_THAN_A_PIPE = """
+import claros_guard.verify_parallel as vp
+from tests.guard.test_verify_parallel import _echo
+
+vp._echo = _echo
+vp.AHEAD_BYTES = int(sys.argv[1])
+pool = vp.Workers(2)
+assert pool.start("acme")
+answers = [pool.apply("_echo", (n, bytes(int(sys.argv[2])), 1 << 20)) for n in range(8)]
+print([(n, size, len(data)) for n, size, data in (a.get(30) for a in answers)])
+pool.close()
+"""
+
+
+def _larger_than_a_pipe(ahead_bytes: int, task_bytes: int, wait: float = 60) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + ANSWERS_LARGER_THAN_A_PIPE, str(ahead_bytes),
+         str(task_bytes)],
+        capture_output=True, text=True, timeout=wait, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_answers_larger_than_a_pipe_while_tasks_wait_ahead() -> None:
+    # Each answer is several times what a pipe holds, each worker with a task ahead:
+    # neither side waits for the other for ever (in a process of its own, so that a
+    # hang is a timeout here).
+    got = _larger_than_a_pipe(vp.AHEAD_BYTES, 1000)
+    assert got == f"{[(n, 1000, 1 << 20) for n in range(8)]}\n"
+
+
+def test_a_task_sent_ahead_larger_than_a_pipe_would_hang() -> None:
+    # What the bound on a task sent ahead is for: without it, this waits for ever.
+    with pytest.raises(subprocess.TimeoutExpired):
+        _larger_than_a_pipe(1 << 30, 300_000, wait=5)
