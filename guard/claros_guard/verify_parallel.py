@@ -355,6 +355,7 @@ class Workers:
         self.queue: deque[tuple[bytes, _Answer]] = deque()  # pickled tasks, to send
         self.slots: list[mmap.mmap] = []
         self._failed = count < 2 or not hasattr(os, "fork")
+        self._released = False
 
     def start(self, workspace: str) -> bool:
         """Whether the workers run (started now if need be)."""
@@ -384,7 +385,7 @@ class Workers:
                 return False
             finally:
                 gc.unfreeze()
-        return bool(self.procs)
+        return bool(self.procs) and not self._released
 
     def apply(self, name: str, args: tuple[Any, ...]) -> _Answer:
         """Function ``name`` of this module run on ``args`` by the next worker free: the
@@ -435,6 +436,13 @@ class Workers:
         for fd, _ in ready:
             busy[fd].receive()
         self._dispatch()
+
+    def release(self) -> None:
+        """No more tasks: each worker is told so (its pipe closed) and ends on its own;
+        ``close`` waits for them."""
+        self._failed = self._released = True
+        for worker in self.procs:
+            worker.conn.close()
 
     def close(self) -> None:
         self._failed = True  # not started again
@@ -647,6 +655,12 @@ class _Feeder:
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
             self.workers.pump(0)  # a worker done meanwhile takes the next buffer now
+            if (long_line is not None or (self.eof and not self.tail)) and all(
+                a.done for _, _, a in inflight
+            ):
+                # Every answer is in: the workers end now, while this process takes the
+                # last ones, rather than after.
+                self.workers.release()
             with memoryview(self.slots[slot]) as whole:
                 self._stitch(whole[:n], items)
             free.append(slot)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -404,3 +405,34 @@ def test_a_task_sent_ahead_larger_than_a_pipe_would_hang() -> None:
     # What the bound on a task sent ahead is for: without it, this waits for ever.
     with pytest.raises(subprocess.TimeoutExpired):
         _larger_than_a_pipe(1 << 30, 300_000, wait=5)
+
+
+def test_the_workers_end_once_every_answer_is_in(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Told so when the last answer is in, they end while the parent takes the last
+    # buffers, not after: by the time it closes them, each has ended on its own.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    ended: list[bool] = []
+    real = vp.Workers.close
+
+    def close(self: vp.Workers) -> None:
+        for worker in self.procs:
+            for _ in range(1000):  # bounded: up to ~10 s for a loaded machine
+                pid, status = os.waitpid(worker.pid, os.WNOHANG)
+                if pid:
+                    ended.append(os.waitstatus_to_exitcode(status) == 0)
+                    break
+                time.sleep(0.01)
+            else:
+                ended.append(False)
+        real(self)
+
+    monkeypatch.setattr(vp.Workers, "close", close)
+    assert verify(["--export", str(path), "--workers", "2"]) == 0
+    assert parallel == [True] and ended == [True, True]
+    capsys.readouterr()
