@@ -37,9 +37,8 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from claros.chunked import ChunkedLines
 from claros.evidence.lines import (
@@ -115,8 +114,10 @@ class Progress:
 
 
 # --- saved checkpoints ------------------------------------------------------------------
-@dataclass
-class Saved:
+# NamedTuples, not dataclasses: with them, a plain ``claros verify`` would import
+# ``dataclasses`` (and ``inspect``, ``ast``, ``tokenize``: ~40 million instructions, more
+# than PyNaCl and argparse together) and compile their methods, before its first line.
+class Saved(NamedTuple):
     """A file of checkpoints saved earlier (``--save``), and the keys that signed them."""
 
     path: str
@@ -182,8 +183,7 @@ def load_keys(path: str) -> list[PublicKey]:
     return keys
 
 
-@dataclass
-class Pins:
+class Pins(NamedTuple):
     """The keys trusted from the start (None: the log's own keys are trusted), and where
     they come from, in words."""
 
@@ -314,15 +314,14 @@ def save_checkpoints(
 
 
 # --- the result -------------------------------------------------------------------------
-@dataclass
-class Result:
+class Result(NamedTuple):
     what: str  # "export FILE" or "the ledger at URL"
     workspace: str
     report: VerifyReport
     records: str  # how records were compared, in words
-    lines: list[str] = field(default_factory=list)  # further facts to print
-    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
-    keys: list[PublicKey] = field(default_factory=list)
+    lines: list[str]  # further facts to print
+    checkpoints: dict[int, Checkpoint]
+    keys: list[PublicKey]
     # Whether a checkpoint at the head was asked for (None: not online, or not saving).
     asked: str | None = None
 

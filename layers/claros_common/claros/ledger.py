@@ -16,15 +16,12 @@ import json
 import re
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
 from claros.checkpoint_table import CheckpointTable, Span
 from claros.chunked import ChunkedLines
-
-if TYPE_CHECKING:
-    from mmap import mmap
 
 __all__ = [
     "KINDS",
@@ -523,7 +520,8 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        self._fast: Callable[[bytes | mmap, int, int], re.Match[bytes] | None] | None = None
+        # Matched in bytes, or in place in a buffer of shared memory (claros verify's workers).
+        self._fast: Callable[[Any, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
