@@ -61,6 +61,7 @@ from claros.ledger import (
     verify_signature,
 )
 from claros_guard.verify_parallel import (
+    AHEAD,
     SIGNATURE_BATCH,
     ParallelEntries,
     SignatureChecks,
@@ -550,12 +551,13 @@ class _ExportReader:
 
     def _send_deferred(self) -> None:
         """The checkpoints put off so far, to the workers; those sent before settled in
-        the order of their lines once more than one batch per worker waits (so what
-        waits stays small however long the log)."""
+        the order of their lines once more than a batch per worker and task ahead waits
+        (so the workers never run dry while this process reads, and what waits stays
+        small however long the log)."""
         deferred, self.deferred = self.deferred or [], []
         jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
         self.inflight.append((deferred, self.signatures.submit(jobs)))
-        while len(self.inflight) > self.workers.count:
+        while len(self.inflight) > self.workers.count * (AHEAD + 1):
             self._settle_oldest()
 
     def _settle_oldest(self) -> None:

@@ -10,6 +10,7 @@ some place, and ``take`` is watched to show the parallel path did run."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -20,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nacl.signing import SigningKey
 
 import claros_guard.verify_parallel as vp
 import tests.guard.test_verify_fast as fast
-from claros.ledger import ChainVerifier
+from claros.ledger import ChainVerifier, PublicKey, key_id_for
 from claros_guard.verify import main as verify
 from tests.export_corpus import OUT
 from tests.guard.test_verify_fast import EDITS, VALID, _at, _export, _general_only
@@ -436,3 +438,31 @@ def test_the_workers_end_once_every_answer_is_in(
     assert verify(["--export", str(path), "--workers", "2"]) == 0
     assert parallel == [True] and ended == [True, True]
     capsys.readouterr()
+
+
+def test_a_batch_of_signatures_is_checked_in_small_tasks_answered_in_order(
+    workers: vp.Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tasks of SIGNATURE_TASK, taken by whichever worker is free: both end a batch at
+    # about the same time. The answers are in the order of the jobs whatever the order
+    # the tasks end in; a bad signature is named at its place.
+    signing = SigningKey(bytes(range(32)))
+    raw = bytes(signing.verify_key)
+    key = PublicKey("acme", key_id_for(raw), base64.b64encode(raw).decode(), 0)
+    jobs = []
+    for n in range(100):
+        message = b"checkpoint %d" % n
+        signature = signing.sign(message).signature if n != 77 else bytes(64)
+        jobs.append((key, message, base64.b64encode(signature).decode()))
+    sizes: list[int] = []
+    real = workers.apply
+
+    def apply(name: str, args: tuple[Any, ...]) -> Any:
+        sizes.append(len(args[0]))
+        return real(name, args)
+
+    monkeypatch.setattr(workers, "apply", apply)
+    checks = vp.SignatureChecks(workers)
+    checks.workspace = "acme"
+    assert checks.submit(jobs)() == [n != 77 for n in range(100)]
+    assert sizes == [vp.SIGNATURE_TASK] * 3 + [100 - 3 * vp.SIGNATURE_TASK]
