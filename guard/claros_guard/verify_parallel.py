@@ -378,6 +378,9 @@ class Workers:
             # its first batch (while this one waits for it) and by this one after its last
             # buffer (~10-15 ms of CPU each, and a first batch cost ~35 ms more than the
             # next).
+            # And pickle, which the tasks and answers go through, once for all of them.
+            import pickle  # noqa: F401
+
             import nacl.signing  # noqa: F401
 
             # What is in memory now is shared with the workers until one of them writes
