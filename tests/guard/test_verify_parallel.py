@@ -11,6 +11,7 @@ some place, and ``take`` is watched to show the parallel path did run."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from nacl.signing import SigningKey
 
+import claros_guard.verify as verify_module
 import claros_guard.verify_parallel as vp
 import tests.guard.test_verify_fast as fast
 from claros.ledger import ChainVerifier, PublicKey, key_id_for
@@ -466,3 +468,38 @@ def test_a_batch_of_signatures_is_checked_in_small_tasks_answered_in_order(
     checks.workspace = "acme"
     assert checks.submit(jobs)() == [n != 77 for n in range(100)]
     assert sizes == [vp.SIGNATURE_TASK] * 3 + [100 - 3 * vp.SIGNATURE_TASK]
+
+
+WHAT_THE_WORKERS_START_WITH = """
+import sys
+import claros_guard.verify_parallel as vp
+from claros_guard.cli import main
+
+vp.MIN_BYTES, vp.SLOT = 0, 2048
+code = main(["verify", "--export", sys.argv[1], "--workers", "2"])
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("multiprocessing", "selectors")))
+sys.exit(code)
+"""
+
+
+def test_the_workers_start_without_multiprocessing(tmp_path: Path) -> None:
+    # Its Pipe and wait cost ~15 ms of imports before the first fork (and wait builds a
+    # selector each call): two os.pipe() a worker and select.poll do the same.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    done = subprocess.run(
+        [sys.executable, "-c", WHAT_THE_WORKERS_START_WITH, str(path)],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "[]" and "OK: export" in done.stdout
+
+
+def test_verify_defines_no_dataclass() -> None:
+    # Importing dataclasses imports inspect, ast, dis and tokenize (~41 million
+    # instructions) and each one compiles its methods: all before the first line is read.
+    for module in (vp, verify_module):
+        made_here = [
+            v for v in vars(module).values() if getattr(v, "__module__", "") == module.__name__
+        ]
+        assert not [v for v in made_here if dataclasses.is_dataclass(v)], module.__name__
