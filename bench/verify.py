@@ -24,7 +24,10 @@ the same export; each prints the best and the median run, its CPU time, its peak
 
 Verify does more than any floor per line: three sha256 (the record, the entry's fields,
 the export as a whole) and an Ed25519 signature every 100 lines, where the floor hashes
-once; so it cannot come within 1.2x of the strict floor, and the ratio says how far.
+once: ~1.8x the floor's CPU. Its wall time comes near the floor's only through its
+worker processes, on cores that are free: on a machine busy with other work (each
+process group gets its share of the cores) the wall ratio tends to the CPU ratio, so
+compare runs by their load average, and read "x cpu" beside "x floor".
 
 Every child runs with its bytecode cached, as an installed ``claros`` has it (this
 environment sets PYTHONDONTWRITEBYTECODE, which made each run compile its modules from
