@@ -74,3 +74,18 @@ def test_the_guards_http_client_sets_nodelay_and_keeps_its_connection() -> None:
     # The round-trip bench raises if a request reconnected; Nagle's algorithm with delayed
     # ACKs would add up to ~40 ms to a small write, so the guard's socket must not wait.
     assert roundtrip.main(calls=2, rounds=3)["nodelay"] is True
+
+
+@pytest.mark.parametrize("how", ["console script", "checkout"])
+def test_verify_runs_the_code_before_beside_this(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # BENCH_VERIFY_BEFORE: another checkout's claros script (started as a user's is), or a
+    # directory holding another checkout's code. Here: this very code, either way.
+    monkeypatch.setattr(verify, "RESULTS", tmp_path / "results")
+    before = verify._claros() if how == "console script" else str(Path(__file__).parents[1])
+    monkeypatch.setenv("BENCH_VERIFY_BEFORE", before)
+    assert Path(verify._before()[0]).name == ("claros" if how == "console script" else "env")
+    rows = verify.measure(200, repeat=1)["rows"]
+    assert rows[-1]["name"] == "before: verify --export (200)"
+    assert "before: verify --export (200)" in capsys.readouterr().out

@@ -5,7 +5,9 @@ reads back what was put in it, in seq order, in about 50 bytes a checkpoint."""
 from __future__ import annotations
 
 import io
+import mmap
 import tracemalloc
+from array import array
 
 import pytest
 
@@ -62,6 +64,19 @@ def test_lines_taken_one_by_one_and_by_the_buffer_interleave() -> None:
     source.pos = source.end
     got += [*io.BytesIO(rest), *_lines(source)]
     assert got == list(io.BytesIO(text))
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_lines_read_in_place_are_those_of_the_file(text: bytes) -> None:
+    # A worker of claros verify reads its buffer where it lies, in shared memory, up to
+    # where the parent filled it (what lies beyond is an earlier buffer's).
+    with mmap.mmap(-1, len(text) + 4096) as shared:
+        shared[: len(text)] = text
+        shared[len(text) :] = b"\nnot this\n" * 409 + b"\n" * 6
+        source = ChunkedLines.whole(shared, len(text))
+        assert _lines(source) == list(io.BytesIO(text))
+        assert not source.fill() and source.next_line() is None
+    assert _lines(ChunkedLines.whole(text, len(text))) == list(io.BytesIO(text))
 
 
 def test_a_read_error_reaches_the_caller() -> None:
@@ -130,3 +145,37 @@ def test_ten_thousand_checkpoints_take_about_half_a_megabyte() -> None:
         tracemalloc.stop()
     assert len(table) == 10_000
     assert used < 800_000, used
+
+
+def test_a_span_of_checkpoints_goes_whole_into_another_table() -> None:
+    # How claros verify's parent hands a worker the checkpoints a buffer can reach.
+    table = _table()
+    for seq in (100, 200, 300, 400, 500):
+        table.put(seq, _hex(seq), seq + 1, "key-a")
+    table.put(300, "not hex", 301, "key-a")
+    span = table.span(200, 401)
+    assert list(span[0]) == [200, 300, 400] and len(span[1]) == 3 * 32
+    assert span[2] == {300: "not hex"}
+    assert table.span(201, 300)[0].tolist() == [] and table.span(600, 700)[1] == b""
+    other = _table()
+    other.put(50, _hex(50), 51, "key-b")
+    other.put_span(span, 0, "")
+    other.put_span(table.span(401, 401), 0, "")  # empty: nothing changes
+    assert list(other.values()) == [
+        (50, _hex(50), 51, "key-b"),
+        (200, _hex(200), 0, ""),
+        (300, "not hex", 0, ""),
+        (400, _hex(400), 0, ""),
+    ]
+    assert other.hash_at(1) == _hex(200) and other.index_after(300) == 3
+
+
+@pytest.mark.parametrize("why", ["not after", "hash length"])
+def test_a_span_that_does_not_fit_is_refused(why: str) -> None:
+    table = _table()
+    table.put(300, _hex(300), 301, "k")
+    seqs = array("q", [200 if why == "not after" else 400])
+    hashes = bytes(32 if why == "not after" else 31)
+    with pytest.raises(ValueError, match="after the checkpoints held, 32 bytes a hash"):
+        table.put_span((seqs, hashes, {}), 0, "")
+    assert list(table) == [300]

@@ -37,12 +37,10 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from claros.chunked import ChunkedLines
-from claros.clock import utc_now
 from claros.evidence.lines import (
     EXPORT_FORMAT,
     LineError,
@@ -63,6 +61,7 @@ from claros.ledger import (
     verify_signature,
 )
 from claros_guard.verify_parallel import (
+    AHEAD,
     SIGNATURE_BATCH,
     ParallelEntries,
     SignatureChecks,
@@ -116,8 +115,10 @@ class Progress:
 
 
 # --- saved checkpoints ------------------------------------------------------------------
-@dataclass
-class Saved:
+# NamedTuples, not dataclasses: with them, a plain ``claros verify`` would import
+# ``dataclasses`` (and ``inspect``, ``ast``, ``tokenize``: ~40 million instructions, more
+# than PyNaCl and argparse together) and compile their methods, before its first line.
+class Saved(NamedTuple):
     """A file of checkpoints saved earlier (``--save``), and the keys that signed them."""
 
     path: str
@@ -183,8 +184,7 @@ def load_keys(path: str) -> list[PublicKey]:
     return keys
 
 
-@dataclass
-class Pins:
+class Pins(NamedTuple):
     """The keys trusted from the start (None: the log's own keys are trusted), and where
     they come from, in words."""
 
@@ -294,6 +294,8 @@ def save_checkpoints(
     keys: Iterable[PublicKey],
     source: str,
 ) -> int:
+    from claros.clock import utc_now  # here: only a save needs it (and its imports)
+
     cps = sorted(checkpoints, key=lambda c: c.seq)
     data = {
         "format": SAVED_FORMAT,
@@ -313,15 +315,14 @@ def save_checkpoints(
 
 
 # --- the result -------------------------------------------------------------------------
-@dataclass
-class Result:
+class Result(NamedTuple):
     what: str  # "export FILE" or "the ledger at URL"
     workspace: str
     report: VerifyReport
     records: str  # how records were compared, in words
-    lines: list[str] = field(default_factory=list)  # further facts to print
-    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
-    keys: list[PublicKey] = field(default_factory=list)
+    lines: list[str]  # further facts to print
+    checkpoints: dict[int, Checkpoint]
+    keys: list[PublicKey]
     # Whether a checkpoint at the head was asked for (None: not online, or not saving).
     asked: str | None = None
 
@@ -550,12 +551,13 @@ class _ExportReader:
 
     def _send_deferred(self) -> None:
         """The checkpoints put off so far, to the workers; those sent before settled in
-        the order of their lines once more than one batch per worker waits (so what
-        waits stays small however long the log)."""
+        the order of their lines once more than a batch per worker and task ahead waits
+        (so the workers never run dry while this process reads, and what waits stays
+        small however long the log)."""
         deferred, self.deferred = self.deferred or [], []
         jobs = [(key, cp.message(), cp.signature) for cp, key in deferred if key is not None]
         self.inflight.append((deferred, self.signatures.submit(jobs)))
-        while len(self.inflight) > self.workers.count:
+        while len(self.inflight) > self.workers.count * (AHEAD + 1):
             self._settle_oldest()
 
     def _settle_oldest(self) -> None:

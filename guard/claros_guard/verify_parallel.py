@@ -42,13 +42,14 @@ import json
 import mmap
 import os
 import re
+import select
 import signal
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from claros.checkpoint_table import Span
 from claros.chunked import ChunkedLines
 from claros.ledger import (
     ChainVerifier,
@@ -62,11 +63,19 @@ from claros.ledger import (
 if TYPE_CHECKING:
     from claros_guard.verify import _ExportReader
 
-__all__ = ["MIN_BYTES", "SLOT", "ParallelEntries", "SignatureChecks", "Workers", "default_workers"]
+__all__ = [
+    "AHEAD",
+    "MIN_BYTES",
+    "SLOT",
+    "ParallelEntries",
+    "SignatureChecks",
+    "Workers",
+    "default_workers",
+]
 
 # A buffer: ~1,400 lines of 1.4 KB; big enough that its answer costs nothing per line,
 # small enough that the workers stay busy to the end and the memory stays small (there
-# are ``workers + 2`` of them).
+# are ``2 * workers + 2`` of them).
 SLOT = 2 << 20
 # Below this much left to read (~22,000 realistic entries, known from the header's
 # count), starting the workers costs more than it saves.
@@ -75,6 +84,11 @@ MIN_BYTES = 32 << 20
 # file of garbage is not sent between processes whole).
 OTHER_BYTES = 1 << 20
 ANSWER_WAIT = 120.0  # seconds
+# Tasks sent to a busy worker ahead of its need (it starts on the next one the moment it
+# answers, rather than waiting for this process to take its answer and send another),
+# and the largest such a task may be (pickled): far less than a pipe holds.
+AHEAD = 1
+AHEAD_BYTES = 32 << 10
 
 
 def default_workers() -> int:
@@ -86,19 +100,19 @@ def default_workers() -> int:
 
 
 # --- in a worker --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Run:
+# What a worker answers: NamedTuples, not frozen dataclasses, which cost ~3 ms each to
+# define, at every start of ``claros verify``, before any line is read.
+class Run(NamedTuple):
     start: int  # where its first line starts in the buffer
     first_seq: int
     first_link: bytes  # its first line's prev_hash, as written
-    count: int
+    lines: int
     verified: int  # checkpoints met
     last_cp: int | None
     last: Entry
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     start: int
     line: bytes
 
@@ -129,31 +143,32 @@ def _one_read(data: bytes) -> Any:
 
 
 def scan(
-    slot: int, length: int, lo: int, hi: int, cps: list[tuple[int, str]], leave: frozenset[int]
+    slot: int, length: int, lo: int, hi: int, cps: Span, leave: frozenset[int]
 ) -> list[Item] | None:
     """What buffer ``slot`` holds in its first ``length`` bytes (whole lines), in order;
     None: too many other lines. A run takes only seqs in ``[lo, hi)``: ``cps`` holds the
-    signed checkpoints (seq, hash) there (the parent's, not all: a few per buffer),
-    ``leave`` the seqs there that go to the parent."""
+    signed checkpoints there (the parent's, not all: a few per buffer), ``leave`` the
+    seqs there that go to the parent."""
     # As in the serial run: it makes no cycles, only short-lived tuples that would set
     # off a collection every few hundred lines. This process is ours alone.
     gc.disable()
     match = _state["match"]
     table = slim_checkpoints(_state["workspace"])
-    for seq_, hash_ in cps:
-        table.put(seq_, hash_, 0, "")
+    table.put_span(cps, 0, "")
     # A run goes up one seq at a time from its first line, which is in [lo, hi): a
     # checkpoint at hi that no line's hash equals ends it there.
     table.put(hi, "", 0, "")
     verifier = ChainVerifier(_state["workspace"], compare_records=True, checked=table)
     rep = verifier.report
-    source = ChunkedLines(_one_read(_state["slots"][slot][:length]))
+    # Read where it lies, in the shared memory (the parent fills it again only once this
+    # answered): no copy of it in this process.
+    source = ChunkedLines.whole(_state["slots"][slot], length)
     items: list[Item] = []
     other = 0
     digest = _NoDigest()
     while source.fill():
-        buf, pos = source.buf, source.pos
-        here = length - (len(buf) - pos)  # in the buffer (``source`` read it all at once)
+        buf, here = source.buf, source.pos  # where in the buffer
+        pos = here
         stop = buf.find(b"\n", pos, source.end) + 1
         m = match(buf, pos, stop) if stop else None
         if m is not None:
@@ -209,27 +224,84 @@ class _Answer:
         return self.value
 
 
-class _Worker:
-    """One forked process and the pipe to it; one task at a time."""
+class _Conn:
+    """One end of a worker's two pipes (one each way): pickled objects, each after its
+    length. What ``multiprocessing``'s ``Pipe`` does; importing that costs ~15 ms of CPU
+    before the first fork, on the way to the first buffer."""
 
-    def __init__(self, pid: int, conn: Any) -> None:
+    __slots__ = ("_in", "_out")
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._in, self._out = read_fd, write_fd
+
+    def fileno(self) -> int:
+        """What to wait on for what comes in."""
+        return self._in
+
+    def send_bytes(self, data: bytes) -> None:
+        view = memoryview(len(data).to_bytes(8, "little") + data)
+        while view:
+            view = view[os.write(self._out, view) :]
+
+    def send(self, value: Any) -> None:
+        import pickle
+
+        self.send_bytes(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+
+    def _read(self, n: int) -> bytearray:
+        data = bytearray(n)
+        with memoryview(data) as view:
+            while n:
+                got = os.readv(self._in, [view[len(data) - n :]])
+                if not got:
+                    raise EOFError("the other end closed its pipe")
+                n -= got
+        return data
+
+    def recv(self) -> Any:
+        """The next object; EOFError once the other end is gone."""
+        import pickle
+
+        return pickle.loads(self._read(int.from_bytes(self._read(8), "little")))
+
+    def close(self) -> None:
+        for fd in (self._in, self._out):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._in = self._out = -1
+
+
+def _pipes() -> tuple[_Conn, _Conn]:
+    """The parent's and the worker's ends of two new pipes."""
+    to_worker, to_parent = os.pipe(), os.pipe()
+    return _Conn(to_parent[0], to_worker[1]), _Conn(to_worker[0], to_parent[1])
+
+
+class _Worker:
+    """One forked process and the pipe to it. It works on one task at a time; the next
+    may wait in its pipe (``Workers``), so it starts on it the moment it answers."""
+
+    def __init__(self, pid: int, conn: _Conn) -> None:
         self.pid = pid
         self.conn = conn
-        self.task: _Answer | None = None  # the one it is working on
+        self.tasks: deque[_Answer] = deque()  # sent, not answered yet, in order
         self.dead = False
 
-    def send(self, name: str, args: tuple[Any, ...], answer: _Answer) -> None:
+    def send(self, task: bytes, answer: _Answer) -> None:
+        """``task``: (function name, arguments), pickled."""
         try:
-            self.conn.send((name, args))
+            self.conn.send_bytes(task)
         except (OSError, ValueError) as exc:
             self.stop()
             answer.fail(repr(exc))
             return
-        self.task = answer
+        self.tasks.append(answer)
 
     def receive(self) -> None:
-        """Its answer (it is ready), or its task failed and it is stopped."""
-        answer, self.task = self.task, None
+        """Its oldest task's answer (it is ready), or its tasks failed and it is stopped."""
+        answer = self.tasks.popleft() if self.tasks else None
         try:
             ok, value = self.conn.recv()
         except Exception as exc:  # dead, or an answer that does not load
@@ -252,12 +324,11 @@ class _Worker:
                 os.waitpid(self.pid, 0)
             except OSError:
                 pass
-        if self.task is not None:
-            task, self.task = self.task, None
-            task.fail("its worker stopped")
+        while self.tasks:
+            self.tasks.popleft().fail("its worker stopped")
 
 
-def _serve(conn: Any) -> None:
+def _serve(conn: _Conn) -> None:
     """A worker's life: each task (the name of a function here, its arguments) answered
     in turn, until the parent closes the pipe. Never returns."""
     code = 1
@@ -289,15 +360,17 @@ class Workers:
     def __init__(self, count: int) -> None:
         self.count = count
         self.procs: list[_Worker] = []
-        self.queue: deque[tuple[str, tuple[Any, ...], _Answer]] = deque()
+        self.queue: deque[tuple[bytes, _Answer]] = deque()  # pickled tasks, to send
         self.slots: list[mmap.mmap] = []
         self._failed = count < 2 or not hasattr(os, "fork")
+        self._released = False
 
     def start(self, workspace: str) -> bool:
         """Whether the workers run (started now if need be)."""
         if not self.procs and not self._failed:
-            slots = [mmap.mmap(-1, SLOT) for _ in range(self.count)]
-            slots += [mmap.mmap(-1, SLOT) for _ in range(2)]
+            # One a worker works on, one waiting for it, one being read into and one
+            # whose answer this process takes.
+            slots = [mmap.mmap(-1, SLOT) for _ in range(self.count * (AHEAD + 1) + 2)]
             _state.update(slots=slots, workspace=workspace, match=_written_pattern(workspace).match)
             self.slots = slots
             # The workers check the checkpoints' signatures and this process the export's
@@ -305,6 +378,9 @@ class Workers:
             # its first batch (while this one waits for it) and by this one after its last
             # buffer (~10-15 ms of CPU each, and a first batch cost ~35 ms more than the
             # next).
+            # And pickle, which the tasks and answers go through, once for all of them.
+            import pickle  # noqa: F401
+
             import nacl.signing  # noqa: F401
 
             # What is in memory now is shared with the workers until one of them writes
@@ -320,64 +396,86 @@ class Workers:
                 return False
             finally:
                 gc.unfreeze()
-        return bool(self.procs)
+        return bool(self.procs) and not self._released
 
     def apply(self, name: str, args: tuple[Any, ...]) -> _Answer:
         """Function ``name`` of this module run on ``args`` by the next worker free: the
         tasks wait here, so a worker that is slow (its core busy with other work) holds
-        one task only, and the others take the rest."""
+        at most ``AHEAD`` more, and the others take the rest."""
+        import pickle  # here: only an export large enough for workers pays for it
+
         answer = _Answer(self)
-        self.queue.append((name, args, answer))
+        self.queue.append((pickle.dumps((name, args), pickle.HIGHEST_PROTOCOL), answer))
         self._dispatch()
         return answer
 
     def _dispatch(self) -> None:
-        for worker in self.procs:
-            if not self.queue:
-                return
-            if worker.task is None and not worker.dead:
-                name, args, answer = self.queue.popleft()
-                worker.send(name, args, answer)
+        """The tasks waiting here to the workers: first to those with none, then one
+        ahead to each busy one, so that it never waits for this process (which may be
+        busy hashing a buffer) between two tasks. Only a small task goes ahead: it sits
+        in the pipe while the worker may be sending a large answer, which this process
+        reads only once its own send is done."""
+        for ahead in range(AHEAD + 1):
+            for worker in self.procs:
+                if not self.queue:
+                    return
+                if worker.dead or len(worker.tasks) != ahead:
+                    continue
+                if ahead and len(self.queue[0][0]) > AHEAD_BYTES:
+                    return  # it waits for a worker that has nothing to do
+                task, answer = self.queue.popleft()
+                worker.send(task, answer)
         if self.queue and all(w.dead for w in self.procs):
             while self.queue:
-                self.queue.popleft()[2].fail("no worker left")
+                self.queue.popleft()[1].fail("no worker left")
 
     def pump(self, timeout: float) -> None:
         """Takes the answers in (waiting up to ``timeout`` seconds for one) and hands the
         waiting tasks to the workers that are free; the busy workers silent so long are
         stopped (their tasks fail)."""
-        from multiprocessing.connection import wait
-
-        busy = {w.conn: w for w in self.procs if w.task is not None and not w.dead}
+        busy = {w.conn.fileno(): w for w in self.procs if w.tasks and not w.dead}
         if not busy:
             self._dispatch()
             return
-        ready = wait(list(busy), timeout)
+        poll = select.poll()
+        for fd in busy:
+            poll.register(fd, select.POLLIN)
+        ready = poll.poll(int(timeout * 1000))  # an answer, or a pipe closed (POLLHUP)
         if not ready and timeout > 0:
             for worker in busy.values():
                 worker.stop()
-        for conn in ready:
-            busy[conn].receive()
+        for fd, _ in ready:
+            busy[fd].receive()
         self._dispatch()
+
+    def release(self) -> None:
+        """No more tasks: each worker is told so (its pipe closed) and ends on its own;
+        ``close`` waits for them."""
+        self._failed = self._released = True
+        for worker in self.procs:
+            worker.conn.close()
 
     def close(self) -> None:
         self._failed = True  # not started again
+        for worker in self.procs:  # all told to end before any is waited for
+            worker.conn.close()
+            try:
+                os.kill(worker.pid, signal.SIGKILL)
+            except OSError:
+                pass
         for worker in self.procs:
             worker.stop()
         self.procs = []
         while self.queue:
-            self.queue.popleft()[2].fail("closed")
+            self.queue.popleft()[1].fail("closed")
         _state.clear()
         for slot in self.slots:
             slot.close()
         self.slots = []
 
 
-def _fork(others: list[Any]) -> _Worker:
-    # Imported here: only an export large enough for workers pays for it.
-    from multiprocessing import Pipe
-
-    here, there = Pipe()
+def _fork(others: list[_Conn]) -> _Worker:
+    here, there = _pipes()
     try:
         pid = os.fork()
     except OSError:
@@ -396,9 +494,12 @@ def _fork(others: list[Any]) -> _Worker:
 
 
 # --- checkpoint signatures ----------------------------------------------------------------
-# How many checkpoints wait at most to be checked together (a batch, split between the
-# workers; ~90 us each): the parent goes on reading while the workers check them.
+# How many checkpoints wait at most to be checked together (a batch; ~70 us each): the
+# parent goes on reading while the workers check them, in tasks of SIGNATURE_TASK (~2 ms:
+# they take them as they are free, so both end the last batch at about the same time,
+# where halves of a batch left one idle ~10-30 ms while the parent waited for the other).
 SIGNATURE_BATCH = 256
+SIGNATURE_TASK = 32
 # At most this many checkpoints go with a buffer (the rest of its seqs, in an export of
 # very dense checkpoints, are the parent's): a task stays far smaller than a pipe holds,
 # so a worker sending a large answer never waits on a parent that is sending a task.
@@ -424,7 +525,7 @@ class SignatureChecks:
         started = bool(jobs and self.workspace and self.workers.start(self.workspace))
         parts: list[_Answer] = []
         if started:
-            step = -(-len(jobs) // self.workers.count)
+            step = min(SIGNATURE_TASK, -(-len(jobs) // self.workers.count))
             parts = [
                 self.workers.apply("_check_signatures", (jobs[i : i + step],))
                 for i in range(0, len(jobs), step)
@@ -535,8 +636,9 @@ class _Feeder:
         lo = int(m.group(1)) if m is not None else 0
         hi = lo + n // MIN_ENTRY + 1 if m is not None else 0
         cps = self.verifier.checkpoints_between(lo, hi)
-        if len(cps) > TASK_CHECKPOINTS:
-            hi, cps = cps[TASK_CHECKPOINTS][0], cps[:TASK_CHECKPOINTS]
+        if len(cps[0]) > TASK_CHECKPOINTS:
+            hi = cps[0][TASK_CHECKPOINTS]
+            cps = self.verifier.checkpoints_between(lo, hi)
         leave = frozenset(self.leave[bisect_left(self.leave, lo) : bisect_left(self.leave, hi)])
         return slot, n, lo, hi, cps, leave
 
@@ -567,6 +669,12 @@ class _Feeder:
             except Exception:  # a worker failed: the parent checks this buffer itself
                 items = None
             self.workers.pump(0)  # a worker done meanwhile takes the next buffer now
+            if (long_line is not None or (self.eof and not self.tail)) and all(
+                a.done for _, _, a in inflight
+            ):
+                # Every answer is in: the workers end now, while this process takes the
+                # last ones, rather than after.
+                self.workers.release()
             with memoryview(self.slots[slot]) as whole:
                 self._stitch(whole[:n], items)
             free.append(slot)
@@ -598,8 +706,8 @@ class _Feeder:
                 reader.serial_lines(ChunkedLines(_one_read(bytes(data[item.start :]))))
                 return
             reader.digest.update(data[item.start : upto])
-            verifier.take_run(item.count, item.verified, item.last_cp, item.last)
-            reader.line_no += item.count
+            verifier.take_run(item.lines, item.verified, item.last_cp, item.last)
+            reader.line_no += item.lines
             reader.progress.update(verifier.report.entries)
 
 

@@ -158,3 +158,26 @@ def test_verify_never_imports_boto3() -> None:
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK: export valid.jsonl" in done.stdout
+
+
+def test_the_command_line_skips_the_last_collection_a_call_does_not(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `claros verify` as a process's command: it ends next, and its last collection at
+    # exit would walk every object it holds. Called from code (argv given), it collects.
+    import gc
+
+    from claros_guard.cli import main
+
+    args = ["verify", "--export", str(OUT / "valid.jsonl")]
+    frozen = gc.get_freeze_count()
+    try:
+        assert main(args) == 0 and gc.get_freeze_count() == frozen
+        monkeypatch.setattr(sys, "argv", ["claros", *args])
+        assert main() == 0 and gc.get_freeze_count() > frozen
+        monkeypatch.setattr(sys, "argv", ["claros", "verify", "--export", "nonesuch.jsonl"])
+        gc.unfreeze()
+        assert main() == 2 and gc.get_freeze_count() > 0  # the same on a failure
+    finally:
+        gc.unfreeze()
+    assert "OK: export valid.jsonl" in capsys.readouterr().out

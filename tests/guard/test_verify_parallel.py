@@ -10,17 +10,24 @@ some place, and ``take`` is watched to show the parallel path did run."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from nacl.signing import SigningKey
 
+import claros_guard.verify as verify_module
 import claros_guard.verify_parallel as vp
 import tests.guard.test_verify_fast as fast
-from claros.ledger import ChainVerifier
+from claros.ledger import ChainVerifier, PublicKey, key_id_for
 from claros_guard.verify import main as verify
 from tests.export_corpus import OUT
 from tests.guard.test_verify_fast import EDITS, VALID, _at, _export, _general_only
@@ -328,3 +335,171 @@ def test_checkpoint_signatures_checked_by_workers_settle_in_line_order(
         parallel, tmp_path, monkeypatch, capsys
     )
     test_saved_checkpoints_are_compared_with_workers(parallel, tmp_path, monkeypatch, capsys)
+
+
+def _echo(n: int, sent: bytes, answer: int) -> tuple[int, int, bytes]:
+    """A worker's task in the tests below: what it was sent, and ``answer`` bytes."""
+    return n, len(sent), bytes(answer)
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(vp, "_echo", _echo, raising=False)  # before the fork: theirs too
+    pool = vp.Workers(2)
+    assert pool.start("acme")
+    yield pool
+    pool.close()
+
+
+def test_a_busy_worker_has_its_next_task_waiting_in_its_pipe(workers: vp.Workers) -> None:
+    # Sent ahead, so that it starts on it the moment it answers, not once this process
+    # (busy hashing a buffer, say) has taken the answer and sent another.
+    answers = [workers.apply("_echo", (n, b"", 0)) for n in range(5)]
+    assert [len(w.tasks) for w in workers.procs] == [1 + vp.AHEAD] * 2
+    assert len(workers.queue) == 1  # the fifth waits here
+    assert [a.get(10) for a in answers] == [(n, 0, b"") for n in range(5)]
+    assert not workers.queue and not any(w.tasks for w in workers.procs)
+
+
+def test_a_large_task_waits_for_a_worker_with_nothing_to_do(workers: vp.Workers) -> None:
+    # A task sent ahead sits in a pipe while its worker may be sending a large answer:
+    # only a small one may, or each side would wait for the other.
+    large = bytes(vp.AHEAD_BYTES)
+    first = [workers.apply("_echo", (n, b"", 0)) for n in range(2)]
+    waiting = workers.apply("_echo", (2, large, 0))
+    assert [len(w.tasks) for w in workers.procs] == [1, 1] and len(workers.queue) == 1
+    assert first[0].get(10) == (0, 0, b"")  # a worker is free: it goes there, alone
+    assert not workers.queue and all(len(w.tasks) <= 1 for w in workers.procs)
+    assert waiting.get(10) == (2, len(large), b"") and first[1].get(10) == (1, 0, b"")
+
+
+ANSWERS_LARGER_THAN_A_PIPE = """
+import claros_guard.verify_parallel as vp
+from tests.guard.test_verify_parallel import _echo
+
+vp._echo = _echo
+vp.AHEAD_BYTES = int(sys.argv[1])
+pool = vp.Workers(2)
+assert pool.start("acme")
+answers = [pool.apply("_echo", (n, bytes(int(sys.argv[2])), 1 << 20)) for n in range(8)]
+print([(n, size, len(data)) for n, size, data in (a.get(30) for a in answers)])
+pool.close()
+"""
+
+
+def _larger_than_a_pipe(ahead_bytes: int, task_bytes: int, wait: float = 60) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + ANSWERS_LARGER_THAN_A_PIPE, str(ahead_bytes),
+         str(task_bytes)],
+        capture_output=True, text=True, timeout=wait, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_answers_larger_than_a_pipe_while_tasks_wait_ahead() -> None:
+    # Each answer is several times what a pipe holds, each worker with a task ahead:
+    # neither side waits for the other for ever (in a process of its own, so that a
+    # hang is a timeout here).
+    got = _larger_than_a_pipe(vp.AHEAD_BYTES, 1000)
+    assert got == f"{[(n, 1000, 1 << 20) for n in range(8)]}\n"
+
+
+def test_a_task_sent_ahead_larger_than_a_pipe_would_hang() -> None:
+    # What the bound on a task sent ahead is for: without it, this waits for ever.
+    with pytest.raises(subprocess.TimeoutExpired):
+        _larger_than_a_pipe(1 << 30, 300_000, wait=5)
+
+
+def test_the_workers_end_once_every_answer_is_in(
+    parallel: list[bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Told so when the last answer is in, they end while the parent takes the last
+    # buffers, not after: by the time it closes them, each has ended on its own.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    ended: list[bool] = []
+    real = vp.Workers.close
+
+    def close(self: vp.Workers) -> None:
+        for worker in self.procs:
+            for _ in range(1000):  # bounded: up to ~10 s for a loaded machine
+                pid, status = os.waitpid(worker.pid, os.WNOHANG)
+                if pid:
+                    ended.append(os.waitstatus_to_exitcode(status) == 0)
+                    break
+                time.sleep(0.01)
+            else:
+                ended.append(False)
+        real(self)
+
+    monkeypatch.setattr(vp.Workers, "close", close)
+    assert verify(["--export", str(path), "--workers", "2"]) == 0
+    assert parallel == [True] and ended == [True, True]
+    capsys.readouterr()
+
+
+def test_a_batch_of_signatures_is_checked_in_small_tasks_answered_in_order(
+    workers: vp.Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tasks of SIGNATURE_TASK, taken by whichever worker is free: both end a batch at
+    # about the same time. The answers are in the order of the jobs whatever the order
+    # the tasks end in; a bad signature is named at its place.
+    signing = SigningKey(bytes(range(32)))
+    raw = bytes(signing.verify_key)
+    key = PublicKey("acme", key_id_for(raw), base64.b64encode(raw).decode(), 0)
+    jobs = []
+    for n in range(100):
+        message = b"checkpoint %d" % n
+        signature = signing.sign(message).signature if n != 77 else bytes(64)
+        jobs.append((key, message, base64.b64encode(signature).decode()))
+    sizes: list[int] = []
+    real = workers.apply
+
+    def apply(name: str, args: tuple[Any, ...]) -> Any:
+        sizes.append(len(args[0]))
+        return real(name, args)
+
+    monkeypatch.setattr(workers, "apply", apply)
+    checks = vp.SignatureChecks(workers)
+    checks.workspace = "acme"
+    assert checks.submit(jobs)() == [n != 77 for n in range(100)]
+    assert sizes == [vp.SIGNATURE_TASK] * 3 + [100 - 3 * vp.SIGNATURE_TASK]
+
+
+WHAT_THE_WORKERS_START_WITH = """
+import sys
+import claros_guard.verify_parallel as vp
+from claros_guard.cli import main
+
+vp.MIN_BYTES, vp.SLOT = 0, 2048
+code = main(["verify", "--export", sys.argv[1], "--workers", "2"])
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("multiprocessing", "selectors")))
+sys.exit(code)
+"""
+
+
+def test_the_workers_start_without_multiprocessing(tmp_path: Path) -> None:
+    # Its Pipe and wait cost ~15 ms of imports before the first fork (and wait builds a
+    # selector each call): two os.pipe() a worker and select.poll do the same.
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(_export(350))
+    done = subprocess.run(
+        [sys.executable, "-c", WHAT_THE_WORKERS_START_WITH, str(path)],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "[]" and "OK: export" in done.stdout
+
+
+def test_verify_defines_no_dataclass() -> None:
+    # Importing dataclasses imports inspect, ast, dis and tokenize (~41 million
+    # instructions) and each one compiles its methods: all before the first line is read.
+    for module in (vp, verify_module):
+        made_here = [
+            v for v in vars(module).values() if getattr(v, "__module__", "") == module.__name__
+        ]
+        assert not [v for v in made_here if dataclasses.is_dataclass(v)], module.__name__

@@ -13,12 +13,20 @@ Pure code: no storage, no network.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mmap import mmap
 
 __all__ = ["CHUNK", "ChunkedLines"]
 
 # Big enough that a Python call per buffer costs nothing per line, small enough to
 # stay in the caches (and to keep the reader's memory small).
 CHUNK = 1 << 18
+
+
+def _nothing(_: int) -> bytes:
+    return b""
 
 
 class ChunkedLines:
@@ -28,14 +36,24 @@ class ChunkedLines:
         self._read = read
         self._size = size or CHUNK
         self._eof = False
-        self.buf = b""
+        self.buf: bytes | mmap = b""
         self.pos = 0  # the first byte not handed out yet
         self.end = 0  # after the last whole line in ``buf`` (or the stream's last line)
+
+    @classmethod
+    def whole(cls, buf: bytes | mmap, end: int) -> ChunkedLines:
+        """The lines of ``buf[:end]``, read in place (``buf``, e.g. a buffer of shared
+        memory, is not copied): the whole stream, its last line perhaps unended."""
+        lines = cls(_nothing)
+        lines.buf, lines.end, lines._eof = buf, end, True
+        return lines
 
     def fill(self) -> bool:
         """Make ``buf[pos:end]`` hold at least one line; False at the end of the stream."""
         if self.pos < self.end:
             return True
+        if self._eof:  # every line handed out (at the end, ``end`` is where data ends)
+            return False
         parts = [self.buf[self.pos :]]  # the start of a line the last read cut
         while not self._eof:
             chunk = self._read(self._size)

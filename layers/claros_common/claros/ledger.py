@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from claros import jsonutil
 from claros.canonical import CanonicalError, canonical_bytes
-from claros.checkpoint_table import CheckpointTable
+from claros.checkpoint_table import CheckpointTable, Span
 from claros.chunked import ChunkedLines
 
 __all__ = [
@@ -530,7 +530,8 @@ class ChainVerifier:
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
         self._kept_seqs: list[int] = []
-        self._fast: Callable[[bytes, int, int], re.Match[bytes] | None] | None = None
+        # Matched in bytes, or in place in a buffer of shared memory (claros verify's workers).
+        self._fast: Callable[[Any, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
             self._add_key(key)
         if pinned is not None:
@@ -826,11 +827,10 @@ class ChainVerifier:
         table = self._checkpoints
         return [(seq, table.hash_at(i)) for i, seq in enumerate(table.seqs)]
 
-    def checkpoints_between(self, lo: int, hi: int) -> list[tuple[int, str]]:
-        """(seq, hash) of the signed checkpoints with ``lo <= seq < hi``, in order."""
-        table = self._checkpoints
-        at, end = table.index_after(lo - 1), table.index_after(hi - 1)
-        return [(table.seqs[i], table.hash_at(i)) for i in range(at, end)]
+    def checkpoints_between(self, lo: int, hi: int) -> Span:
+        """The signed checkpoints with ``lo <= seq < hi``, for another verifier's
+        ``CheckpointTable.put_span``."""
+        return self._checkpoints.span(lo, hi)
 
     def start_run(self, seq: int, prev_hash: str) -> None:
         """The next ``feed_written_run`` takes its first line as if it followed an entry
