@@ -22,17 +22,19 @@ from tests.guard.scripted_http import ok
 pytestmark = pytest.mark.anyio
 
 
+async def answer_ok(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+    """A scripted server's answer to every request: 200 with a small JSON body."""
+    w.write(ok())
+    return True
+
+
 def pool(url: str, timeout: float = 5.0) -> KeepAlivePool:
     return KeepAlivePool(url, {"Authorization": "Bearer ck_test"}, timeout=timeout,
                          connect_timeout=timeout)  # fmt: skip
 
 
 async def test_requests_share_one_connection_and_go_in_one_piece(scripted) -> None:  # type: ignore[no-untyped-def]
-    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
-        w.write(ok())
-        return True
-
-    fake = await scripted(answer)
+    fake = await scripted(answer_ok)
     client = pool(fake.url + "/prefix/")
     try:
         for n in range(3):
@@ -317,11 +319,7 @@ async def test_a_head_request_reads_no_body_and_headers_read_in_any_case(scripte
 async def test_a_request_that_cannot_be_framed_is_never_sent(  # type: ignore[no-untyped-def]
     scripted, method: str, path: str, headers: dict[str, str] | None
 ) -> None:
-    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
-        w.write(ok())
-        return True
-
-    fake = await scripted(answer)
+    fake = await scripted(answer_ok)
     client = pool(fake.url)
     try:
         with pytest.raises(httpx.LocalProtocolError, match="cannot send this request"):
@@ -332,11 +330,7 @@ async def test_a_request_that_cannot_be_framed_is_never_sent(  # type: ignore[no
 
 
 async def test_a_key_that_cannot_be_a_header_fails_every_request(scripted) -> None:  # type: ignore[no-untyped-def]
-    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
-        w.write(ok())
-        return True
-
-    fake = await scripted(answer)
+    fake = await scripted(answer_ok)
     client = KeepAlivePool(fake.url, {"Authorization": "Bearer ck\r\nX-Injected: 1"},
                            timeout=5, connect_timeout=5)  # fmt: skip
     try:
@@ -350,11 +344,7 @@ async def test_a_key_that_cannot_be_a_header_fails_every_request(scripted) -> No
 
 
 async def test_a_nan_in_a_body_is_refused_not_sent_as_null(scripted) -> None:  # type: ignore[no-untyped-def]
-    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
-        w.write(ok())
-        return True
-
-    fake = await scripted(answer)
+    fake = await scripted(answer_ok)
     client = pool(fake.url)
     try:
         with pytest.raises(ValueError, match="not JSON compliant"):
