@@ -5,7 +5,6 @@ always say what a fresh read says."""
 
 from __future__ import annotations
 
-import base64
 import statistics
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,10 @@ from claros.aggregates import DAY_MS, HOUR_MS
 from claros.evidence import span_cache, windowed
 from claros.evidence.activity import load_versions
 from claros.evidence.windowed import EVIDENCE_PARTS, scan_counters, window_bucket, window_counters
-from claros.ledger import Checkpoint, Entry, kept_digest
-from claros.signing import FileSigner
+from claros.ledger import Checkpoint
 from claros.store.base import Store
 from claros.store.sqlite import SqliteStore
+from tests.store.pruning import prune_through
 
 WS = "acme"
 BASE = 20_000 * DAY_MS  # a fixed instant: tests never depend on today's date
@@ -166,31 +165,13 @@ def test_the_minutes_at_a_windows_edges_say_what_a_fresh_read_says(store: Store)
     assert again == _fresh(store, start, end)
 
 
-def _sign(signer: FileSigner, store: Store, entry: Entry) -> Checkpoint:
-    message = Checkpoint(WS, entry.seq, entry.hash, entry.ts, "", "").message()
-    key_id, signature = signer.sign(WS, message)
-    cp = Checkpoint(
-        WS, entry.seq, entry.hash, entry.ts, key_id, base64.b64encode(signature).decode()
-    )
-    store.add_public_key(signer.active_key(WS))
-    assert store.add_checkpoint(cp) is True
-    return cp
-
-
 def test_a_prune_reads_the_kept_days_again(store: Store, tmp_path: Path) -> None:
-    signer = FileSigner(tmp_path / "keys")
     for day in range(4):
         _check(store, f"d{day}", BASE + day * DAY_MS + HOUR_MS, "stop")
     start, end = BASE, BASE + 5 * DAY_MS
     assert window_bucket(store, WS, start, end)["checks"] == {"stop": 4}
-    cut = next(e for e in store.entries(WS) if e.seq == 2)
-    cp = _sign(signer, store, cut)
     # The prune entry is stamped after the window: only the log's new start tells.
-    said = store.append(WS, "prune", "prn1", {
-        "through_seq": 2, "checkpoint": {"seq": 2, "hash": cp.hash}, "retention_days": 200,
-        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=BASE + 10 * DAY_MS)  # fmt: skip
-    _sign(signer, store, said)
-    assert store.prune(WS, 2).entries_deleted == 2
+    prune_through(store, tmp_path / "keys", WS, 2, ts=BASE + 10 * DAY_MS)
     got = window_bucket(store, WS, start, end)
     assert got["checks"] == {"stop": 2}
     assert got == _fresh(store, start, end)
@@ -307,17 +288,10 @@ def test_an_old_row_of_the_end_hour_reads_as_its_records(store: Store) -> None:
 def test_a_pruned_end_hour_is_read_from_the_ledger(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    signer = FileSigner(tmp_path / "keys")
     hour = BASE + 5 * HOUR_MS
     for m in range(6):
         _check(store, f"p{m}", hour + m * 60_000, "stop")
-    cut = next(e for e in store.entries(WS) if e.seq == 3)
-    cp = _sign(signer, store, cut)
-    said = store.append(WS, "prune", "prn1", {
-        "through_seq": 3, "checkpoint": {"seq": 3, "hash": cp.hash}, "retention_days": 200,
-        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=hour + 3 * HOUR_MS)  # fmt: skip
-    _sign(signer, store, said)
-    assert store.prune(WS, 3).entries_deleted == 3
+    prune_through(store, tmp_path / "keys", WS, 3, ts=hour + 3 * HOUR_MS)
     end = hour + 30 * 60_000
     read = _read_ranges(monkeypatch)
     got = _window(store, BASE, end)

@@ -9,7 +9,6 @@ rest of the window does not settle what a subtraction leaves in doubt."""
 
 from __future__ import annotations
 
-import base64
 import random
 import statistics
 from collections.abc import Iterator
@@ -28,10 +27,9 @@ from claros.evidence.windowed import (
     window_bucket,
     window_counters,
 )
-from claros.ledger import Checkpoint, Entry, kept_digest
-from claros.signing import FileSigner
 from claros.store.base import Store
 from claros.store.sqlite import SqliteStore
+from tests.store.pruning import prune_through
 
 WS = "acme"
 BASE = 20_000 * DAY_MS  # a fixed instant (a UTC midnight): tests never depend on today
@@ -367,29 +365,12 @@ def test_doubts_the_rest_settles_are_subtracted(
     assert spy.settled == [True, True] and spy.hours_of(BASE) == []
 
 
-def _sign(signer: FileSigner, store: Store, entry: Entry) -> Checkpoint:
-    message = Checkpoint(WS, entry.seq, entry.hash, entry.ts, "", "").message()
-    key_id, signature = signer.sign(WS, message)
-    cp = Checkpoint(WS, entry.seq, entry.hash, entry.ts, key_id,
-                    base64.b64encode(signature).decode())  # fmt: skip
-    store.add_public_key(signer.active_key(WS))
-    assert store.add_checkpoint(cp) is True
-    return cp
-
-
 def test_a_start_day_a_prune_cut_into_is_read_forward(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _dana_checks(store, [(f"p{m}", BASE + m * 7 * MINUTE, {"result": "stop"}) for m in range(9)])
     _rest(store)
-    signer = FileSigner(tmp_path / "keys")
-    cut = next(e for e in store.entries(WS) if e.seq == 3)
-    cp = _sign(signer, store, cut)
-    said = store.append(WS, "prune", "prn1", {
-        "through_seq": 3, "checkpoint": {"seq": 3, "hash": cp.hash}, "retention_days": 200,
-        "kept": {"count": 0, "sha256": kept_digest([])}}, ts=BASE + 3 * DAY_MS)  # fmt: skip
-    _sign(signer, store, said)
-    assert store.prune(WS, 3).entries_deleted == 3
+    prune_through(store, tmp_path / "keys", WS, 3, ts=BASE + 3 * DAY_MS)
     spy = _Spy(store, monkeypatch)
     _same(store, START, WINDOW_END)
     assert spy.settled == []  # the day's row counts entries gone: nothing subtracted
