@@ -46,7 +46,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from bench import lambda_site
 from bench.harness import Result
+from bench.lambda_site import Site, lambda_env
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = (
@@ -81,6 +83,17 @@ FLOORS = {
     "floor: pydantic": _PYDANTIC,
     "floor: both": f"{_POWERTOOLS}\n{_PYDANTIC}",
 }
+# The handler's share of that, timed the same way: the X-Ray Tracer as the functions build
+# it (botocore patched), as Powertools' default builds it (every installed library the
+# X-Ray SDK knows patched: in the layer, httpx and sqlite3 too), and boto3, which the
+# first request imports anyway (its DynamoDB client).
+TRACER_ROWS = {
+    "floor: Tracer, botocore": (
+        "from aws_lambda_powertools import Tracer\nTracer(patch_modules=('botocore',))"
+    ),
+    "floor: Tracer, default": "from aws_lambda_powertools import Tracer\nTracer()",
+    "floor: boto3": "import boto3",
+}
 # What the layer's build compiles (layers/claros_common/Makefile), and the functions' code.
 COMPILED = (REPO / "layers" / "claros_common" / "claros", REPO / "functions")
 
@@ -107,12 +120,16 @@ def compile_all() -> None:
     )  # fmt: skip
 
 
-def _import_seconds(body: str, cwd: Path) -> tuple[float, float, int]:
+def _import_seconds(body: str, cwd: Path, site: Site | None = None) -> tuple[float, float, int]:
     """(wall, CPU) seconds of ``body`` in a fresh interpreter, timed inside it, and how many
-    modules it imported (a count the machine's load does not move)."""
+    modules it imported (a count the machine's load does not move); with ``site``, the
+    interpreter and environment of a function in Lambda (bench/lambda_site.py)."""
+    python, env = sys.executable, _env()
+    if site is not None:
+        python, env = site.python, lambda_env(env, site, cwd)
     done = subprocess.run(
-        [sys.executable, "-c", _TIMER.format(body=body)],
-        cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120, check=True,
+        [python, "-c", _TIMER.format(body=body)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     wall, cpu, modules = ast.literal_eval(done.stdout)
     return float(wall), float(cpu), int(modules)
@@ -141,16 +158,19 @@ Subject = tuple[str, Path]  # the timed body, the directory it runs in
 
 
 def _interleaved(
-    baselines: dict[str, Subject], subjects: dict[str, Subject], rounds: int
+    baselines: dict[str, Subject],
+    subjects: dict[str, Subject],
+    rounds: int,
+    site: Site | None = None,
 ) -> tuple[list[Result], list[Result]]:
     """Every baseline, then every subject, once a round: the machine's drift hits all alike."""
     everything = {**baselines, **subjects}
     for body, cwd in everything.values():  # warm-up: the disk cache holds every module
-        _import_seconds(body, cwd)
+        _import_seconds(body, cwd, site)
     times: dict[str, Runs] = {name: [] for name in everything}
     for _ in range(rounds):
         for name, (body, cwd) in everything.items():
-            times[name].append(_import_seconds(body, cwd))
+            times[name].append(_import_seconds(body, cwd, site))
     return [_result(n, times[n]) for n in baselines], [_result(n, times[n]) for n in subjects]
 
 
@@ -203,14 +223,26 @@ def measure(
 
 
 def measure_with_handler(
-    rounds: int, layer: Path | None, rev: str
+    rounds: int,
+    layer: Path | None,
+    rev: str,
+    also: tuple[str, Path] | None = None,
+    site: Site | None = None,
 ) -> tuple[list[Result], list[Result]]:
     """Beside it, each function's whole entry module with its handler built (Powertools'
-    Tracer then imports the X-Ray SDK, which patches botocore), against the check
-    function's handler built on the all-routes entry, as functions/check/app.py was."""
+    Tracer then imports the X-Ray SDK and patches botocore), against the check function's
+    handler built on the all-routes entry, as functions/check/app.py was; with ``site``,
+    as Lambda runs them (bench/lambda_site.py). ``also``: each function's at that rev.
+    Below, the Tracer alone (``TRACER_ROWS``)."""
     old = "from claros.api.lambda_entry import handler_for\nhandler_for('check')"
     subjects = {name: ("import app", REPO / "functions" / name) for name in FUNCTIONS}
-    return _interleaved(_baselines(old, layer, rev), subjects, rounds)
+    if also is not None:
+        at, where = also
+        for name in FUNCTIONS:
+            body = f"import sys\nsys.path.insert(0, {str(where)!r})\nimport app"
+            subjects[f"{name} at {at}"] = (body, REPO / "functions" / name)
+    subjects.update({name: (body, REPO) for name, body in TRACER_ROWS.items()})
+    return _interleaved(_baselines(old, layer, rev), subjects, rounds, site)
 
 
 def _ms(seconds: float | None) -> str:
@@ -277,9 +309,12 @@ def main() -> None:
         print("  worst min-wall share: " + ", ".join(
             f"{w:.1%} of {name}" for name, w in worst.items()
         ) + f" (target at most {TARGET:.0%} of the issue's); load average {_load()}")  # fmt: skip
+        site = lambda_site.build(Path(where) / "lambda")
+        where_run = "as Lambda runs it" if site else "in this venv, outside Lambda's environment"
         print("with the handler built (functions/<name>/app.py: Tracer, Logger, Metrics), "
-              "against handler_for('check') on the all-routes entry:")  # fmt: skip
-        _print(*measure_with_handler(rounds, layer, rev), None)
+              f"{where_run} (the layer's packages and the runtime's boto3 alone, Lambda's "
+              "environment), against handler_for('check') on the all-routes entry:")  # fmt: skip
+        _print(*measure_with_handler(rounds, layer, rev, also, site), None)
         print(f"  load average {_load()}")
 
 

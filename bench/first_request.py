@@ -30,6 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench import lambda_site
 from bench.coldstart import REPO, _before, _env, _load, compile_all
 
 # (name, function, method, path, body, key): the requests timed.
@@ -113,10 +114,19 @@ def _store_env(data: Path, function: str = "") -> dict[str, str]:
     return env
 
 
-def _run(body: str, cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+def _run(
+    body: str, cwd: Path, env: dict[str, str], site: lambda_site.Site | None
+) -> tuple[float, float, float]:
+    """(import, first request, CPU of both) seconds of ``body`` in a fresh interpreter: with
+    ``site``, as Lambda runs a function (bench/lambda_site.py), a sampled trace header
+    set, so the handler's Tracer records the request as it does there."""
+    python = sys.executable
+    if site is not None:
+        python = site.python
+        env = lambda_site.lambda_env(env, site, cwd)
+        env["_X_AMZN_TRACE_ID"] = lambda_site.TRACE_HEADER
     done = subprocess.run(
-        [sys.executable, "-c", body], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=120,
+        [python, "-c", body], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     if done.returncode:
         raise SystemExit(f"a timed run failed in {cwd}:\n{done.stderr[-3000:]}")
@@ -139,6 +149,7 @@ def main() -> None:
         if seed.returncode:
             raise SystemExit(f"seeding the store failed:\n{seed.stderr}")
         keys = json.loads(seed.stdout)
+        site = lambda_site.build(where / "lambda")
         trees = {"now": ""}
         # A function the other rev does not have: its routes were served by another one
         # there (the web app by admin, before the split), so that one is what it ran.
@@ -157,12 +168,13 @@ def main() -> None:
                     shutil.copytree(seeded, data)
                     runs_in = served_by.get(function, function) if tree != "now" else function
                     env, timed = _store_env(data, function), prefix + _TIMED.format(event=event)
-                    got = _run(timed, REPO / "functions" / runs_in, env)
+                    got = _run(timed, REPO / "functions" / runs_in, env, site)
                     shutil.rmtree(data)
                     if round_:
                         times.setdefault((name, tree), []).append(got)
+        how = "as Lambda runs it" if site else "in this venv, outside Lambda's environment"
         print(f"import + first request, {rounds} fresh interpreters each, interleaved, one "
-              f"run (load average {_load()}); ms, median of the runs:")  # fmt: skip
+              f"run, {how} (load average {_load()}); ms, median of the runs:")  # fmt: skip
         print(f"  {'':<24} {'tree':<8} {'import':>8} {'request':>8} {'total':>8} "
               f"{'min tot':>8} {'cpu':>8}")  # fmt: skip
         for name, *_ in REQUESTS:

@@ -313,3 +313,34 @@ def test_a_function_that_validates_no_body_answers_without_pydantic(
     )  # fmt: skip
     status, imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert status < 500 and imported is validates, (status, done.stderr[-2000:])
+
+
+# What Lambda's environment has and a shell's lacks: with it, the X-Ray SDK takes its
+# Lambda sampler (outside, its centralized sampler builds two botocore X-Ray clients at
+# import) and Powertools' Tracer is on, so it patches what it is told to.
+LAMBDA_MARKERS = {"AWS_LAMBDA_FUNCTION_NAME": "probe", "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13"}
+
+
+@pytest.mark.parametrize("function", sorted(set(NOT_IMPORTED) - {"authorizer"}))
+def test_a_function_traces_botocore_alone_in_lambda(function: str) -> None:
+    """In Lambda, the Tracer's default patches every library the X-Ray SDK knows that is
+    installed: in the layer, httpx (and its HTTP stack) and sqlite3 too, imported at every
+    cold start for a webhook sent on a thread after the answer (no trace context there)
+    and a store Lambda never opens. The functions trace the AWS calls (botocore) alone."""
+    probe = (
+        "import json, sys\nimport app\n"
+        "from aws_xray_sdk.core import patcher\n"
+        "print(json.dumps([sorted(patcher._PATCHED_MODULES),"
+        " sorted({'httpx', 'httpcore', 'sqlite3'} & set(sys.modules))]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
+    env.update(
+        LAMBDA_MARKERS, LAMBDA_TASK_ROOT=str(REPO / "functions" / function),
+        CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1",
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    patched, imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert patched == ["botocore"] and imported == [], (patched, imported)

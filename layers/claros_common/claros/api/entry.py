@@ -35,6 +35,8 @@ from claros.wiring import Services, build_services  # noqa: E402
 __all__ = ["ROUTE_MODULES", "build_function_resolver", "handler_for", "make_handler"]
 
 LambdaHandler = Callable[[Mapping[str, Any], Any], Any]
+# What the X-Ray SDK patches: botocore, so every DynamoDB, KMS, S3 and Bedrock call.
+TRACED = ("botocore",)
 
 # Function name (functions/<name>/ and template.yaml) -> the modules of the routes it
 # serves, each with a ``register(app)``; claros.api.app.FUNCTIONS says the same with the
@@ -78,7 +80,11 @@ def make_handler(build: Callable[[Services], ClarosResolver]) -> LambdaHandler:
     the services, kept for the container's life), and the checkpoint function's stream
     and schedule events."""
     logger = Logger()
-    tracer = Tracer()
+    # Only the AWS calls: the Tracer's default patches every library the X-Ray SDK knows
+    # that is installed, and in the layer that imports httpx (the ask webhook's, sent on a
+    # thread after the answer, outside any trace) and sqlite3 (a store Lambda never opens)
+    # at every cold start (tests/aws/test_lean_imports.py; docs/deploy.md has the cost).
+    tracer = Tracer(patch_modules=TRACED)
     # The template sets POWERTOOLS_METRICS_NAMESPACE; an explicit namespace would override it.
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Claros")
     state: dict[str, Any] = {}
