@@ -6,8 +6,12 @@ all-routes ``claros.api.lambda_entry``, each in a fresh interpreter, interleaved
 every function imported then). Target (issue 16 item 5): each function at most 40% of
 the issue's baseline. Beside it, each function's whole entry module with its handler built
 (``functions/<name>/app.py``) against the same handler built on the all-routes entry, now
-and at that rev: the handler's Powertools Tracer imports the X-Ray SDK and botocore either
-way, a cost the route split does not change.
+and at that rev (and at BENCH_COLDSTART_ALSO's), as Lambda runs it (bench/lambda_site.py:
+the layer's packages and the runtime's boto3 alone, Lambda's environment, so the X-Ray SDK
+takes its Lambda sampler and the Tracer patches what it is told to), with the Tracer alone
+below them (``TRACER_ROWS``): the handler's Tracer imports the X-Ray SDK and botocore, a
+cost the route split does not change and boto3 (the first request's DynamoDB client)
+would mostly pay anyway.
 
 ``python -m bench coldstart``; BENCH_COLDSTART_ROUNDS sets the rounds (default 7; a
 figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures

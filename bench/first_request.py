@@ -1,8 +1,12 @@
 """A user's cold start: a function's entry module imported (``functions/<name>/app.py``,
 its handler built) and then its first request, each in a fresh interpreter, against the
 same at another git revision (``BENCH_FIRST_BEFORE``, default ``main``: a rev whose layer
-reads the same store), interleaved in one run. An import that only moved its cost
-into the first request shows here: bench/coldstart.py times the import alone.
+reads the same store), interleaved in one run, as Lambda runs it (bench/lambda_site.py:
+the layer's packages and the runtime's boto3 alone, Lambda's environment, and a sampled
+trace header, so the Tracer records the request). An import that only moved its cost
+into the first request shows here: bench/coldstart.py times the import alone. A rev
+whose Tracer patches every library it knows also traces each SQLite call of its first
+request: a cost of this bench's store, not of DynamoDB's (compare the import column).
 
 The store is SQLite (a fresh copy of one seeded data directory for every run: an admin
 key, an agent key, a rule whose ``when`` is parsed by a check), so the figures are the
