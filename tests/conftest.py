@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 # ======================================================================================
-# Stores and AWS (moto): aws_env, moto_aws, dynamodb_client, dynamo_tables,
+# Stores and AWS (moto): aws_env, moto_aws, moto_server, dynamodb_client, dynamo_tables,
 # dynamo_store, sqlite_store, store (both, parametrized), kms_ed25519.
 # Helpers live in tests/aws.py. Get DynamoDB clients from ``dynamodb_client``: it patches
 # moto to serialize requests and roll transactions back per item (see tests/aws.py).
@@ -48,6 +48,29 @@ def moto_aws(aws_env: None) -> Iterator[None]:
 
     with mock_aws():
         yield
+
+
+@pytest.fixture
+def moto_server(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto as a server on a local port, its endpoint URL: for AWS calls made by another
+    process (a CLI, a function's handler as Lambda runs it), from an empty account, with
+    DynamoDB patched as ``dynamodb_client``'s (it runs in this process's threads)."""
+    import urllib.request
+
+    from moto.server import ThreadedMotoServer
+
+    patch_moto_dynamodb(monkeypatch)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        # moto's backends are the process's: start each test from an empty account.
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(reset, timeout=30).close()
+        yield endpoint
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -8,36 +8,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from claros.auth import authenticate
 from tests.aws import load_template, template_tables
 
 CLAROS = Path(sys.executable).parent / "claros"
 STACK = "claros-first"
-
-
-@pytest.fixture
-def moto_server(aws_env: None) -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    import urllib.request
-
-    # moto's backends are the process's: start each test from an empty account.
-    urllib.request.urlopen(
-        urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST"), timeout=30
-    ).close()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def _tables_stack(endpoint: str) -> Any:

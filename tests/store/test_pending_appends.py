@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -233,31 +233,16 @@ def _writer(endpoint: str, tables: dict[str, str], w: int, m: int, out: Any) -> 
             out.put((ref, (e.seq, e.hash, e.ts)))
 
 
-@pytest.fixture
-def moto_server(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    from tests.aws import patch_moto_dynamodb
-
-    patch_moto_dynamodb(monkeypatch)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        yield boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint), endpoint
-    finally:
-        server.stop()
-
-
 @pytest.mark.parametrize(("k", "m"), [(5, 10)])
 def test_processes_appending_to_one_workspace_make_one_gapless_chain(
-    moto_server: tuple[Any, str], k: int, m: int
+    moto_server: str, k: int, m: int
 ) -> None:
+    import boto3
+
     from tests.aws import tables_from_template
 
-    client, endpoint = moto_server
+    endpoint = moto_server
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint)
     tables = tables_from_template(client)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
