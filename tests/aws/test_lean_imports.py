@@ -147,16 +147,27 @@ OWN = {
 }
 
 
+def _run(probe: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``probe`` in a fresh interpreter in ``cwd``, with this environment less Claros's and
+    Powertools' settings, and ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
+    env.update(settings)
+    return subprocess.run(
+        [sys.executable, "-c", probe], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+
+
 def _loaded_by(function: str, probe: str = "import app") -> set[str]:
     """sys.modules after importing functions/<function>/app.py (the handler built, as
     Lambda's init does), in a fresh interpreter with the template's store setting."""
     probe = f"import json, sys\n{probe}\nprint(json.dumps(sorted(sys.modules)))"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
-    env.update(CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+    done = _run(
+        probe,
+        REPO / "functions" / function,
+        CLAROS_STORE="dynamodb",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     return set(json.loads(done.stdout))
 
 
@@ -243,12 +254,7 @@ def test_no_function_defines_a_dataclass_at_its_cold_start(function: str) -> Non
         " for k, v in vars(m).items() if isinstance(v, type) and v.__module__ == n"
         " and dataclasses.is_dataclass(v)))"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
-    env.update(CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, env=env,
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+    done = _run(probe, REPO, CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1")
     assert done.stdout.strip() == repr([])
 
 
@@ -301,15 +307,11 @@ def test_a_function_that_validates_no_body_answers_without_pydantic(
         # The schedule's answer is the checkpoints it signed, not an HTTP response.
         "print(json.dumps([answer.get('statusCode', 200), 'pydantic' in sys.modules]))"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
-    env.update(
+    done = _run(
+        probe, REPO / "functions" / function,
         CLAROS_STORE="sqlite", CLAROS_DATA=str(data), CLAROS_SIGNER="file",
         CLAROS_ROLE_WRITES=writes, AWS_DEFAULT_REGION="us-east-1",
         POWERTOOLS_TRACE_DISABLED="true", POWERTOOLS_METRICS_NAMESPACE="Claros",
-    )  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
-        capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     status, imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert status < 500 and imported is validates, (status, done.stderr[-2000:])
@@ -333,14 +335,10 @@ def test_a_function_traces_botocore_alone_in_lambda(function: str) -> None:
         "print(json.dumps([sorted(patcher._PATCHED_MODULES),"
         " sorted({'httpx', 'httpcore', 'sqlite3'} & set(sys.modules))]))"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAROS_", "POWERTOOLS_"))}
-    env.update(
-        LAMBDA_MARKERS, LAMBDA_TASK_ROOT=str(REPO / "functions" / function),
+    done = _run(
+        probe, REPO / "functions" / function, **LAMBDA_MARKERS,
+        LAMBDA_TASK_ROOT=str(REPO / "functions" / function),
         CLAROS_STORE="dynamodb", AWS_DEFAULT_REGION="us-east-1",
-    )  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO / "functions" / function, env=env,
-        capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     patched, imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert patched == ["botocore"] and imported == [], (patched, imported)
