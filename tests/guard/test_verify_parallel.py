@@ -61,6 +61,19 @@ def parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return took
 
 
+def _saved(tmp_path: Path, data: bytes) -> Path:
+    """``data`` as an export file in ``tmp_path``."""
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def clean_export(tmp_path: Path) -> Path:
+    """An untouched export of 350 entries."""
+    return _saved(tmp_path, _export(350))
+
+
 def _three(
     args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> tuple[tuple[int, str], tuple[int, str], tuple[int, str]]:
@@ -98,8 +111,7 @@ def test_a_line_tampered_in_any_buffer_says_the_same_with_workers(
     if at != 150 and name in WORDED_AT_150 and not (at == 3 and name.startswith("checkp")):
         pytest.skip("this edit names seq 150 in its text: it is tried there")
     edit = EDITS[name]
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350, lambda seq, e, ln: edit(seq - at + 150, e, ln)))
+    path = _saved(tmp_path, _export(350, lambda seq, e, ln: edit(seq - at + 150, e, ln)))
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one == general
     assert many[0] == (0 if name in VALID else 1), many[1]
@@ -152,8 +164,7 @@ def test_a_checkpoint_that_disagrees_says_the_same_with_workers(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350, _at(300, lambda e, ln: EDITS[name](150, e, ln))))
+    path = _saved(tmp_path, _export(350, _at(300, lambda e, ln: EDITS[name](150, e, ln))))
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one == general
 
@@ -169,8 +180,7 @@ def test_a_bad_checkpoint_signature_says_the_same_with_workers(
     assert cp["type"] == "checkpoint" and cp["seq"] == 200
     cp["signature"] = cp["signature"][::-1]
     lines[3] = (json.dumps(cp, separators=(",", ":")) + "\n").encode()
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(b"".join(lines))
+    path = _saved(tmp_path, b"".join(lines))
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one == general
     assert many[0] == 1 and "bad signature" in many[1]
@@ -201,8 +211,7 @@ def test_a_worker_that_fails_hands_its_buffer_to_the_serial_reader(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350, EDITS["record edited"]))
+    path = _saved(tmp_path, _export(350, EDITS["record edited"]))
     calls: list[int] = []
     real = vp.scan
 
@@ -226,8 +235,7 @@ def test_a_worker_killed_mid_buffer_hands_its_buffers_to_the_serial_reader(
 ) -> None:
     # A worker that dies (out of memory, a signal) never answers: its pipe closes, and
     # the parent checks the buffers it held, and every later one, itself.
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350, EDITS["record edited"]))
+    path = _saved(tmp_path, _export(350, EDITS["record edited"]))
     real = vp.scan
 
     def killed(slot: int, length: int, *rest: Any) -> Any:
@@ -244,18 +252,16 @@ def test_a_worker_killed_mid_buffer_hands_its_buffers_to_the_serial_reader(
 
 def test_no_worker_processes_falls_back_to_the_serial_path(
     parallel: list[bool],
-    tmp_path: Path,
+    clean_export: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350))
 
     def no_fork() -> int:
         raise OSError(38, "Function not implemented")
 
     monkeypatch.setattr(vp.os, "fork", no_fork)
-    many, one, _ = _three(["--export", str(path)], monkeypatch, capsys)
+    many, one, _ = _three(["--export", str(clean_export)], monkeypatch, capsys)
     assert many == one and many[0] == 0
     assert parallel[0] is False
 
@@ -267,22 +273,19 @@ def test_a_line_longer_than_a_buffer_is_read_by_the_parent(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(vp, "SLOT", 300)  # shorter than an entry line
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350, EDITS["hash edited"]))
+    path = _saved(tmp_path, _export(350, EDITS["hash edited"]))
     many, one, general = _three(["--export", str(path)], monkeypatch, capsys)
     assert many == one == general and many[0] == 1
 
 
 def test_small_exports_and_one_worker_stay_serial(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    clean_export: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350))
     took: list[bool] = []
     monkeypatch.setattr(vp.ParallelEntries, "take", lambda *a: took.append(True) or True)
-    assert verify(["--export", str(path), "--workers", "2"]) == 0  # below MIN_BYTES
+    assert verify(["--export", str(clean_export), "--workers", "2"]) == 0  # below MIN_BYTES
     monkeypatch.setattr(vp, "MIN_BYTES", 0)
-    assert verify(["--export", str(path), "--workers", "1"]) == 0
+    assert verify(["--export", str(clean_export), "--workers", "1"]) == 0
     assert took == []
     capsys.readouterr()
 
@@ -296,14 +299,12 @@ def test_workers_must_be_a_positive_number(bad: str, capsys: pytest.CaptureFixtu
 
 
 def test_the_workers_use_the_fast_runs_own_checks(
-    parallel: list[bool], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    parallel: list[bool], clean_export: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # What a worker answers is what ChainVerifier.feed_written_run took: no other check.
     assert vp.scan.__code__.co_names.count("feed_written_run") == 1
     assert hasattr(ChainVerifier, "take_run")
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350))
-    assert verify(["--export", str(path), "--workers", "2"]) == 0
+    assert verify(["--export", str(clean_export), "--workers", "2"]) == 0
     assert "350 compared" in capsys.readouterr().out and parallel == [True]
 
 
@@ -413,14 +414,12 @@ def test_a_task_sent_ahead_larger_than_a_pipe_would_hang() -> None:
 
 def test_the_workers_end_once_every_answer_is_in(
     parallel: list[bool],
-    tmp_path: Path,
+    clean_export: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Told so when the last answer is in, they end while the parent takes the last
     # buffers, not after: by the time it closes them, each has ended on its own.
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350))
     ended: list[bool] = []
     real = vp.Workers.close
 
@@ -437,7 +436,7 @@ def test_the_workers_end_once_every_answer_is_in(
         real(self)
 
     monkeypatch.setattr(vp.Workers, "close", close)
-    assert verify(["--export", str(path), "--workers", "2"]) == 0
+    assert verify(["--export", str(clean_export), "--workers", "2"]) == 0
     assert parallel == [True] and ended == [True, True]
     capsys.readouterr()
 
@@ -482,13 +481,11 @@ sys.exit(code)
 """
 
 
-def test_the_workers_start_without_multiprocessing(tmp_path: Path) -> None:
+def test_the_workers_start_without_multiprocessing(clean_export: Path) -> None:
     # Its Pipe and wait cost ~15 ms of imports before the first fork (and wait builds a
     # selector each call): two os.pipe() a worker and select.poll do the same.
-    path = tmp_path / "export.jsonl"
-    path.write_bytes(_export(350))
     done = subprocess.run(
-        [sys.executable, "-c", WHAT_THE_WORKERS_START_WITH, str(path)],
+        [sys.executable, "-c", WHAT_THE_WORKERS_START_WITH, str(clean_export)],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2],
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
