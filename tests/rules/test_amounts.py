@@ -8,6 +8,8 @@ documented choices, not by running Claros.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -438,3 +440,42 @@ def test_read_number_does_not_cache_huge_strings() -> None:
     amounts._read_number.cache_clear()
     assert read_number("1" * 1_000_000) is None
     assert amounts._read_number.cache_info().currsize == 0
+
+
+# --- what importing costs ------------------------------------------------------------------
+
+_SEPARATORS = ".,'\u2019 \u00a0\u2009\u202f"
+
+
+@FUZZ
+@given(
+    st.lists(st.text("0123456789", min_size=1, max_size=4), min_size=1, max_size=6),
+    st.lists(st.sampled_from(_SEPARATORS), max_size=5),
+)
+def test_a_number_splits_on_its_separators_as_the_listed_class_would(
+    runs: list[str], seps: list[str]
+) -> None:
+    """The number group holds digits and single separators only, so the split on any
+    non-digit is the split on the separators the money pattern lists."""
+    core = runs[0] + "".join(s + r for s, r in zip(seps, runs[1:], strict=False))
+    assert amounts._money().fullmatch(core) is not None
+    listed = re.compile(f"([{re.escape(_SEPARATORS)}])")
+    assert amounts._SEPARATOR.split(core) == listed.split(core)
+
+
+def test_the_money_pattern_is_compiled_at_the_first_money_string_not_at_import() -> None:
+    """Its classes beyond Latin-1 cost ~2 ms to compile: a function whose amounts are all
+    numbers never pays it."""
+    probe = (
+        "import claros.rules.expr\n"
+        "from claros.rules import amounts\n"
+        "assert amounts._money.cache_info().currsize == 0\n"
+        "assert amounts.find_amount({'amount': 1200}).amount == 1200\n"
+        "assert amounts._money.cache_info().currsize == 0\n"
+        "assert amounts.parse_money('$1,200.50') is not None\n"
+        "assert amounts._money.cache_info().currsize == 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
