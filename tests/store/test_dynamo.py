@@ -266,6 +266,67 @@ def test_chain_busy_after_bounded_attempts(make_store: Callable[..., DynamoStore
     assert verify_entries(WS, store.entries_with_records(WS), compare_records=True).ok
 
 
+def test_an_environment_behind_the_head_finds_it_in_two_reads(
+    make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
+) -> None:
+    """Another environment appended 20 entries since this one's last append: this one reads
+    the entry after the one it knows (there), then the head in one Query; not one read per
+    entry forward (each a round trip in the append's critical section)."""
+    ledger = dynamo_tables["LedgerTable"]
+    real = make_store().client
+    reads: list[str] = []
+
+    def get_item(**kwargs: Any) -> Any:
+        reads.append(f"GetItem {kwargs['TableName']}")
+        return real.get_item(**kwargs)
+
+    def query(**kwargs: Any) -> Any:
+        reads.append(f"Query {kwargs['TableName']}")
+        return real.query(**kwargs)
+
+    ours, theirs = make_store(Faulty(real, get_item=get_item, query=query)), make_store()
+    ours.append(WS, "check", "c0", {"i": 0})
+    for i in range(1, 21):
+        theirs.append(WS, "check", f"c{i}", {"i": i})
+    reads.clear()
+    assert ours.append(WS, "check", "c21", {"i": 21}).seq == 22
+    assert [r for r in reads if r.endswith(ledger)] == [f"GetItem {ledger}", f"Query {ledger}"]
+    # At the head, one read says so.
+    reads.clear()
+    ours.append(WS, "check", "c22", {"i": 22})
+    assert [r for r in reads if r.endswith(ledger)] == [f"GetItem {ledger}"]
+    assert verify_entries(WS, ours.entries_with_records(WS), compare_records=True).ok
+
+
+def test_an_append_reads_the_hour_and_the_day_in_one_request(
+    make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
+) -> None:
+    """The two aggregates an append folds its rows into are read together, consistently,
+    in one BatchGetItem: one round trip, not one per span."""
+    real = make_store().client
+    calls: list[tuple[str, Any]] = []
+
+    def batch_get_item(**kwargs: Any) -> Any:
+        calls.append(("BatchGetItem", kwargs["RequestItems"]))
+        return real.batch_get_item(**kwargs)
+
+    def get_item(**kwargs: Any) -> Any:
+        calls.append(("GetItem", kwargs["Key"]))
+        return real.get_item(**kwargs)
+
+    store = make_store(Faulty(real, batch_get_item=batch_get_item, get_item=get_item))
+    for i in range(2):  # the first creates the aggregates, the second reads them back
+        calls.clear()
+        store.append(WS, "check", f"c{i}", {"result": "allow"}, ts=1_800_000_000_000 + i)
+        batches = [c for op, c in calls if op == "BatchGetItem"]
+        [request] = [b[dynamo_tables["StateTable"]] for b in batches]
+        assert request["ConsistentRead"] is True
+        assert sorted(k["sk"]["S"].split("#")[0] for k in request["Keys"]) == ["day", "hour"]
+        assert not [k for op, k in calls if op == "GetItem" and "_aggregates" in str(k)]
+    counts = store.aggregate_buckets(WS, 0, 10**9, span="day")
+    assert len(counts) == 1
+
+
 def test_transient_failures_are_retried(make_store: Callable[..., DynamoStore]) -> None:
     failures = [
         _cancelled("ConditionalCheckFailed", "None", "None"),  # the entry's seq was taken
@@ -403,6 +464,11 @@ def test_batches_that_stay_unprocessed_fail(make_store: Callable[..., DynamoStor
     reads = make_store(Faulty(base.client, batch_get_item=never_get), max_attempts=3)
     with pytest.raises(StoreError, match="unprocessed"):
         list(reads.entries_with_records(WS))
+    # An append that cannot read its hour's and day's aggregates writes nothing.
+    with pytest.raises(StoreError, match="unprocessed"):
+        reads.append(WS, "check", "c9", {"i": 9})
+    assert base.get_record(WS, "check", "c9") is None
+    assert [e.seq for e in base.entries(WS)] == [1, 2, 3, 4]  # the three checks, the prune
     writes = make_store(Faulty(base.client, batch_write_item=never_write), max_attempts=3)
     with pytest.raises(StoreError, match="prune again"):
         writes.prune(WS, 2)

@@ -527,9 +527,9 @@ class DynamoStore:
                     for e, p in zip(entries, prepared, strict=True)
                 ),
                 *doc_actions,
-                *(
-                    self._aggregate_put(workspace, span, when // size, entries, parsed)
-                    for span, size in SPANS.items()
+                *self._aggregate_puts(
+                    workspace,
+                    {(span, when // size): (entries, parsed) for span, size in SPANS.items()},
                 ),
             ]
             try:
@@ -882,9 +882,9 @@ class DynamoStore:
         return entries
 
     def _after_race(self, workspace: str, head: Entry | None, stale: bool) -> Entry | None:
-        """Where the chain's head is after an append lost a race: a few entries further on
-        (read forward, item by item, from the newest this process knows); if the entry it
-        linked to is gone (pruned), the head as a Query finds it."""
+        """Where the chain's head is after an append lost a race: from the newest this process
+        knows (``_forward``); if the entry it linked to is gone (pruned), the head as a
+        Query finds it."""
         known = self._heads.get(workspace)
         if known is not None and (head is None or known.seq > head.seq):
             head = known
@@ -930,10 +930,8 @@ class DynamoStore:
         # Each hour's and day's aggregate once, with every append of the group folded in:
         # a transaction may name an item only once (at the end: offsets[-1]).
         offsets[-1] = len(actions)
-        workspace = group[0].workspace
-        for (span, start), folded in folds.items():
-            entries_, records = zip(*folded, strict=True)
-            actions.append(self._aggregate_put(workspace, span, start, entries_, records))
+        folded = {at: ([e for e, _ in pairs], [r for _, r in pairs]) for at, pairs in folds.items()}
+        actions += self._aggregate_puts(group[0].workspace, folded)
         return actions, built, offsets
 
     def _group_failed(
@@ -990,40 +988,45 @@ class DynamoStore:
     def _aggregate_key(self, workspace: str, span: str, start: int) -> Item:
         return {"pk": _s(f"{workspace}#doc#_aggregates"), "sk": _s(f"{span}#{start:012d}")}
 
-    def _aggregate_put(
+    def _aggregate_puts(
         self,
         workspace: str,
-        span: str,
-        start: int,
-        entries: Sequence[Entry],
-        records: Sequence[Any],
-    ) -> dict[str, Any]:
-        """The hour's or day's aggregate with the batch folded in, read after the head (an
-        append that commits in between moves the head, and ours is retried), put on
-        condition that it is still at the revision read."""
-        key = self._aggregate_key(workspace, span, start)
-        got = self.client.get_item(TableName=self.state_table, Key=key, ConsistentRead=True).get(
-            "Item"
-        )
-        bucket: dict[str, Any] = jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
-        rev = int(got["rev"]["N"]) if got else 0
-        for entry, record in zip(entries, records, strict=True):
-            fold(bucket, entry.seq, entry.kind, record)
-        put: dict[str, Any] = {
-            "TableName": self.state_table,
-            "Item": {
-                **key,
-                "rev": _n(rev + 1),
-                "body": {"B": zlib.compress(jsonutil.dumpb(bucket))},
-            },
-        }
-        if got:
-            put["ConditionExpression"] = "#rev = :rev"
-            put["ExpressionAttributeNames"] = {"#rev": "rev"}
-            put["ExpressionAttributeValues"] = {":rev": _n(rev)}
-        else:
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        return {"Put": put}
+        folds: Mapping[tuple[str, int], tuple[Sequence[Entry], Sequence[Any]]],
+    ) -> list[dict[str, Any]]:
+        """Each hour's and day's aggregate (``folds``: by span and start, the entries and
+        records to fold in) with its batch folded in, put on condition that it is still at
+        the revision read. The aggregates are read together, in one consistent
+        BatchGetItem (one round trip in the append's critical section, not one per span),
+        after the head: an append that commits in between moves the head, and ours is
+        retried."""
+        keys = {at: self._aggregate_key(workspace, *at) for at in folds}
+        found = self._batch_get(list(keys.values()), None, table=self.state_table, by="sk")
+        puts: list[dict[str, Any]] = []
+        for at, (entries, records) in folds.items():
+            key = keys[at]
+            got = found.get(key["sk"]["S"])
+            bucket: dict[str, Any] = (
+                jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
+            )
+            rev = int(got["rev"]["N"]) if got else 0
+            for entry, record in zip(entries, records, strict=True):
+                fold(bucket, entry.seq, entry.kind, record)
+            put: dict[str, Any] = {
+                "TableName": self.state_table,
+                "Item": {
+                    **key,
+                    "rev": _n(rev + 1),
+                    "body": {"B": zlib.compress(jsonutil.dumpb(bucket))},
+                },
+            }
+            if got:
+                put["ConditionExpression"] = "#rev = :rev"
+                put["ExpressionAttributeNames"] = {"#rev": "rev"}
+                put["ExpressionAttributeValues"] = {":rev": _n(rev)}
+            else:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            puts.append({"Put": put})
+        return puts
 
     def aggregate_buckets(
         self, workspace: str, first: int, last: int, *, span: str = "hour"
@@ -1114,19 +1117,16 @@ class DynamoStore:
         return True
 
     def _forward(self, head: Entry) -> Entry | None:
-        """The chain's last entry, read forward from ``head`` (at most 16 reads, then one
-        Query): a writer that lost a race is usually a few entries behind."""
-        current = head
-        for _ in range(16):
-            got = self.client.get_item(
-                TableName=self.ledger_table,
-                Key={"workspace": _s(head.workspace), "seq": _n(current.seq + 1)},
-                ConsistentRead=True,
-            )
-            if "Item" not in got:
-                return current
-            current = _entry(got["Item"])
-        return self.head(head.workspace)
+        """The chain's last entry, from the newest this process knows: one read of the entry
+        after it (none there: it is still the head), else one Query for the last. A Lambda
+        environment is as many entries behind as the others appended since its last append:
+        reading forward item by item took one round trip per entry (up to 17)."""
+        got = self.client.get_item(
+            TableName=self.ledger_table,
+            Key={"workspace": _s(head.workspace), "seq": _n(head.seq + 1)},
+            ConsistentRead=True,
+        )
+        return head if "Item" not in got else self.head(head.workspace)
 
     def _link_check(self, head: Entry) -> dict[str, Any]:
         return {
@@ -1345,23 +1345,29 @@ class DynamoStore:
             out.update(self._batch_get(legacy, projection))
         return out
 
-    def _batch_get(self, keys: list[Item], projection: str | None) -> dict[str, Item]:
+    def _batch_get(
+        self, keys: list[Item], projection: str | None, *, table: str = "", by: str = "rid"
+    ) -> dict[str, Item]:
+        """The items of ``keys`` in ``table`` (the records table by default), consistently
+        read, by their string attribute ``by``; keys DynamoDB left unprocessed are asked
+        again after a backoff, within ``max_attempts``."""
+        table = table or self.records_table
         out: dict[str, Item] = {}
         for i in range(0, len(keys), _BATCH_GET):
             request: dict[str, Any] = {"Keys": keys[i : i + _BATCH_GET], "ConsistentRead": True}
             if projection:
                 request["ProjectionExpression"] = projection
-            unprocessed: dict[str, Any] = {self.records_table: request}
+            unprocessed: dict[str, Any] = {table: request}
             for attempt in range(self.max_attempts):
                 got = self.client.batch_get_item(RequestItems=unprocessed)
-                for item in got.get("Responses", {}).get(self.records_table, []):
-                    out[item["rid"]["S"]] = item
+                for item in got.get("Responses", {}).get(table, []):
+                    out[item[by]["S"]] = item
                 unprocessed = dict(got.get("UnprocessedKeys") or {})
                 if not unprocessed:
                     break
                 self._backoff(attempt)
             else:
-                raise StoreError("DynamoDB kept record reads unprocessed; try again later")
+                raise StoreError("DynamoDB kept reads unprocessed; try again later")
         return out
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
