@@ -16,6 +16,11 @@ rules; later ones find them cached under the same stamp) is counted apart as
 ``check_cold``; the table's figures are the warm means. Ids and keys come from a seeded
 generator, so every run writes the same bytes.
 
+Then, at the store: how many DynamoDB requests an append makes when 1, 4 or 16
+environments take turns appending to one workspace (``turns``: each a store of its own,
+as Lambda's are, knowing the head only from its own last append), each a round trip of the
+append's critical section, as a ratio to one environment's.
+
 ``python -m bench capacity`` prints the figures; ``python -m bench.capacity --write``
 also stores them in docs/cost.json (``assumptions`` and ``measured``) and regenerates the
 table in docs/deploy.md. tests/test_cost_table.py measures again and fails when
@@ -32,6 +37,8 @@ import secrets
 import sys
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -42,6 +49,8 @@ from bench.units import Call, Meter
 RULES = 20
 PAIRS = 50  # a check and its outcome are 2 entries: 100 entries, one checkpoint
 EVERY = 100
+ENVIRONMENTS = (1, 4, 16)  # appending in turns to one workspace (``turns``)
+WS_TURNS = "turns"
 START_MS = 1_796_004_000_000  # 2026-11-30T02:00:00Z, the sample events' time
 # The units docs/cost.json takes from this measurement (its "assumptions").
 UNIT_KEYS = (
@@ -112,29 +121,13 @@ def _seed_randomness(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(uuid, "uuid4", lambda: uuid.UUID(bytes=rng.randbytes(16), version=4))
 
 
-def measure(pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
-    """Run the stack's request paths in moto; the units per phase (see the module doc).
-    ``pairs`` checks with their outcomes make ``2 * pairs`` entries, which must hold one
-    multiple of ``every`` (the smoke test runs 5 pairs at every 10)."""
-    if pairs < 2 or 2 * pairs % every:
-        raise ValueError(f"{pairs} pairs make {2 * pairs} entries: not a multiple of {every}")
-    import boto3
+@contextmanager
+def _moto_account() -> Iterator[pytest.MonkeyPatch]:
+    """moto's account, with the bench's credentials and region (no profile or endpoint of
+    the machine's) and moto's DynamoDB gaps filled (tests/aws); undone on leaving."""
     from moto import mock_aws
 
-    from claros.auth import create_key
-    from tests.api.seed import install_clock
-    from tests.aws import load_template, patch_moto_dynamodb, patch_moto_kms_ed25519
-    from tests.events import load_event
-    from tests.stack import (
-        ADMIN,
-        PARAMETERS,
-        PERSON,
-        WS,
-        Functions,
-        catch_stream_batches,
-        deploy,
-        run_check,
-    )
+    from tests.aws import patch_moto_dynamodb
 
     with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
         # moto's CloudFormation warns of each resource it does not make (the HTTP API, the
@@ -152,77 +145,136 @@ def measure(pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
             mp.setenv(name, value)
         with mock_aws():
             patch_moto_dynamodb(mp)
-            patch_moto_kms_ed25519(mp)
-            delivered = catch_stream_batches(mp)
-            clock = install_clock(mp, START_MS)
-            _seed_randomness(mp)
-            mp.setattr(boto3, "DEFAULT_SESSION", None)  # a session of this run, hooked
-            boto3.setup_default_session()
-            meter = Meter(boto3.session.Session().client("dynamodb"))
-            meter.attach(boto3.DEFAULT_SESSION)
+            yield mp
 
-            pace = seconds_between_requests()
-            params = {**PARAMETERS, "CheckpointEvery": str(every), "CheckpointMaxAge": "300"}
-            stack = deploy(load_template(), parameters=params)
-            store = stack.store(boto3.client("dynamodb"))
-            admin = create_key(store, WS, "admin", person=ADMIN)
-            agent = create_key(store, WS, "agent", person=PERSON)
-            functions = Functions(stack, mp)
-            create = load_event("admin-create-rule", admin)
-            for n in range(1, RULES + 1):
-                clock.later(1)
-                status, body = functions.http("admin", {**create, "body": json.dumps(_rule(n))})
-                assert status in (200, 201), body
 
-            def check() -> str:
-                clock.later(pace)
-                return run_check(functions, agent)
+def turns(environments: tuple[int, ...] = ENVIRONMENTS, rounds: int = 5) -> dict[int, float]:
+    """DynamoDB requests per append when ``n`` environments take turns appending to one
+    workspace, by ``n``: each environment its own store, as Lambda's are, so each knows
+    the chain's head only from its own last append and finds the others' entries since.
+    Every request is a round trip in the append's critical section."""
+    import boto3
 
-            def outcome(check_id: str, idempotency_key: str | None) -> None:
-                clock.later(pace)
-                event = load_event("outcome-check-outcome", agent, check_id=check_id)
-                if idempotency_key:
-                    event["headers"] = {**event["headers"], "idempotency-key": idempotency_key}
-                status, body = functions.http("outcome", event)
-                assert status == 201, body
+    from claros.store.dynamo import DynamoStore
+    from tests.aws import STORE_TABLES, tables_from_template
 
-            def stream(records: list[dict[str, Any]]) -> list[int]:
-                signed: list[int] = []
-                for at in range(0, len(records), 100):  # the stream's BatchSize
-                    batch = {"Records": records[at : at + 100]}
-                    signed += functions.invoke("checkpoint", batch)["signed"]
-                return signed
+    out: dict[int, float] = {}
+    for n in environments:
+        with _moto_account():
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            made = tables_from_template(client)
+            tables = {arg: made[lid] for arg, lid in STORE_TABLES.items()}
+            stores = [DynamoStore(client, **tables) for _ in range(n)]
+            for i, store in enumerate(stores):  # each knows a head: its own first append
+                store.append(WS_TURNS, "check", f"first-{i}", {"i": i})
+            requests = [0]
 
-            with meter.phase("check_cold"):  # a fresh check function: it reads the rules
-                check()
-            # Uncounted checks up to a multiple of CheckpointEvery, then their stream
-            # batches through the checkpoint function (it signs that multiple): the counted
-            # entries end on the next multiple, and the schedule finds no tail to sign.
-            while (head := store.head(WS)) is None or head.seq % every:
-                check()
-            stream([r for _, e in delivered for r in e["Records"]])
-            delivered.clear()
+            def count(requests: list[int] = requests, **_: Any) -> None:
+                requests[0] += 1
 
-            for i in range(pairs):
-                with meter.phase("check"):
-                    check_id = check()
-                keyed = i % 2 == 1
-                with meter.phase("outcome_keyed" if keyed else "outcome"):
-                    outcome(check_id, f"outcome-{i:04d}" if keyed else None)
-            records = [r for _, e in delivered for r in e["Records"]]
-            with meter.phase("checkpoint"):
-                signed = stream(records)
-            # The counted entries end on a multiple of CheckpointEvery: signed, counted.
-            assert len(records) == 2 * pairs and len(signed) == 2 * pairs // every, signed
-            with meter.phase("schedule_tick"):
-                assert functions.invoke("checkpoint", load_event("checkpoint-schedule")) == {
-                    "signed": []
-                }
-            with meter.phase("authorizer"):
-                event = _authorizer_event(load_event("check-check", agent))
-                answer = functions.invoke("authorizer", event)
-            assert answer["isAuthorized"] is True, answer
-            return _figures(meter, pairs, len(records))
+            client.meta.events.register("before-call.dynamodb.*", count)
+            for r in range(rounds):
+                for i, store in enumerate(stores):
+                    store.append(WS_TURNS, "check", f"c{r}-{i}", {"round": r, "i": i})
+            out[n] = requests[0] / (rounds * n)
+    return out
+
+
+def measure(pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
+    """Run the stack's request paths in moto; the units per phase (see the module doc).
+    ``pairs`` checks with their outcomes make ``2 * pairs`` entries, which must hold one
+    multiple of ``every`` (the smoke test runs 5 pairs at every 10)."""
+    if pairs < 2 or 2 * pairs % every:
+        raise ValueError(f"{pairs} pairs make {2 * pairs} entries: not a multiple of {every}")
+    import boto3
+
+    from claros.auth import create_key
+    from tests.api.seed import install_clock
+    from tests.aws import load_template, patch_moto_kms_ed25519
+    from tests.events import load_event
+    from tests.stack import (
+        ADMIN,
+        PARAMETERS,
+        PERSON,
+        WS,
+        Functions,
+        catch_stream_batches,
+        deploy,
+        run_check,
+    )
+
+    with _moto_account() as mp:
+        patch_moto_kms_ed25519(mp)
+        delivered = catch_stream_batches(mp)
+        clock = install_clock(mp, START_MS)
+        _seed_randomness(mp)
+        mp.setattr(boto3, "DEFAULT_SESSION", None)  # a session of this run, hooked
+        boto3.setup_default_session()
+        meter = Meter(boto3.session.Session().client("dynamodb"))
+        meter.attach(boto3.DEFAULT_SESSION)
+
+        pace = seconds_between_requests()
+        params = {**PARAMETERS, "CheckpointEvery": str(every), "CheckpointMaxAge": "300"}
+        stack = deploy(load_template(), parameters=params)
+        store = stack.store(boto3.client("dynamodb"))
+        admin = create_key(store, WS, "admin", person=ADMIN)
+        agent = create_key(store, WS, "agent", person=PERSON)
+        functions = Functions(stack, mp)
+        create = load_event("admin-create-rule", admin)
+        for n in range(1, RULES + 1):
+            clock.later(1)
+            status, body = functions.http("admin", {**create, "body": json.dumps(_rule(n))})
+            assert status in (200, 201), body
+
+        def check() -> str:
+            clock.later(pace)
+            return run_check(functions, agent)
+
+        def outcome(check_id: str, idempotency_key: str | None) -> None:
+            clock.later(pace)
+            event = load_event("outcome-check-outcome", agent, check_id=check_id)
+            if idempotency_key:
+                event["headers"] = {**event["headers"], "idempotency-key": idempotency_key}
+            status, body = functions.http("outcome", event)
+            assert status == 201, body
+
+        def stream(records: list[dict[str, Any]]) -> list[int]:
+            signed: list[int] = []
+            for at in range(0, len(records), 100):  # the stream's BatchSize
+                batch = {"Records": records[at : at + 100]}
+                signed += functions.invoke("checkpoint", batch)["signed"]
+            return signed
+
+        with meter.phase("check_cold"):  # a fresh check function: it reads the rules
+            check()
+        # Uncounted checks up to a multiple of CheckpointEvery, then their stream
+        # batches through the checkpoint function (it signs that multiple): the counted
+        # entries end on the next multiple, and the schedule finds no tail to sign.
+        while (head := store.head(WS)) is None or head.seq % every:
+            check()
+        stream([r for _, e in delivered for r in e["Records"]])
+        delivered.clear()
+
+        for i in range(pairs):
+            with meter.phase("check"):
+                check_id = check()
+            keyed = i % 2 == 1
+            with meter.phase("outcome_keyed" if keyed else "outcome"):
+                outcome(check_id, f"outcome-{i:04d}" if keyed else None)
+        records = [r for _, e in delivered for r in e["Records"]]
+        with meter.phase("checkpoint"):
+            signed = stream(records)
+        # The counted entries end on a multiple of CheckpointEvery: signed, counted.
+        assert len(records) == 2 * pairs and len(signed) == 2 * pairs // every, signed
+        with meter.phase("schedule_tick"):
+            assert functions.invoke("checkpoint", load_event("checkpoint-schedule")) == {
+                "signed": []
+            }
+        with meter.phase("authorizer"):
+            event = _authorizer_event(load_event("check-check", agent))
+            answer = functions.invoke("authorizer", event)
+        assert answer["isAuthorized"] is True, answer
+        return _figures(meter, pairs, len(records))
 
 
 def _figures(meter: Meter, pairs: int, entries: int) -> dict[str, Any]:
@@ -259,6 +311,17 @@ def _figures(meter: Meter, pairs: int, entries: int) -> dict[str, Any]:
         "schedule_tick_wru": tick_w,
         "moto_reported_calls": sum(m is not None for m in moto),
         "moto_silent_calls": sum(m is None for m in moto),
+        # DynamoDB requests one invocation makes, one after the other: each is a round
+        # trip of the request's latency (no call of a request runs beside another).
+        "calls_per_request": {
+            "check": round(len(calls["check"]) / checks, 2),
+            "check_cold": len(calls["check_cold"]),
+            "outcome": round(len(calls["outcome"]) / plain, 2),
+            "outcome_keyed": round(len(calls["outcome_keyed"]) / keyed, 2),
+            "checkpoint_per_100_entries": round(len(calls["checkpoint"]) * scale, 2),
+            "authorizer": len(calls["authorizer"]),
+            "schedule_tick": len(calls["schedule_tick"]),
+        },
         "calls": {
             phase: sorted({f"{c.op} {_table_kind(c.tables)}" for c in found})
             for phase, found in sorted(calls.items())
@@ -300,9 +363,19 @@ def write(figures: dict[str, Any]) -> None:
     cost.main()
 
 
-def main(argv: list[str] | None = None, pairs: int = PAIRS, every: int = EVERY) -> dict[str, Any]:
+def main(
+    argv: list[str] | None = None,
+    pairs: int = PAIRS,
+    every: int = EVERY,
+    environments: tuple[int, ...] = ENVIRONMENTS,
+) -> dict[str, Any]:
     figures = measure(pairs, every)
     _print(figures)
+    per_append = turns(environments)
+    print("DynamoDB requests per append, environments taking turns on one workspace:")
+    for n, requests in per_append.items():
+        ratio = requests / per_append[environments[0]]
+        print(f"  {n:3d} environments {requests:6.2f}  ({ratio:.2f}x {environments[0]})")
     if argv and "--write" in argv:
         write(figures)
     return figures

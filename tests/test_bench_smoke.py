@@ -42,7 +42,7 @@ TINY: dict[str, Callable[[], Any]] = {
     "pages": lambda: pages.main(["300"]) or True,
     "coldstart": lambda: coldstart.main() or True,
     "first_request": lambda: first_request.main() or True,
-    "capacity": lambda: capacity.main(pairs=5, every=10),
+    "capacity": lambda: capacity.main(pairs=5, every=10, environments=(1, 3)),
     "verify": lambda: verify.main(sizes=(200,)),
     "roundtrip": lambda: roundtrip.main(calls=2, rounds=3),
 }

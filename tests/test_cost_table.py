@@ -37,6 +37,36 @@ def test_the_total_is_the_sum_of_the_lines_and_the_inputs_are_dated() -> None:
     assert "Idempotency-Key rows" in table and DOC.name == "deploy.md"
 
 
+def test_the_per_request_table_says_what_cost_json_measured() -> None:
+    """The per-request table above the cost table is written by hand (its "what" is prose):
+    its units and request counts are cost.json's."""
+    data = json.loads(INPUTS.read_text())
+    a, m = data["assumptions"], data["measured"]
+    calls = m["calls_per_request"]
+    expected = {
+        "check": (a["check_wru"], a["check_rru"], calls["check"]),
+        "outcome": (a["outcome_wru"], a["outcome_rru"], calls["outcome"]),
+        "the outcome's Idempotency-Key": (
+            a["idempotency_wru_per_check"],
+            a["idempotency_rru_per_check"],
+            round(calls["outcome_keyed"] - calls["outcome"], 2),
+        ),
+        "checkpoint, per 100 entries": (
+            a["checkpoint_wru"], a["checkpoint_rru"], calls["checkpoint_per_100_entries"]
+        ),
+        "authorizer call": (0, a["authorizer_rru"], calls["authorizer"]),
+        "schedule tick": (m["schedule_tick_wru"], a["schedule_tick_rru"], calls["schedule_tick"]),
+    }  # fmt: skip
+    table = DOC.read_text().split("| request | WRU | RRU | DynamoDB requests | what |")[1]
+    found = {
+        name: tuple(float(x) for x in cells)
+        for name, *cells in re.findall(
+            r"^\| ([^|]+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", table.split("\n\n")[0], re.M
+        )
+    }
+    assert found == {name: tuple(float(x) for x in v) for name, v in expected.items()}
+
+
 @pytest.mark.slow
 def test_the_units_in_cost_json_are_what_the_stack_spends_now() -> None:
     """The stack's request paths run again in moto (bench/capacity.py, seeded: the same
