@@ -406,8 +406,8 @@ def test_processes_appending_while_another_removes_lose_nothing(tmp_path: Path) 
 class Flaky:
     """Claros for a Reporter in process: down until told otherwise."""
 
-    def __init__(self) -> None:
-        self.up = False
+    def __init__(self, *, up: bool = False) -> None:
+        self.up = up
         self.hang = False
         self.tries = 0
         self.got: list[str] = []
@@ -491,8 +491,7 @@ class Watched(Reporter):
 
 
 async def test_a_report_waits_for_calls_to_pause_and_never_wakes_the_reporter_meanwhile() -> None:
-    claros = Flaky()
-    claros.up = True
+    claros = Flaky(up=True)
     reporter = Watched(claros, idle=0.05, max_delay=60.0)
     async with anyio.create_task_group() as tg:
         await tg.start(reporter.run)
@@ -517,8 +516,7 @@ async def test_a_report_waits_for_calls_to_pause_and_never_wakes_the_reporter_me
 
 
 async def test_calls_that_never_pause_still_have_their_reports_sent_within_max_delay() -> None:
-    claros = Flaky()
-    claros.up = True
+    claros = Flaky(up=True)
     reporter = Reporter(claros, idle=60.0, max_delay=0.2)
     async with anyio.create_task_group() as tg:
         await tg.start(reporter.run)
@@ -535,8 +533,7 @@ async def test_calls_that_never_pause_still_have_their_reports_sent_within_max_d
 
 
 async def test_the_spool_is_paced_by_calls_pausing_too(tmp_path: Path) -> None:
-    claros = Flaky()
-    claros.up = True
+    claros = Flaky(up=True)
     spool = Spool(tmp_path / "state", "ck_k")
     spool.append(reports(2, "s"))  # left by an earlier guard or hook
     reporter = Reporter(claros, spool, idle=0.05, max_delay=60.0)
