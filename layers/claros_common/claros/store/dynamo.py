@@ -515,6 +515,7 @@ class DynamoStore:
                 )
                 entries.append(entry)
                 prev = entry.hash
+            folded = list(zip(entries, parsed, strict=True))
             # Layout (the cancellation reasons follow it): the check that the entry the
             # new ones link to is still there as read (none on an empty chain), n entries,
             # n records, then the doc writes.
@@ -528,8 +529,7 @@ class DynamoStore:
                 ),
                 *doc_actions,
                 *self._aggregate_puts(
-                    workspace,
-                    {(span, when // size): (entries, parsed) for span, size in SPANS.items()},
+                    workspace, {(span, when // size): folded for span, size in SPANS.items()}
                 ),
             ]
             try:
@@ -930,8 +930,7 @@ class DynamoStore:
         # Each hour's and day's aggregate once, with every append of the group folded in:
         # a transaction may name an item only once (at the end: offsets[-1]).
         offsets[-1] = len(actions)
-        folded = {at: ([e for e, _ in pairs], [r for _, r in pairs]) for at, pairs in folds.items()}
-        actions += self._aggregate_puts(group[0].workspace, folded)
+        actions += self._aggregate_puts(group[0].workspace, folds)
         return actions, built, offsets
 
     def _group_failed(
@@ -991,10 +990,10 @@ class DynamoStore:
     def _aggregate_puts(
         self,
         workspace: str,
-        folds: Mapping[tuple[str, int], tuple[Sequence[Entry], Sequence[Any]]],
+        folds: Mapping[tuple[str, int], Sequence[tuple[Entry, Any]]],
     ) -> list[dict[str, Any]]:
-        """Each hour's and day's aggregate (``folds``: by span and start, the entries and
-        records to fold in) with its batch folded in, put on condition that it is still at
+        """Each hour's and day's aggregate (``folds``: by span and start, the entries to fold
+        in with their records) with its batch folded in, put on condition that it is still at
         the revision read. The aggregates are read together, in one consistent
         BatchGetItem (one round trip in the append's critical section, not one per span),
         after the head: an append that commits in between moves the head, and ours is
@@ -1002,14 +1001,14 @@ class DynamoStore:
         keys = {at: self._aggregate_key(workspace, *at) for at in folds}
         found = self._batch_get(list(keys.values()), None, table=self.state_table, by="sk")
         puts: list[dict[str, Any]] = []
-        for at, (entries, records) in folds.items():
+        for at, pairs in folds.items():
             key = keys[at]
             got = found.get(key["sk"]["S"])
             bucket: dict[str, Any] = (
                 jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
             )
             rev = int(got["rev"]["N"]) if got else 0
-            for entry, record in zip(entries, records, strict=True):
+            for entry, record in pairs:
                 fold(bucket, entry.seq, entry.kind, record)
             put: dict[str, Any] = {
                 "TableName": self.state_table,
