@@ -31,8 +31,10 @@ from claros.ledger import (
 )
 from claros.signing import FileSigner
 from claros.store.base import (
+    GLOBAL,
     MAX_BATCH_RECORDS,
     MAX_BATCH_WRITES,
+    MAX_DOCS_READ,
     MAX_RECORD_BYTES,
     ConflictError,
     Doc,
@@ -384,6 +386,46 @@ def test_doc_values_round_trip(store: Store) -> None:
         "name": "Zoë 😀",
         "list": [1, "two", None],
     }
+
+
+def test_get_docs_reads_each_pair_as_get_doc_does(store: Store) -> None:
+    store.write_docs([
+        DocWrite(WS, "mapping", "shop:refund_create", {"status": "active"}),
+        DocWrite(WS, "rule_stamp", "rules", {"stamp": "rs_1"}),
+        DocWrite(WS, "timeline:a@x.io", "rules", {"same key": "another collection"}),
+        DocWrite(WS, "x#doc#y", "k", {"odd": "collection"}),
+        DocWrite("other", "mapping", "shop:refund_create", {"status": "other's"}),
+        DocWrite(GLOBAL, "key", "h1", {"kind": "agent"}),
+    ])  # fmt: skip
+    store.write_docs([DocWrite(WS, "rule_stamp", "rules", {"stamp": "rs_2"}, expect_rev=1)])
+    wanted = [
+        ("rule_stamp", "rules"), ("mapping", "shop:refund_create"), ("mapping", "shop:absent"),
+        ("timeline:a@x.io", "rules"), ("x#doc#y", "k"), ("nothing", "rules"),
+    ]  # fmt: skip
+    got = store.get_docs(WS, wanted)
+    assert got == [store.get_doc(WS, c, k) for c, k in wanted]
+    assert got[0] == Doc("rule_stamp", "rules", {"stamp": "rs_2"}, 2)
+    assert got[1] == Doc("mapping", "shop:refund_create", {"status": "active"}, 1)
+    assert got[2] is None and got[5] is None
+    assert got[3] == Doc("timeline:a@x.io", "rules", {"same key": "another collection"}, 1)
+    assert got[4] == Doc("x#doc#y", "k", {"odd": "collection"}, 1)
+    # A pair asked twice is read once and answered twice; another workspace's stay its own.
+    twice = store.get_docs(WS, [("mapping", "shop:refund_create")] * 2)
+    assert twice == [got[1], got[1]]
+    theirs = store.get_docs("other", [("mapping", "shop:refund_create"), ("rule_stamp", "rules")])
+    assert theirs == [Doc("mapping", "shop:refund_create", {"status": "other's"}, 1), None]
+    assert store.get_docs(GLOBAL, [("key", "h1")]) == [Doc("key", "h1", {"kind": "agent"}, 1)]
+    assert store.get_docs(WS, []) == []
+
+
+def test_get_docs_reads_at_most_a_batch(store: Store) -> None:
+    store.write_docs([DocWrite(WS, "d", f"k{i:03d}", {"i": i}) for i in range(50)])
+    store.write_docs([DocWrite(WS, "d", f"k{i:03d}", {"i": i}) for i in range(50, 100)])
+    wanted = [("d", f"k{i:03d}") for i in range(MAX_DOCS_READ)][::-1]
+    got = store.get_docs(WS, wanted)
+    assert [d.value["i"] if d else None for d in got] == list(range(MAX_DOCS_READ))[::-1]
+    with pytest.raises(ValueError, match=f"at most {MAX_DOCS_READ} docs"):
+        store.get_docs(WS, [*wanted, ("d", "one more")])
 
 
 def _keys(docs: list[Doc]) -> list[str]:

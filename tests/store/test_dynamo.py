@@ -20,6 +20,7 @@ from claros.store.base import (
     MAX_RECORD_BYTES,
     ChainBusyError,
     ConflictError,
+    Doc,
     DocWrite,
     NewRecord,
     PruneResult,
@@ -474,6 +475,80 @@ def test_batches_that_stay_unprocessed_fail(make_store: Callable[..., DynamoStor
         writes.prune(WS, 2)
     # Nothing was lost: a prune that could write finishes the job.
     assert base.prune(WS, 2) == PruneResult(2, 2, 2)
+
+
+def test_docs_read_together_are_one_consistent_request(
+    make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
+) -> None:
+    real = make_store().client
+    calls: list[tuple[str, Any]] = []
+
+    def batch_get_item(**kwargs: Any) -> Any:
+        calls.append(("BatchGetItem", kwargs["RequestItems"]))
+        return real.batch_get_item(**kwargs)
+
+    def get_item(**kwargs: Any) -> Any:
+        calls.append(("GetItem", kwargs["Key"]))
+        return real.get_item(**kwargs)
+
+    store = make_store(Faulty(real, batch_get_item=batch_get_item, get_item=get_item))
+    store.write_docs([DocWrite(WS, "mapping", "shop:t", {"v": 1})])
+    got = store.get_docs(WS, [("mapping", "shop:t"), ("rule_stamp", "rules")])
+    assert got == [Doc("mapping", "shop:t", {"v": 1}, 1), None]
+    [(op, items)] = calls
+    request = items[dynamo_tables["StateTable"]]
+    assert op == "BatchGetItem" and request["ConsistentRead"] is True
+    assert [k["sk"]["S"] for k in request["Keys"]] == ["shop:t", "rules"]
+    calls.clear()
+    assert store.get_docs(WS, []) == [] and calls == []  # nothing asked, nothing sent
+
+
+def test_docs_left_unprocessed_are_asked_again_then_fail(
+    make_store: Callable[..., DynamoStore],
+) -> None:
+    base = make_store()
+    base.write_docs([DocWrite(WS, "d", k, {"k": k}) for k in ("a", "b", "c")])
+    requests: list[int] = []
+
+    def half(**kwargs: Any) -> Any:
+        (table, request), = kwargs["RequestItems"].items()  # fmt: skip
+        keys = request["Keys"]
+        requests.append(len(keys))
+        got = base.client.batch_get_item(RequestItems={table: dict(request, Keys=keys[:1])})
+        if len(keys) > 1:
+            got["UnprocessedKeys"] = {table: dict(request, Keys=keys[1:])}
+        return got
+
+    slow = make_store(Faulty(base.client, batch_get_item=half))
+    wanted = [("d", "c"), ("d", "x"), ("d", "a"), ("d", "b")]
+    assert slow.get_docs(WS, wanted) == [base.get_doc(WS, c, k) for c, k in wanted]
+    assert requests == [4, 3, 2, 1]
+
+    def never(**kwargs: Any) -> Any:
+        return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}
+
+    stuck = make_store(Faulty(base.client, batch_get_item=never), max_attempts=3)
+    with pytest.raises(StoreError, match="unprocessed"):
+        stuck.get_docs(WS, wanted)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [(_error("ValidationException", "BatchGetItem"), StoreError),
+     (_error("AccessDeniedException", "BatchGetItem"), ClientError)],
+    ids=["validation", "access-denied"],
+)  # fmt: skip
+def test_docs_read_together_fail_as_one_doc_read_does(
+    make_store: Callable[..., DynamoStore], failure: ClientError, expected: type[Exception]
+) -> None:
+    def fail(**kwargs: Any) -> Any:
+        raise failure
+
+    store = make_store(Faulty(make_store().client, batch_get_item=fail, get_item=fail))
+    for read in (lambda: store.get_doc(WS, "d", "k"), lambda: store.get_docs(WS, [("d", "k")])):
+        with pytest.raises(expected) as info:
+            read()
+        assert (info.value is failure) == (expected is ClientError)
 
 
 def test_a_record_rewritten_under_its_entry_reads_as_missing(

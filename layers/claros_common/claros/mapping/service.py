@@ -23,7 +23,7 @@ from claros.mapping.model import MappingSpec, tools_named
 from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
 from claros.names import NAME
 from claros.rules.terms import rule_hash
-from claros.store.base import DocWrite, NewRecord, Store
+from claros.store.base import Doc, DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 if TYPE_CHECKING:  # the body of POST /v1/apps/{app}/tools: the check function's alone
@@ -34,7 +34,9 @@ __all__ = [
     "get_mapping",
     "list_apps",
     "list_mappings",
+    "mapping_doc",
     "mapping_for",
+    "mapping_from",
     "mapping_versions",
     "put_mapping",
     "register_tools",
@@ -107,8 +109,20 @@ _SPECS: dict[str, MappingSpec] = {}
 _MAX_SPECS = 512
 
 
+def mapping_doc(app: str, tool: str) -> tuple[str, str]:
+    """The (collection, key) of the tool's mapping doc, for a caller that reads it with
+    other docs (``Store.get_docs``) and hands it to ``mapping_from``."""
+    return MAPPINGS, _key(app, tool)
+
+
 def mapping_for(store: Store, workspace: str, app: str, tool: str) -> MappingSpec | None:
-    doc = store.get_doc(workspace, MAPPINGS, _key(app, tool))
+    """The tool's active mapping, or None; ConflictError when it is suspended."""
+    return mapping_from(store.get_doc(workspace, *mapping_doc(app, tool)))
+
+
+def mapping_from(doc: Doc | None) -> MappingSpec | None:
+    """The active mapping a mapping doc holds (None: no doc, or closed); ConflictError
+    when it is suspended (its app's tools changed under it)."""
     if doc is not None and doc.value.get("status") == "suspended":
         raise _suspended(doc.value)
     if doc is None or doc.value.get("status") != "active":

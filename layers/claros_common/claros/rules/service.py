@@ -17,13 +17,16 @@ from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
 from claros.rules.ruleset import RuleSet
-from claros.store.base import DocWrite, NewRecord, Store
+from claros.store.base import Doc, DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 if TYPE_CHECKING:  # the rule models (and the expression parser) only where rules are written:
     from claros.rules.model import RuleSpec  # the evidence functions read versions only
 
-__all__ = ["MAX_RULES", "active_rules", "close_rule", "get_rule", "list_rules", "put_rule"]
+__all__ = [
+    "MAX_RULES", "STAMP_DOC", "active_rules", "close_rule", "get_rule", "list_rules", "put_rule",
+    "rules_under",
+]  # fmt: skip
 
 COLLECTION = "rule"
 MAX_RULES = 1000  # per workspace; each check reads them all
@@ -32,6 +35,7 @@ MAX_RULES = 1000  # per workspace; each check reads them all
 # again only when the stamp differs from the one its cached copy was read under.
 STAMP_COLLECTION = "rule_stamp"
 STAMP_KEY = "rules"
+STAMP_DOC = (STAMP_COLLECTION, STAMP_KEY)
 _CACHE_WORKSPACES = 256  # cached rule sets per process, least recently used dropped
 
 
@@ -93,7 +97,12 @@ def active_rules(store: Store, workspace: str) -> RuleSet:
     """The workspace's active rules, as the store holds them now. Callers must not change
     them: they are shared by every check until a rule changes (and ``decide`` keeps what
     it works out from them with them, claros.rules.ruleset.RuleSet)."""
-    stamp_doc = store.get_doc(workspace, STAMP_COLLECTION, STAMP_KEY)
+    return rules_under(store, workspace, store.get_doc(workspace, *STAMP_DOC))
+
+
+def rules_under(store: Store, workspace: str, stamp_doc: Doc | None) -> RuleSet:
+    """``active_rules`` with the stamp doc (``STAMP_DOC``) already read, by a caller that
+    reads it together with other docs: the rules are read (or found cached) after it."""
     if stamp_doc is None:
         # Rules written before the stamp existed (or none at all): read them every time;
         # the next rule change writes the stamp.

@@ -34,6 +34,7 @@ __all__ = [
     "Doc",
     "DocWrite",
     "GLOBAL",
+    "MAX_DOCS_READ",
     "NewRecord",
     "PruneError",
     "PruneResult",
@@ -49,6 +50,9 @@ GLOBAL = "_"
 # A stored record (canonical JSON) may not exceed this; DynamoDB items cap at 400 KB and
 # records are stored compressed there, so this leaves room.
 MAX_RECORD_BYTES = 1_500_000
+
+# Docs read together (Store.get_docs): what one DynamoDB BatchGetItem takes.
+MAX_DOCS_READ = 100
 
 
 class StoreError(Exception):
@@ -136,6 +140,15 @@ def record_bytes(record: Mapping[str, Any]) -> tuple[bytes, str]:
     if len(raw) > MAX_RECORD_BYTES:
         raise RecordTooLargeError(f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
     return raw, hashlib.sha256(raw).hexdigest()
+
+
+def docs_asked(wanted: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The distinct (collection, key) pairs a ``get_docs`` call reads, in the order first
+    asked; ValueError beyond ``MAX_DOCS_READ`` (a caller's bug: no request asks for more)."""
+    pairs = list(dict.fromkeys(wanted))
+    if len(pairs) > MAX_DOCS_READ:
+        raise ValueError(f"at most {MAX_DOCS_READ} docs are read together, not {len(pairs)}")
+    return pairs
 
 
 def check_batch(records: Sequence[NewRecord], writes: Sequence[DocWrite]) -> None:
@@ -362,6 +375,13 @@ class Store(Protocol):
 
     # --- docs -------------------------------------------------------------------------
     def get_doc(self, workspace: str, collection: str, key: str) -> Doc | None: ...
+
+    def get_docs(self, workspace: str, wanted: Sequence[tuple[str, str]]) -> list[Doc | None]:
+        """The docs ``wanted`` (collection, key) of one workspace, in the order asked, None
+        where there is none: each read as ``get_doc`` reads it, all in one request (one
+        round trip where the store is across a network). At most ``MAX_DOCS_READ`` pairs
+        (ValueError beyond); a pair asked twice is read once."""
+        ...
 
     def query_docs(
         self,

@@ -76,6 +76,7 @@ from claros.store.base import (
     ascii_lower,
     check_batch,
     check_key_range,
+    docs_asked,
     record_bytes,
     search_text,
 )
@@ -216,6 +217,10 @@ def _record_body(item: Item) -> dict[str, Any]:
 
 def _doc_key(workspace: str, collection: str, key: str) -> Item:
     return {"pk": _s(f"{workspace}#doc#{collection}"), "sk": _s(key)}
+
+
+def _doc(collection: str, key: str, item: Item) -> Doc:
+    return Doc(collection, key, jsonutil.loads(item["body"]["S"]), int(item["rev"]["N"]))
 
 
 def _expected(expect_rev: int) -> str:
@@ -1348,10 +1353,14 @@ class DynamoStore:
         self, keys: list[Item], projection: str | None, *, table: str = "", by: str = "rid"
     ) -> dict[str, Item]:
         """The items of ``keys`` in ``table`` (the records table by default), consistently
-        read, by their string attribute ``by``; keys DynamoDB left unprocessed are asked
-        again after a backoff, within ``max_attempts``."""
+        read (``_batch_items``), by their string attribute ``by``."""
+        return {item[by]["S"]: item for item in self._batch_items(keys, projection, table)}
+
+    def _batch_items(self, keys: list[Item], projection: str | None, table: str) -> Iterator[Item]:
+        """The items of ``keys`` in ``table`` that exist, in no order: BatchGetItem,
+        consistent, 100 keys a request; keys DynamoDB left unprocessed are asked again
+        after a backoff, within ``max_attempts``, then StoreError."""
         table = table or self.records_table
-        out: dict[str, Item] = {}
         for i in range(0, len(keys), _BATCH_GET):
             request: dict[str, Any] = {"Keys": keys[i : i + _BATCH_GET], "ConsistentRead": True}
             if projection:
@@ -1359,15 +1368,13 @@ class DynamoStore:
             unprocessed: dict[str, Any] = {table: request}
             for attempt in range(self.max_attempts):
                 got = self.client.batch_get_item(RequestItems=unprocessed)
-                for item in got.get("Responses", {}).get(table, []):
-                    out[item[by]["S"]] = item
+                yield from got.get("Responses", {}).get(table, [])
                 unprocessed = dict(got.get("UnprocessedKeys") or {})
                 if not unprocessed:
                     break
                 self._backoff(attempt)
             else:
                 raise StoreError("DynamoDB kept reads unprocessed; try again later")
-        return out
 
     def get_record(self, workspace: str, kind: str, ref_id: str) -> dict[str, Any] | None:
         item = self._record_item(workspace, kind, ref_id)
@@ -1607,7 +1614,21 @@ class DynamoStore:
         item = got.get("Item")
         if not item:
             return None
-        return Doc(collection, key, jsonutil.loads(item["body"]["S"]), int(item["rev"]["N"]))
+        return _doc(collection, key, item)
+
+    def get_docs(self, workspace: str, wanted: Sequence[tuple[str, str]]) -> list[Doc | None]:
+        pairs = docs_asked(wanted)
+        keys = [_doc_key(workspace, collection, key) for collection, key in pairs]
+        try:
+            items = list(self._batch_items(keys, None, self.state_table))
+        except ClientError as exc:
+            raise self._refused(exc, f"{len(pairs)} docs") from exc
+        prefix = f"{workspace}#doc#"
+        found: dict[tuple[str, str], Doc] = {}
+        for item in items:
+            collection, key = item["pk"]["S"].removeprefix(prefix), item["sk"]["S"]
+            found[collection, key] = _doc(collection, key, item)
+        return [found.get(pair) for pair in wanted]
 
     def query_docs(
         self,
@@ -1645,10 +1666,7 @@ class DynamoStore:
         }
         if start is not None:
             request["ExclusiveStartKey"] = _doc_key(workspace, collection, start)
-        return [
-            Doc(collection, i["sk"]["S"], jsonutil.loads(i["body"]["S"]), int(i["rev"]["N"]))
-            for i in self._query(request, limit)
-        ]
+        return [_doc(collection, i["sk"]["S"], i) for i in self._query(request, limit)]
 
     def write_docs(self, writes: Sequence[DocWrite]) -> None:
         if not writes:
