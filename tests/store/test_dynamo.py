@@ -299,11 +299,11 @@ def test_an_environment_behind_the_head_finds_it_in_two_reads(
     assert verify_entries(WS, ours.entries_with_records(WS), compare_records=True).ok
 
 
-def test_an_append_reads_the_hour_and_the_day_in_one_request(
-    make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
-) -> None:
-    """The two aggregates an append folds its rows into are read together, consistently,
-    in one BatchGetItem: one round trip, not one per span."""
+def _noting_reads(
+    make_store: Callable[..., DynamoStore],
+) -> tuple[DynamoStore, list[tuple[str, Any]]]:
+    """A store whose GetItem and BatchGetItem calls are noted, (op, key or request items),
+    in the list returned with it."""
     real = make_store().client
     calls: list[tuple[str, Any]] = []
 
@@ -315,7 +315,15 @@ def test_an_append_reads_the_hour_and_the_day_in_one_request(
         calls.append(("GetItem", kwargs["Key"]))
         return real.get_item(**kwargs)
 
-    store = make_store(Faulty(real, batch_get_item=batch_get_item, get_item=get_item))
+    return make_store(Faulty(real, batch_get_item=batch_get_item, get_item=get_item)), calls
+
+
+def test_an_append_reads_the_hour_and_the_day_in_one_request(
+    make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
+) -> None:
+    """The two aggregates an append folds its rows into are read together, consistently,
+    in one BatchGetItem: one round trip, not one per span."""
+    store, calls = _noting_reads(make_store)
     for i in range(2):  # the first creates the aggregates, the second reads them back
         calls.clear()
         store.append(WS, "check", f"c{i}", {"result": "allow"}, ts=1_800_000_000_000 + i)
@@ -480,18 +488,7 @@ def test_batches_that_stay_unprocessed_fail(make_store: Callable[..., DynamoStor
 def test_docs_read_together_are_one_consistent_request(
     make_store: Callable[..., DynamoStore], dynamo_tables: dict[str, str]
 ) -> None:
-    real = make_store().client
-    calls: list[tuple[str, Any]] = []
-
-    def batch_get_item(**kwargs: Any) -> Any:
-        calls.append(("BatchGetItem", kwargs["RequestItems"]))
-        return real.batch_get_item(**kwargs)
-
-    def get_item(**kwargs: Any) -> Any:
-        calls.append(("GetItem", kwargs["Key"]))
-        return real.get_item(**kwargs)
-
-    store = make_store(Faulty(real, batch_get_item=batch_get_item, get_item=get_item))
+    store, calls = _noting_reads(make_store)
     store.write_docs([DocWrite(WS, "mapping", "shop:t", {"v": 1})])
     got = store.get_docs(WS, [("mapping", "shop:t"), ("rule_stamp", "rules")])
     assert got == [Doc("mapping", "shop:t", {"v": 1}, 1), None]
