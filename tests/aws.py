@@ -7,6 +7,9 @@
 * ``patch_moto_kms_ed25519``: moto 5.2 knows no ``ECC_NIST_EDWARDS25519`` KMS keys; this
   adds them, signing as KMS does (``ED25519_SHA_512`` over a RAW message gives a plain
   RFC 8032 signature; ``GetPublicKey`` gives DER SubjectPublicKeyInfo).
+* ``lighten_aws_setup``: two costs every AWS test paid for nothing (botocore parsing its
+  JSON again for each test's new session; moto making an RSA key pair for a symmetric
+  KMS key), taken out; what the tests see is the same.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "REPO",
     "STORE_TABLES",
     "TEMPLATE",
+    "lighten_aws_setup",
     "load_template",
     "patch_moto_dynamodb",
     "patch_moto_kms_ed25519",
@@ -155,6 +159,59 @@ def tables_from_template(client: Any, template: dict[str, Any] | None = None) ->
             )
         names[logical_id] = name
     return names
+
+
+# --- set-up costs -------------------------------------------------------------------
+@functools.cache
+def _shared_loader() -> Any:
+    from botocore.loaders import create_loader
+
+    return create_loader()
+
+
+@functools.cache
+def _symmetric_stand_in() -> Any:
+    from moto.kms.utils import RSAPrivateKey
+
+    return RSAPrivateKey(key_size=2048)
+
+
+def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take out two set-up costs of every AWS test, ~0.1-0.2 s each, which add up to about
+    a minute of a test run:
+
+    1. **botocore's data, parsed once.** moto gives each test a new default boto3 session
+       (so each test's credentials apply), and each new botocore session made a new data
+       loader, which listed botocore's data directories and parsed the endpoints and every
+       service model again. Sessions now share one loader and its cache (the data is
+       read-only; a session with its own ``data_path`` still gets its own loader).
+    2. **No RSA key pair for a symmetric KMS key.** moto gives every KMS key an RSA-2048
+       private key, symmetric ones too: the ``aws/dynamodb`` key it makes for the
+       template's encrypted tables cost a prime search (40-80 ms) in every test that
+       creates them. A symmetric KMS key has no key pair (its material, which moto
+       encrypts with, is still its own); they now share one made once, so moto's key
+       objects keep their shape.
+    """
+    from botocore import session
+    from botocore.loaders import create_loader
+    from moto.kms import models
+
+    _check_moto_version()
+
+    def register_data_loader(self: Any) -> None:
+        def loader() -> Any:
+            path = self.get_config_variable("data_path")
+            return create_loader(path) if path else _shared_loader()
+
+        self._components.lazy_register_component("data_loader", loader)
+
+    monkeypatch.setattr(session.Session, "_register_data_loader", register_data_loader)
+    generate = models.generate_private_key
+
+    def generate_private_key(key_spec: str) -> Any:
+        return _symmetric_stand_in() if key_spec == "SYMMETRIC_DEFAULT" else generate(key_spec)
+
+    monkeypatch.setattr(models, "generate_private_key", generate_private_key)
 
 
 # --- moto DynamoDB --------------------------------------------------------------------

@@ -18,6 +18,7 @@ from claros.store.base import Store
 from claros.store.sqlite import SqliteStore
 from tests.aws import (
     STORE_TABLES,
+    lighten_aws_setup,
     patch_moto_dynamodb,
     patch_moto_kms_ed25519,
     tables_from_template,
@@ -39,6 +40,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_REGION", AWS_REGION)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    lighten_aws_setup(monkeypatch)
 
 
 @pytest.fixture
