@@ -1004,7 +1004,8 @@ class DynamoStore:
         after the head: an append that commits in between moves the head, and ours is
         retried."""
         keys = {at: self._aggregate_key(workspace, *at) for at in folds}
-        found = self._batch_get(list(keys.values()), None, table=self.state_table, by="sk")
+        read = self._batch_items(list(keys.values()), None, self.state_table)
+        found = {item["sk"]["S"]: item for item in read}  # one pk: the sk tells them apart
         puts: list[dict[str, Any]] = []
         for at, pairs in folds.items():
             key = keys[at]
@@ -1349,18 +1350,15 @@ class DynamoStore:
             out.update(self._batch_get(legacy, projection))
         return out
 
-    def _batch_get(
-        self, keys: list[Item], projection: str | None, *, table: str = "", by: str = "rid"
-    ) -> dict[str, Item]:
-        """The items of ``keys`` in ``table`` (the records table by default), consistently
-        read (``_batch_items``), by their string attribute ``by``."""
-        return {item[by]["S"]: item for item in self._batch_items(keys, projection, table)}
+    def _batch_get(self, keys: list[Item], projection: str | None) -> dict[str, Item]:
+        """The records of ``keys``, consistently read (``_batch_items``), by their rid."""
+        read = self._batch_items(keys, projection, self.records_table)
+        return {item["rid"]["S"]: item for item in read}
 
     def _batch_items(self, keys: list[Item], projection: str | None, table: str) -> Iterator[Item]:
         """The items of ``keys`` in ``table`` that exist, in no order: BatchGetItem,
         consistent, 100 keys a request; keys DynamoDB left unprocessed are asked again
         after a backoff, within ``max_attempts``, then StoreError."""
-        table = table or self.records_table
         for i in range(0, len(keys), _BATCH_GET):
             request: dict[str, Any] = {"Keys": keys[i : i + _BATCH_GET], "ConsistentRead": True}
             if projection:
