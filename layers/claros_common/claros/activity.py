@@ -97,13 +97,13 @@ def parse_time(name: str, value: str, *, end: bool = False) -> int:
             when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
             if when.tzinfo is None:
                 when = when.replace(tzinfo=dt.UTC)
-    except ValueError:
+        return int(when.timestamp() * 1000)
+    except (ValueError, OverflowError):  # OverflowError: past year 9999 or before year 1
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise BadRequestError(
             f"{name} must be a date (2026-11-30), a date and time (2026-11-30T14:00, UTC "
             f"unless it gives an offset) or milliseconds since 1970, not {shown!r}"
         ) from None
-    return int(when.timestamp() * 1000)
 
 
 def _text(name: str, value: str | None) -> str | None:

@@ -256,14 +256,17 @@ def create_key(
     label: str = "",
     parent: Principal | None = None,
     expires_days: int | None = None,
+    with_member: bool = True,
 ) -> str:
     """Make a key and return it (the only time it is seen in clear). ``parent``: the key
     minting it (a person's or an admin's; agent and service keys never mint keys), kept in
     the new key's record with its lineage. ``expires_days``: an audit key's life (default
-    ``AUDIT_DAYS``); other kinds do not expire."""
+    ``AUDIT_DAYS``); other kinds do not expire. ``with_member``: False for a key of someone
+    who must be a member already (ForbiddenError when they are not): a key made for them,
+    not a way in (key_writes)."""
     key, writes = key_writes(
         store, workspace, kind, person=person, made_by=made_by, label=label, parent=parent,
-        expires_days=expires_days,
+        expires_days=expires_days, with_member=with_member,
     )  # fmt: skip
     store.write_docs(writes)
     return key
@@ -286,7 +289,9 @@ def key_writes(
     unless ``with_member`` is False; the key; its listing), for a caller that writes them
     in one transaction with more (``claros.people``: a member's ledger entry). ``member``:
     the person's member doc as that caller writes it (default: as it is now), whose terms
-    the key is made in."""
+    the key is made in. With ``with_member`` False, a key of a person who is not a member
+    is refused (ForbiddenError): it would stand in no membership, and adding them is a
+    ``member_role`` entry's job, never a side effect of a key."""
     if kind not in KEY_KINDS:
         raise BadRequestError(f"kind must be one of {', '.join(KEY_KINDS)}, not {kind!r}")
     _check_parent(parent, workspace)
@@ -305,13 +310,9 @@ def key_writes(
         member = writes[-1].value
     if kind == "audit":
         made_by = made_by or person
-        maker = store.get_doc(workspace, "member", made_by) if made_by else None
-        if maker is None or maker.value.get("role") != "admin":
-            raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
-        member, person = maker.value, None
+        member, person = _audit_maker(store, workspace, made_by), None
     elif member is None and person:
-        found = store.get_doc(workspace, "member", person)
-        member = found.value if found else None
+        member = _member_now(store, workspace, person)
     days = _life_days(kind, expires_days)
     key = "ck_" + secrets.token_urlsafe(32)
     created = now_ms()
@@ -335,6 +336,23 @@ def key_writes(
         *key_index_writes(workspace, digest, created),
     ]
     return key, writes
+
+
+def _audit_maker(store: Store, workspace: str, made_by: str | None) -> Mapping[str, Any]:
+    """The member doc of an audit key's maker, who must be a workspace admin."""
+    maker = store.get_doc(workspace, "member", made_by) if made_by else None
+    if maker is None or maker.value.get("role") != "admin":
+        raise ForbiddenError("an audit key is made by a workspace admin: give --person ADMIN")
+    return maker.value
+
+
+def _member_now(store: Store, workspace: str, person: str) -> Mapping[str, Any]:
+    """``person``'s member doc as it is, whose terms their new key is made in; a person
+    who is not a member gets no key (ForbiddenError)."""
+    found = store.get_doc(workspace, "member", person)
+    if found is None:
+        raise ForbiddenError(f"{person} is not a member of workspace {workspace}")
+    return found.value
 
 
 def _check_parent(parent: Principal | None, workspace: str) -> None:
@@ -440,6 +458,19 @@ def key_refusal(store: Store, doc: Doc, now: int) -> KeyRefused | None:
     except KeyRefused as exc:
         return exc
     return None
+
+
+def key_id_refusal(store: Store, workspace: str, key_id: str, now: int) -> KeyRefused | None:
+    """Why the workspace's key ``key_id`` (16 hex) no longer stands, or None: for what a key
+    decided that takes effect later (a device sign-in approved, then polled), checked again
+    when it does. A key id that names no key of the workspace counts as revoked."""
+    ref = store.get_doc(workspace, KEY_IDS, key_id)
+    if ref is None and not _indexed_now(store, workspace):
+        ref = store.get_doc(workspace, KEY_IDS, key_id)
+    doc = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
+    if doc is None or doc.value.get("workspace") != workspace:
+        return KeyRefused("unknown or revoked key", "revoked")
+    return key_refusal(store, doc, now)
 
 
 def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> None:

@@ -86,6 +86,23 @@ def _allowed_methods(path: str) -> list[str]:
     )
 
 
+_LINE_BREAK = re.compile(r"[\r\n\x00]")
+
+
+def _header_breaking_out(result: dict[str, Any]) -> str | None:
+    """The name of a header of a route's answer whose name or value holds CR, LF or NUL
+    (it would not stay one header line), or None."""
+    fields = [
+        *(result.get("headers") or {}).items(),
+        *((name, v) for name, vs in (result.get("multiValueHeaders") or {}).items() for v in vs),
+        *(("Set-Cookie", cookie) for cookie in result.get("cookies") or []),
+    ]
+    for name, value in fields:
+        if _LINE_BREAK.search(f"{name}{value}"):
+            return str(name)
+    return None
+
+
 class _LambdaContext:
     """The few attributes Powertools reads from a Lambda context."""
 
@@ -237,6 +254,14 @@ class _Handler(BaseHTTPRequestHandler):
         event = self._event(target, raw)
         with accepting() as pending:
             result = self.server.resolver().resolve(event, _LambdaContext())
+        broken = _header_breaking_out(result)
+        if broken is not None:
+            # Whatever let a client's text into it (a bug by definition), never send it:
+            # a CR or LF there would add headers (a cookie) or start the body early.
+            log.error("%s %s made header %r with a line break: answered 500",
+                      self.command, urlsplit(target).path, broken)  # fmt: skip
+            self._error(500, "internal error; it has been logged")
+            return
         if pending.chunks is not None and int(result.get("statusCode", 200)) == 200:
             self._write_stream(result, pending.chunks)
         else:

@@ -275,8 +275,10 @@ def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response[
 
 
 def safe_next(value: str | None) -> str:
-    """Where to go after signing in: a path of this app, never another site."""
-    if not value:
+    """Where to go after signing in: a path of this app, never another site, and nothing
+    but printable ASCII (a link's path and query are percent-encoded), so no line break or
+    control character reaches the Location header the value goes into."""
+    if not value or not all("!" <= c <= "~" for c in value):
         return "/app"
     parts = urlsplit(value)
     if parts.scheme or parts.netloc or not parts.path.startswith("/app") or "\\" in value:
@@ -626,8 +628,8 @@ def _home_routes(app: ClarosResolver) -> None:
             raise ForbiddenError("an agent key belongs to a person")
         _use_form_once(app, principal, form.once)
         key = create_key(store, principal.workspace, "agent", person=principal.person,
-                         made_by=principal.person, label=form.label,
-                         parent=principal)  # fmt: skip
+                         made_by=principal.person, label=form.label, parent=principal,
+                         with_member=False)  # fmt: skip
         if _wants_html(app):
             body = pages.agent_key_page(_chrome(app, principal, "home"), key=key, label=form.label)
             return html_response(body, 201)  # pages are never cached

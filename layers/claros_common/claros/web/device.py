@@ -7,7 +7,8 @@
 3. The CLI polls ``POST /v1/device/token {device_code}``: ``authorization_pending`` until
    then; ``slow_down`` when it polls faster than ``interval`` (which then grows by 5 s);
    ``access_denied``; ``expired_token``. The first poll after the approval gets a new
-   agent key minted for the approver, and the code is used up.
+   agent key minted for the approver, and the code is used up; ``access_denied`` when the
+   key that approved it no longer stands by then (revoked, its person removed or demoted).
 
 Only a person approves a code: with their person key or an admin key, in a session or as a
 bearer (agent and service keys are refused by the route, and by ``answer_device`` too). The
@@ -23,7 +24,7 @@ import hashlib
 import secrets
 from typing import Any
 
-from claros.auth import PERSON_KINDS, Principal, create_key
+from claros.auth import PERSON_KINDS, Principal, create_key, key_id_refusal
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ClarosError, ConflictError, ForbiddenError, NotFoundError
 from claros.store.base import GLOBAL, DocWrite, Store
@@ -267,6 +268,15 @@ def poll_device(store: Store, device_code: str, *, now: int | None = None) -> di
     except StoreConflictError as exc:
         raise DeviceFlowError("expired_token", "this sign-in was used already") from exc
     person, workspace = str(value["person"]), str(value["workspace"])
+    # The approval stands only while the key that gave it does: revoked, or its person
+    # removed (or demoted, for an admin key) since, and no key comes of it.
+    refused = key_id_refusal(store, workspace, str(value["answered_by_key"]), now)
+    if refused is not None:
+        raise DeviceFlowError(
+            "access_denied",
+            f"the key that approved this sign-in no longer stands ({refused}): "
+            "run claros login again",
+        )
     label = f"claros login: {value.get('name') or value.get('client') or 'cli'}"[:200]
     parent = Principal(
         workspace,
@@ -275,9 +285,11 @@ def poll_device(store: Store, device_code: str, *, now: int | None = None) -> di
         str(value["answered_by_key"]),
         tuple(str(k) for k in value.get("answered_by_lineage") or ()),
     )
-    key = create_key(
-        store, workspace, "agent", person=person, made_by=person, label=label, parent=parent
-    )
+    try:
+        key = create_key(store, workspace, "agent", person=person, made_by=person, label=label,
+                         parent=parent, with_member=False)  # fmt: skip
+    except ForbiddenError as exc:  # removed between the check above and the key
+        raise DeviceFlowError("access_denied", f"{exc}: run claros login again") from exc
     return {"key": key, "kind": "agent", "workspace": workspace, "person": person}
 
 
