@@ -242,6 +242,9 @@ def install(scope: str) -> tuple[Path, list[str]]:
 
 
 def _trimmed(value: Any) -> Any:
+    """Long strings cut, for the report of a call that ran unchecked (fail-open: a record
+    that it ran, which must fit the API's body limit). Never for a call being checked: a
+    rule that saw only a prefix would decide on text Claude Code does not run."""
     if isinstance(value, str) and len(value) > _MAX_STRING:
         return value[:_MAX_STRING] + f"…[{len(value) - _MAX_STRING} more characters]"
     if isinstance(value, dict):
@@ -339,7 +342,9 @@ async def pre(
         ensure_private_dir(peers.directory)
     policy.import_asks(_load_asks(asks_path))
     tool_input = event.get("tool_input")
-    arguments = _trimmed(dict(tool_input)) if isinstance(tool_input, Mapping) else {}
+    # Whole, as Claude Code runs them: a rule decides (and an approval is bound to) exactly
+    # these. A call too large for the check API is refused by it (413), and so blocked.
+    arguments = dict(tool_input) if isinstance(tool_input, Mapping) else {}
     agent = {"name": "claude-code", "via": {"guard": "claros-hooks", "version": VERSION}}
     for field, value in (
         ("session", event.get("session_id")),
