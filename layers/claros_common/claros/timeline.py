@@ -12,10 +12,12 @@ from typing import Any
 
 from claros.auth import Principal
 from claros.check_rows import timeline_collection
-from claros.errors import ForbiddenError
+from claros.errors import BadRequestError, ForbiddenError
 from claros.store.base import Store
 
 __all__ = ["timeline"]
+
+MAX_POSITION = 100  # a position is the key of a timeline doc (a page's next): far shorter
 
 
 def timeline(
@@ -23,6 +25,8 @@ def timeline(
 ) -> dict[str, Any]:
     if not principal.person:
         raise ForbiddenError("a timeline belongs to a person: use a person's key")
+    if before is not None and len(before) > MAX_POSITION:
+        raise BadRequestError("before is not a timeline position (a page's next)")
     docs = store.query_docs(
         principal.workspace,
         timeline_collection(principal.person),

@@ -5,7 +5,6 @@ the web function) import this module's names; the decisions are ``claros.people`
 from __future__ import annotations
 
 from typing import Any, Literal
-from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,10 +44,6 @@ class RoleChange(BaseModel):
     role: Literal["admin", "member"]
 
 
-def _email(raw: str) -> str:
-    return unquote(raw)  # a path carries the address percent-encoded
-
-
 def register(app: ClarosResolver) -> None:
     services = app.services
     store = services.store
@@ -77,11 +72,11 @@ def register(app: ClarosResolver) -> None:
     @routed(app, "PUT", "/api/members/{email}", ADMINS)
     def role(principal: Principal, email: str) -> Any:
         body = parse_body(app, RoleChange)
-        done = change_role(services, Actor.of(principal), _email(email), body.role)
+        done = change_role(services, Actor.of(principal), email, body.role)
         return json_response(done, headers={"Cache-Control": "no-store"})
 
     @routed(app, "DELETE", "/api/members/{email}", ADMINS)
     def remove(principal: Principal, email: str) -> Any:
         if len(email) > 300:
             raise BadRequestError("not an email address")
-        return remove_member(services, Actor.of(principal), _email(email))
+        return remove_member(services, Actor.of(principal), email)

@@ -580,8 +580,6 @@ def _home_routes(app: ClarosResolver) -> None:
     def home(principal: Principal) -> Response[str]:
         query = app.current_event.query_string_parameters or {}
         before = query.get("before") or None
-        if before is not None and len(before) > 100:
-            raise BadRequestError("before is not a timeline position")
         flash = Safe("")
         if query.get("answered") and query.get("decision") in ("approved", "denied"):
             flash = pages.notice(

@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from claros.api.http import ClarosResolver, json_response, query_int
-from claros.api.people import KEYS, PAGE, _email
+from claros.api.people import KEYS, PAGE
 from claros.api.web import (
     ADMINS,
     PEOPLE,
@@ -228,7 +228,7 @@ def _member_pages(app: ClarosResolver) -> None:
     def role(principal: Principal, email: str) -> Response[str]:
         form = read_input(app, RoleForm)
         _use_form_once(app, principal, form.once, "the role was changed: see Keys & people")
-        done = change_role(services, Actor.of(principal), _email(email), form.role)
+        done = change_role(services, Actor.of(principal), email, form.role)
         text = f"{done['email']} is {'an admin' if form.role == 'admin' else 'a member'} now."
         if "key" in done:
             about = (
@@ -243,5 +243,5 @@ def _member_pages(app: ClarosResolver) -> None:
     def remove(principal: Principal, email: str) -> Response[str]:
         form = read_input(app, OnceForm, empty_ok=True)
         _use_form_once(app, principal, form.once, "the member was removed")
-        done = remove_member(services, Actor.of(principal), _email(email))
+        done = remove_member(services, Actor.of(principal), email)
         return _keys_page(app, principal, notice_text=f"Removed {done['email']}.")
