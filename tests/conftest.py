@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -137,6 +139,29 @@ def _isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # --- end of web app and claros login ---------------------------------------------------
+
+
+# ======================================================================================
+# Logging: a handler made during a test keeps the stream it was given. Powertools' Logger
+# (each function's handler, built in-process by tests/stack.py) writes to sys.stdout as it
+# was when it was made, which under pytest is that test's capture; once the test ends the
+# stream is closed, and every later log line of a "claros" logger in that process (the
+# local server's access log, the ask webhook's thread) printed "--- Logging error ---"
+# into whatever the next test captured. A handler left on a closed stream writes to the
+# process's own stderr from then on (kept, not removed: Powertools' next Logger expects
+# the handler it made on its logger to be there).
+# ======================================================================================
+@pytest.fixture(autouse=True)
+def _no_log_handler_on_a_closed_stream() -> Iterator[None]:
+    yield
+    for logger in (logging.getLogger(), logging.getLogger("claros")):
+        for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                handler.stream = sys.__stderr__  # not setStream: it flushes the closed one
+
+
+# --- end of logging ----------------------------------------------------------------------
 
 
 # ======================================================================================
