@@ -32,6 +32,7 @@ from claros.ledger import (
     checkpoint_message,
     entry_hash,
     kept_digest,
+    kept_from_json,
     key_id_for,
     payload_sha256,
     verify_entries,
@@ -707,3 +708,220 @@ def test_relabelled_public_key_is_refused() -> None:
     forged = sign(KEY_B, 3, H[3])._replace(key_id=public(KEY_A).key_id)
     report = verify(first(5), [forged], [relabelled])
     assert not report.ok
+
+
+# --- kept records: only a prune accounts for them ---------------------------------------
+# A kept record (a version or key whose entry a prune dropped) is vouched for by nothing
+# but the prune entry that lists it; one no prune accounts for counts for nothing and fails.
+
+Kept = tuple[int, str, str, dict[str, Any]]
+
+
+def key_record(sk: SigningKey) -> dict[str, Any]:
+    """A public_key entry's record (the workspace is the log's: left out, as in exports)."""
+    key = public(sk)
+    return {"key_id": key.key_id, "public_key": key.public_key, "created_at": T0,
+            "algorithm": "Ed25519"}  # fmt: skip
+
+
+RULE_2: Kept = (2, "rule_version", "rule@1", {"id": "rule", "version": 1})
+
+
+def with_kept(
+    kept: Sequence[Kept],
+    listed: Sequence[Kept] | None = None,
+    *,
+    cover: SigningKey = KEY_A,
+    tail: SigningKey = KEY_A,
+) -> tuple[list[tuple[Entry, Any]], list[Checkpoint]]:
+    """Pruned through seq 4: entries 5-6, at 7 the prune entry listing ``listed`` (default
+    ``kept``) as kept, at 8 a check. Checkpoints: at 4 (the prune's anchor) by KEY_A, at 7
+    (covering the prune entry) by ``cover``, at 8 by ``tail``."""
+    listed = kept if listed is None else listed
+    rec = {
+        "through_seq": 4,
+        "checkpoint": {"seq": 4, "hash": H[4]},
+        "retention_days": 200,
+        "kept": {"count": len(listed),
+                 "sha256": kept_digest((s, k, r, payload_sha256(v)) for s, k, r, v in listed)},
+    }  # fmt: skip
+    prune = Entry.build(WS, 7, "prune", "prn_1", T0 + 7000, rec, H[6])
+    after = Entry.build(WS, 8, "check", "r8", T0 + 8000, record(8), prune.hash)
+    cps = [sign(KEY_A, 4, H[4]), sign(cover, 7, prune.hash), sign(tail, 8, after.hash)]
+    return [*CHAIN[4:6], (prune, rec), (after, record(8))], cps
+
+
+def verify_kept(
+    kept: Sequence[Kept],
+    items: Iterable[tuple[Entry, Any]],
+    checkpoints: Sequence[Checkpoint],
+    *,
+    pinned: Sequence[PublicKey] | None = None,
+) -> tuple[VerifyReport, ChainVerifier]:
+    keys = [public(KEY_A), public(KEY_B)]
+    verifier = ChainVerifier(WS, checkpoints, keys, compare_records=True, pinned=pinned)
+    for seq, kind, ref_id, rec in kept:
+        verifier.feed_kept(seq, kind, ref_id, rec)
+    for entry, rec in items:
+        verifier.feed(entry, rec)
+    return verifier.finish(), verifier
+
+
+def test_kept_records_a_prune_lists_verify() -> None:
+    kept = [RULE_2, (3, "public_key", public(KEY_B).key_id, key_record(KEY_B))]
+    report, _ = verify_kept(kept, *with_kept(kept))
+    assert_failures(report)
+    assert (report.kept_records, report.first_seq) == (2, 5)
+
+
+UNKEPT = r"kept record rule@1 is accounted for by no prune: "
+
+
+@pytest.mark.parametrize("seq", [0, -3])
+def test_a_kept_record_before_seq_1(seq: int) -> None:
+    # Before any entry of any log, pruned or not: no prune keeps it, even one listing it.
+    bad: Kept = (seq, *RULE_2[1:])
+    before = UNKEPT + rf"seq {seq} is before any entry \(seqs start at 1\)"
+    report, _ = verify_kept([bad], first(4), [sign(KEY_A, 4, H[4])])
+    assert_failures(report, (seq, "rule_version", before))
+    report, _ = verify_kept([bad, RULE_2], *with_kept([bad, RULE_2]))
+    assert_failures(report, (seq, "rule_version", before))
+
+
+def test_a_kept_record_in_a_log_with_no_prune() -> None:
+    # The oldest entries deleted with no prune entry: a kept line cannot stand in for one.
+    report, _ = verify_kept([RULE_2], CHAIN[4:8], [sign(KEY_A, 4, H[4])])
+    assert_failures(
+        report,
+        (2, "rule_version", UNKEPT + r"the log has no prune entry, so nothing was kept"),
+        (5, "check", r"entries 1\.\.4 are missing and no prune accounts for them: no prune "
+                     r"entry says through_seq 4"),
+    )  # fmt: skip
+
+
+def test_a_kept_record_no_prune_reaches() -> None:
+    kept = [RULE_2, (5, "rule_version", "rule@2", {"id": "rule", "version": 2})]
+    report, _ = verify_kept(kept, *with_kept([RULE_2]))
+    assert_failures(
+        report,
+        (5, None, r"kept record at seq 5, inside the log \(from seq 5\)"),
+        (5, "rule_version", r"kept record rule@2 is accounted for by no prune: no prune entry "
+                            r"goes through seq 5"),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kept", "problem"),
+    [
+        # One more than the prune's count: the prune's list no longer verifies, so neither
+        # record is vouched for.
+        ([RULE_2, (3, "rule_version", "rule@0", {"id": "rule", "version": 0})],
+         r"the prune through seq 4 kept 1 rule and mapping versions; 2 are here"),
+        ([(2, "rule_version", "rule@1", {"id": "rule", "version": 9})],
+         r"a rule or mapping version kept by the prune through seq 4 was edited or replaced "
+         r"\(their sha256 [0-9a-f]{64} != listed [0-9a-f]{64}\)"),
+    ],
+)  # fmt: skip
+def test_kept_records_beyond_the_prunes_list(kept: list[Kept], problem: str) -> None:
+    report, _ = verify_kept(kept, *with_kept([RULE_2]))
+    why = r"the prune through seq 4 does not verify \(above\)"
+    assert_failures(
+        report,
+        (7, "prune", problem),
+        *[(seq, kind, rf"kept record {ref} is accounted for by no prune: {why}")
+          for seq, kind, ref, _ in kept],
+    )  # fmt: skip
+
+
+def test_a_kept_key_is_introduced_once_a_trusted_checkpoint_covers_its_prune() -> None:
+    # KEY_B's rotation entry (seq 3) was pruned; the prune entry listing it is covered by
+    # a checkpoint of the pinned KEY_A, so KEY_B may sign from seq 3 on.
+    kept = [(3, "public_key", public(KEY_B).key_id, key_record(KEY_B))]
+    report, verifier = verify_kept(kept, *with_kept(kept, tail=KEY_B), pinned=[public(KEY_A)])
+    assert_failures(report)
+    assert verifier.trusted(public(KEY_B).key_id)
+
+
+def test_a_kept_key_vouched_for_by_its_own_checkpoints_only() -> None:
+    # A prune entry (in a rewrite after the last pinned checkpoint) listing a made-up key
+    # record as kept: only the made-up key's checkpoints cover that entry, so nothing
+    # trusted vouches for the record, though a pinned checkpoint (the anchor at seq 4)
+    # lies after the seq it claims.
+    kept = [(3, "public_key", public(KEY_B).key_id, key_record(KEY_B))]
+    items, cps = with_kept(kept, cover=KEY_B, tail=KEY_B)
+    report, verifier = verify_kept(kept, items, cps, pinned=[public(KEY_A)])
+    not_pinned = (
+        rf"signed by key {public(KEY_B).key_id}, which is not pinned \(pinned: "
+        rf"{public(KEY_A).key_id}\) and no checkpoint signed by a pinned key introduced it"
+    )
+    assert_failures(report, (7, "checkpoint", not_pinned), (8, "checkpoint", not_pinned))
+    assert not verifier.trusted(public(KEY_B).key_id)
+
+
+def test_a_kept_key_no_prune_accounts_for_introduces_nothing() -> None:
+    # The red team's line: a kept public_key at seq 0 in a log never pruned.
+    kept = [(0, "public_key", public(KEY_B).key_id, key_record(KEY_B))]
+    rewritten = [sign(KEY_A, 4, H[4]), sign(KEY_B, 8, H[8])]
+    report, verifier = verify_kept(kept, first(8), rewritten, pinned=[public(KEY_A)])
+    assert_failures(
+        report,
+        (0, "public_key", rf"kept record {public(KEY_B).key_id} is accounted for by no prune: "
+                          r"seq 0 is before any entry \(seqs start at 1\)"),
+        (8, "checkpoint", rf"signed by key {public(KEY_B).key_id}, which is not pinned .*"),
+    )  # fmt: skip
+    assert not verifier.trusted(public(KEY_B).key_id)
+
+
+def test_a_kept_record_a_reader_of_no_records_cannot_check() -> None:
+    # Without the records (an agent key's verify), the prune's list is not checked, so it
+    # vouches for no kept line.
+    items, cps = with_kept([RULE_2])
+    verifier = ChainVerifier(WS, cps, [public(KEY_A)])
+    verifier.feed_kept(*RULE_2)
+    for entry, rec in items:
+        verifier.feed(entry, rec)
+    assert_failures(
+        verifier.finish(),
+        (2, "rule_version", UNKEPT + r"this reader is not given the records the prune through "
+                                     r"seq 4 lists"),
+    )  # fmt: skip
+
+
+# --- numbers no verifier converts: refused as they are --------------------------------
+HUGE = Decimal("1e100000000")  # how claros.jsonutil reads 1e100000000: int() takes hours
+
+
+@pytest.mark.parametrize("value", [HUGE, float("inf"), 1.0, "1", True, None])
+def test_a_key_whose_created_at_is_no_whole_number(value: Any) -> None:
+    data = {**public(KEY_A).to_json(), "created_at": value}
+    with pytest.raises(ValueError, match="field created_at must be a whole number"):
+        PublicKey.from_json(data)
+    with pytest.raises(KeyError, match="created_at"):  # missing: named as before
+        PublicKey.from_json({k: v for k, v in data.items() if k != "created_at"})
+
+
+@pytest.mark.parametrize("value", [HUGE, float("inf"), 2.0, "2", False])
+def test_a_kept_line_whose_seq_is_no_whole_number(value: Any) -> None:
+    line = {"seq": value, "kind": "rule_version", "ref_id": "rule@1", "event": {}}
+    with pytest.raises(ValueError, match="field seq must be a whole number"):
+        kept_from_json(line)
+    assert kept_from_json({**line, "seq": 2}) == (2, "rule_version", "rule@1", {})
+
+
+def test_a_prune_record_with_a_huge_through_seq_is_refused_promptly() -> None:
+    # Its bytes hash right (so it is read), but 1e100000000 is no seq: not the prune's shape.
+    raw = (
+        b'{"checkpoint":{"hash":"%s","seq":4},"kept":{"count":0,"sha256":"%s"},'
+        % (H[4].encode(), kept_digest([]).encode())
+        + b'"retention_days":200,"through_seq":1e100000000}'
+    )
+    prune = Entry.build(WS, 9, "prune", "prn_1", T0 + 9000, {}, H[8],
+                        payload=hashlib.sha256(raw).hexdigest())  # fmt: skip
+    verifier = ChainVerifier(WS, [sign(KEY_A, 9, prune.hash)], [public(KEY_A)],
+                             compare_records=True)  # fmt: skip
+    for entry, rec in first(8):
+        verifier.feed(entry, rec)
+    verifier.feed_raw(prune, raw)
+    assert_failures(
+        verifier.finish(), (9, "prune", r"prune record prn_1 is not in the prune's shape")
+    )

@@ -56,6 +56,7 @@ from claros.ledger import (
     Failure,
     PublicKey,
     VerifyReport,
+    kept_from_json,
     key_id_for,
     slim_checkpoints,
     verify_signature,
@@ -146,7 +147,7 @@ def load_saved(path: str) -> Saved:
     try:
         checkpoints = [Checkpoint.from_json(c) for c in data["checkpoints"]]
         keys = [PublicKey.from_json(k) for k in keys_json]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # json reads 1e999 as inf
         raise VerifyError(f"{path}: a checkpoint or key is malformed: {exc}") from exc
     if not checkpoints:
         raise VerifyError(f"{path} holds no checkpoints: it proves nothing")
@@ -174,7 +175,7 @@ def load_keys(path: str) -> list[PublicKey]:
         raise VerifyError(f"{path} lists no keys (save GET /v1/ledger/pubkey)")
     try:
         keys = [PublicKey.from_json(k) for k in listed]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # json reads 1e999 as inf
         raise VerifyError(f"{path}: a key is malformed: {exc}") from exc
     for key in keys:
         if not _genuine(key):
@@ -514,7 +515,7 @@ class _ExportReader:
             elif kind == "checkpoint":
                 self._checkpoint(Checkpoint.from_json(fields))
             elif kind == "kept":
-                self.kept.append(_kept_fields(fields))
+                self.kept.append(kept_from_json(fields))
             else:
                 self._fail(f"unknown line type {kind!r}")
         except (LineError, KeyError, TypeError, ValueError) as exc:
@@ -794,14 +795,9 @@ def _online_pages(client: Any, progress: Progress) -> Iterator[bytes]:
 KEPT_LINE = b'{"type":"kept"'
 
 
-def _kept_fields(data: dict[str, Any]) -> tuple[int, str, str, Any]:
-    """A ``kept`` line's (seq, kind, ref_id, record); KeyError/ValueError if malformed."""
-    return int(data["seq"]), str(data["kind"]), str(data["ref_id"]), data["event"]
-
-
 def _feed_kept(verifier: ChainVerifier, line: bytes) -> None:
     try:
-        verifier.feed_kept(*_kept_fields(parse_typed_line(line)))
+        verifier.feed_kept(*kept_from_json(parse_typed_line(line)))
     except (LineError, KeyError, TypeError, ValueError) as exc:
         verifier.report.failures.append(Failure(None, None, f"malformed kept record: {exc}"))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from claros.evidence.lines import parse_entry_line
+from claros.evidence.lines import LineError, parse_entry_line
 from claros.ledger import ChainVerifier
 from claros_guard.verify import main as verify
 from tests.export_corpus import OUT, files
@@ -141,6 +141,14 @@ def test_a_record_in_another_layout_is_still_compared() -> None:
         verifier.feed_raw(parsed.entry, parsed.raw)
         report = verifier.finish()
         assert report.ok and report.records_compared == 1, report.failures
+
+
+def test_an_entry_line_nested_too_deeply_is_a_line_error() -> None:
+    # Its fields are read by the stdlib's raw_decode first (a line not in the writer's
+    # layout), which raises RecursionError, not ValueError, on deep nesting.
+    deep = b'{"workspace":"acme","x":' + b"[" * 100_000 + b"]" * 100_000 + b',"event":{}}'
+    with pytest.raises(LineError, match="not JSON"):
+        parse_entry_line(deep)
 
 
 CLIENT_ONLY = """

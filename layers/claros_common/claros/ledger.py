@@ -41,6 +41,7 @@ __all__ = [
     "checkpoint_message",
     "entry_hash",
     "key_id_for",
+    "kept_from_json",
     "payload_sha256",
     "slim_checkpoints",
     "verify_entries",
@@ -131,7 +132,13 @@ def _str(data: Mapping[str, Any], name: str) -> str:
 
 
 def _int(data: Mapping[str, Any], name: str) -> int:
-    value = _field(data, name)
+    return _whole(_field(data, name), name)
+
+
+def _whole(value: Any, name: str) -> int:
+    """``value`` if it is a JSON integer. Refused before any ``int()``: a parser reads
+    ``1e999`` as infinity (OverflowError) and ``1e100000000`` as a Decimal whose int()
+    takes hours, so converting first would let one number hang a verifier."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"field {name} must be a whole number, not {value!r}")
     return value
@@ -272,13 +279,21 @@ class PublicKey(NamedTuple):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PublicKey:
+        """A missing field is a KeyError naming it; a created_at that is no whole number
+        a ValueError (see ``_whole``)."""
         return cls(
             workspace=str(data["workspace"]),
             key_id=str(data["key_id"]),
             public_key=str(data["public_key"]),
-            created_at=int(data["created_at"]),
+            created_at=_whole(data["created_at"], "created_at"),
             algorithm=str(data.get("algorithm", "Ed25519")),
         )
+
+
+def kept_from_json(data: Mapping[str, Any]) -> tuple[int, str, str, Any]:
+    """A ``kept`` line's (seq, kind, ref_id, record), for ``ChainVerifier.feed_kept``;
+    strictly, as ``Entry.from_json``: a wrong type is a ``ValueError`` naming the field."""
+    return _int(data, "seq"), _str(data, "kind"), _str(data, "ref_id"), _field(data, "event")
 
 
 def key_id_for(raw_public_key: bytes) -> str:
@@ -523,13 +538,19 @@ class ChainVerifier:
         # key the log lists. Otherwise a checkpoint counts only when signed by a pinned key,
         # or by a key a ``public_key`` entry introduced under a checkpoint of a trusted key.
         self._pinned: dict[str, PublicKey] | None = None
-        self._intros: list[tuple[int, str]] = []  # (seq, key_id) of public_key records
+        # (seq, key_id, vouched_at) of the public_key records: a key introduced at seq once
+        # a trusted checkpoint covers vouched_at, the seq of the entry that vouches for the
+        # record (its own, or for a kept one the prune entry that lists it).
+        self._intros: list[tuple[int, str, int]] = []
         self._trust: dict[str, int] = {}  # key_id -> the first seq it may sign at
         # (seq, kind, ref_id, payload_sha256) of every record a prune keeps that went past
         # (a few per rule edit, so small), and the prune entries' records, for finish().
         self._versions: list[tuple[int, str, str, str]] = []
         self._prunes: list[tuple[Entry, Any]] = []
-        self._kept_seqs: list[int] = []
+        # The kept records fed (as in _versions), and the keys of the kept public_key ones:
+        # they count for nothing until finish() finds the prune that accounts for them.
+        self._kept: list[tuple[int, str, str, str]] = []
+        self._kept_keys: list[tuple[int, PublicKey]] = []
         # Matched in bytes, or in place in a buffer of shared memory (claros verify's workers).
         self._fast: Callable[[Any, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
@@ -598,7 +619,9 @@ class ChainVerifier:
     def feed_kept(self, seq: int, kind: str, ref_id: str, record: Any) -> None:
         """A record kept below a prune's cut (its entry is gone), before any entry.
 
-        It is checked against the prune entries that list what they kept (``finish``)."""
+        It stands for nothing until ``finish`` finds a prune entry that verifies and
+        reaches its seq (the prune's count and sha256 then cover it); one no prune
+        accounts for is a failure, and a kept key introduces nothing."""
         if self._prev is not None:
             self._fail(seq, kind, f"kept record {ref_id} comes after the entries")
             return
@@ -610,11 +633,14 @@ class ChainVerifier:
         except CanonicalError as exc:
             self._fail(seq, kind, f"kept record {ref_id} is not valid JSON: {exc}")
             return
-        self._versions.append((seq, kind, ref_id, payload))
-        self._kept_seqs.append(seq)
+        kept = (seq, kind, ref_id, payload)
+        self._versions.append(kept)
+        self._kept.append(kept)
         self.report.kept_records += 1
         if kind == PUBLIC_KEY_KIND:
-            self._note_intro(seq, record)
+            key = self._intro_key(seq, record)
+            if key is not None:
+                self._kept_keys.append((seq, key))
 
     def feed(self, entry: Entry, record: Any = _NO_RECORD) -> None:
         rep = self.report
@@ -676,22 +702,25 @@ class ChainVerifier:
         if entry.kind == PRUNE_KIND:
             self._prunes.append((entry, record))
         elif entry.kind == PUBLIC_KEY_KIND:
-            self._note_intro(entry.seq, record)
+            key = self._intro_key(entry.seq, record)
+            if key is not None:
+                self._keys.setdefault(key.key_id, key)
+                self._intros.append((entry.seq, key.key_id, entry.seq))
 
-    def _note_intro(self, seq: int, record: Any) -> None:
-        """A public key entry (or one kept below a prune): a key it may introduce."""
+    def _intro_key(self, seq: int, record: Any) -> PublicKey | None:
+        """The key a public key record (an entry's, or a kept one) may introduce; None
+        (and the failure named) if it is not a genuine key."""
         if not isinstance(record, Mapping):
-            return
+            return None
         try:
             key = PublicKey.from_json({**record, "workspace": self.report.workspace})
         except (KeyError, TypeError, ValueError):
             self._fail(seq, PUBLIC_KEY_KIND, "public key record is not in the shape of a key")
-            return
+            return None
         if not _genuine_key(key):
             self._fail(seq, PUBLIC_KEY_KIND, f"key {key.key_id} does not match its public key")
-            return
-        self._keys.setdefault(key.key_id, key)
-        self._intros.append((seq, key.key_id))
+            return None
+        return key
 
     def feed_raw(self, entry: Entry, raw: bytes | None) -> None:
         """``feed`` with the record as the bytes it was written as (None: no record).
@@ -913,11 +942,11 @@ class ChainVerifier:
                 f"seq {last}",
             )
         first = rep.first_seq
-        if first is not None and any(s >= first for s in self._kept_seqs):
-            bad = min(s for s in self._kept_seqs if s >= first)
+        if first is not None and any(k[0] >= first for k in self._kept):
+            bad = min(k[0] for k in self._kept if k[0] >= first)
             self._fail(bad, None, f"kept record at seq {bad}, inside the log (from seq {first})")
-        for entry, record in self._prunes:
-            self._check_prune(entry, record)
+        verified = [(entry.seq, self._check_prune(entry, record)) for entry, record in self._prunes]
+        self._account_kept([(seq, through) for seq, through in verified if through is not None])
         start = self._first
         if start is not None and start.seq > 1:
             problem = pruned_start_problem(
@@ -941,8 +970,8 @@ class ChainVerifier:
             for cp in ordered:
                 if trust.get(cp.key_id, cp.seq + 1) > cp.seq:
                     continue
-                for seq, key_id in self._intros:
-                    if seq <= cp.seq and trust.get(key_id, seq + 1) > seq:
+                for seq, key_id, vouched_at in self._intros:
+                    if vouched_at <= cp.seq and trust.get(key_id, seq + 1) > seq:
                         trust[key_id] = seq
                         changed = True
         self._trust = trust
@@ -964,19 +993,24 @@ class ChainVerifier:
     def pinned_ids(self) -> list[str] | None:
         return None if self._pinned is None else sorted(self._pinned)
 
-    def _check_prune(self, entry: Entry, record: Any) -> None:
-        """A prune entry's list of what it kept matches the kept records and versions."""
+    def _check_prune(self, entry: Entry, record: Any) -> int | None:
+        """A prune entry's list of what it kept matches the kept records and versions.
+
+        Its through_seq if it accounts for the kept records at or below it (its count and
+        sha256 cover every one), else None: it failed (named), or this reader is not given
+        the kept records, so it checked no list."""
         seq, kind = entry.seq, entry.kind
-        try:
-            through = int(record["through_seq"])
-            listed, digest = int(record["kept"]["count"]), str(record["kept"]["sha256"])
-            anchor = record["checkpoint"]
+        try:  # whole numbers refused before any int(): see _whole
+            through = _int(record, "through_seq")
+            listed = _int(record["kept"], "count")
+            digest, anchor = str(record["kept"]["sha256"]), record["checkpoint"]
         except (KeyError, TypeError, ValueError):
             self._fail(seq, kind, f"prune record {entry.ref_id} is not in the prune's shape")
-            return
+            return None
         kept = sorted(v for v in self._versions if v[0] <= through)
         if not self.check_kept:  # this reader is not given the kept records
             kept, listed, digest = [], 0, kept_digest([])
+        problems = len(self.report.failures)
         if len(kept) != listed:
             self._fail(
                 seq,
@@ -994,6 +1028,45 @@ class ChainVerifier:
         cp = self._checkpoints.get(through)
         if cp is not None and isinstance(anchor, Mapping) and anchor.get("hash") != cp.hash:
             self._fail(seq, kind, f"the prune names a checkpoint at seq {through} not signed")
+        if len(self.report.failures) > problems or not self.check_kept:
+            return None
+        return through
+
+    def _account_kept(self, prunes: list[tuple[int, int]]) -> None:
+        """Every kept record against the prunes that account for theirs ((the prune
+        entry's seq, its through_seq)): a record one of them reaches is listed in it (its
+        count and sha256 cover every version at or below); any other stands for nothing,
+        and says so. A kept key is introduced at its seq once a trusted checkpoint covers
+        the prune entry: in the chain, that entry is all that vouches for it."""
+        for seq, kind, ref_id, _ in self._kept:
+            if _kept_by(seq, prunes) is None:
+                why = self._unkept_why(seq)
+                self._fail(seq, kind, f"kept record {ref_id} is accounted for by no prune: {why}")
+        for seq, key in self._kept_keys:
+            vouched_at = _kept_by(seq, prunes)
+            if vouched_at is not None:
+                self._keys.setdefault(key.key_id, key)
+                self._intros.append((seq, key.key_id, vouched_at))
+
+    def _unkept_why(self, seq: int) -> str:
+        """Why no prune accounts for a record kept at ``seq``."""
+        if seq < 1:
+            return f"seq {seq} is before any entry (seqs start at 1)"
+        said = [r.get("through_seq") if isinstance(r, Mapping) else None for _, r in self._prunes]
+        reach = sorted({t for t in said if type(t) is int and t >= seq})
+        if reach and not self.check_kept:
+            return f"this reader is not given the records the prune through seq {reach[0]} lists"
+        if reach:
+            return f"the prune through seq {reach[0]} does not verify (above)"
+        if not self._prunes:
+            return "the log has no prune entry, so nothing was kept"
+        return f"no prune entry goes through seq {seq}"
+
+
+def _kept_by(seq: int, prunes: Iterable[tuple[int, int]]) -> int | None:
+    """The seq of the first prune entry (of ``prunes``: (its seq, its through_seq)) that
+    keeps a record at ``seq``, or None."""
+    return min((at for at, through in prunes if 1 <= seq <= through), default=None)
 
 
 def verify_entries(

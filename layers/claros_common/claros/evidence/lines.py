@@ -136,7 +136,7 @@ def parse_entry_line(line: bytes) -> ParsedEntry:
         try:
             text = line[:at].decode("utf-8") + "}"
             head, end = _decode(text)
-        except ValueError:  # UnicodeDecodeError too
+        except (ValueError, RecursionError):  # UnicodeDecodeError too; nested too deeply
             head, end = None, 0
         if end == len(text) and isinstance(head, dict) and "event" not in head:
             raw = line[at + len(_EVENT) : -1]
