@@ -9,6 +9,8 @@ and must never put the removed person back into the workspace (least of all with
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -31,16 +33,22 @@ def _member_role_entries(services: Services) -> list[str]:
     ]
 
 
-def test_a_device_code_approved_before_removal_yields_no_key_after_it(
-    http: httpx.Client, keys: Keys, services: Services
-) -> None:
-    started = http.post("/v1/device/code", json={"name": "dana-laptop"}).json()
+def _approved_by_dana(http: httpx.Client, keys: Keys) -> dict[str, Any]:
+    """A `claros login` started, and approved by Dana with her person key."""
+    started: dict[str, Any] = http.post("/v1/device/code", json={"name": "dana-laptop"}).json()
     approved = http.post(
         "/app/device",
         json={"user_code": started["user_code"], "decision": "approve"},
         headers=bearer(keys.person),
     )
     assert approved.status_code == 200, approved.text
+    return started
+
+
+def test_a_device_code_approved_before_removal_yields_no_key_after_it(
+    http: httpx.Client, keys: Keys, services: Services
+) -> None:
+    started = _approved_by_dana(http, keys)
 
     gone = http.delete(f"/api/members/{PERSON}", headers=bearer(keys.admin))
     assert gone.status_code == 200, gone.text
@@ -71,13 +79,7 @@ def test_a_device_code_approved_with_a_key_revoked_since_yields_no_key(
 ) -> None:
     """The same for the approving key itself: revoked after it approved, nothing is minted
     from it (before, the poll minted a key that only its first use refused)."""
-    started = http.post("/v1/device/code", json={"name": "dana-laptop"}).json()
-    approved = http.post(
-        "/app/device",
-        json={"user_code": started["user_code"], "decision": "approve"},
-        headers=bearer(keys.person),
-    )
-    assert approved.status_code == 200, approved.text
+    started = _approved_by_dana(http, keys)
     revoked = http.post(f"/api/keys/{key_id(keys.person)}/revoke", headers=bearer(keys.admin))
     assert revoked.status_code == 200, revoked.text
 
