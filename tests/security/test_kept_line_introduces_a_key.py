@@ -29,21 +29,8 @@ from nacl.signing import SigningKey
 from claros.canonical import canonical_bytes
 from claros.ledger import entry_hash, key_id_for
 from claros_guard.verify import main as verify
-from tests.api.conftest import Keys, bearer, check_body
-
-
-def _checks(http: httpx.Client, key: str, n: int, start: int = 0) -> None:
-    for i in range(start, start + n):
-        body = check_body(agent={"name": "t", "call_id": str(i)}, arguments={"amount": i})
-        got = http.post("/v1/check", json=body, headers=bearer(key))
-        assert got.status_code == 200, got.text
-
-
-def _export(http: httpx.Client, keys: Keys, path: Path) -> Path:
-    got = http.get("/api/evidence/export", headers=bearer(keys.admin))
-    assert got.status_code == 200, got.text
-    path.write_bytes(got.content)
-    return path
+from tests.api.conftest import Keys
+from tests.security.test_ledger_rewrites import _checks, _export
 
 
 def _line(data: dict) -> bytes:

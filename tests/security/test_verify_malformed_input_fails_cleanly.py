@@ -21,7 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.conftest import Keys, bearer, check_body
+from tests.api.conftest import Keys
+from tests.security.test_ledger_rewrites import _checks
+from tests.security.test_ledger_rewrites import _export as export_to
 
 PROMPTLY = 20  # seconds
 
@@ -36,13 +38,9 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def _export(http: httpx.Client, keys: Keys, path: Path) -> Path:
-    for i in range(3):
-        body = check_body(agent={"name": "t", "call_id": str(i)})
-        assert http.post("/v1/check", json=body, headers=bearer(keys.agent)).status_code == 200
-    got = http.get("/api/evidence/export", headers=bearer(keys.admin))
-    assert got.status_code == 200, got.text
-    path.write_bytes(got.content)
-    return path
+    """An export of three checks."""
+    _checks(http, keys.agent, 3)
+    return export_to(http, keys, path)
 
 
 @pytest.mark.parametrize("option", ["--keys", "--checkpoints"])
