@@ -40,7 +40,14 @@ from claros_guard.errors import (
     ConfigError,
     GuardError,
 )
-from claros_guard.keepalive import Answer, KeepAlivePool, Outgoing, proxied
+from claros_guard.keepalive import (
+    Answer,
+    KeepAlivePool,
+    Outgoing,
+    RequestTooLarge,
+    encoded,
+    proxied,
+)
 from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
@@ -57,6 +64,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 10.0
+# The check API's body limit (docs/api.md, "Errors and limits"). A body over it is never
+# sent: Claros would refuse it unread, and a large one breaks the connection before that
+# 413 can be read, which looked like an outage and let --fail-open forward the write.
+MAX_BODY_BYTES = 1_000_000
 # An overloaded Claros (503 + Retry-After) is asked again at most this many times, and
 # never past this many seconds after the first try: an agent's tool call waits that long
 # at worst before it is blocked (or forwarded with --fail-open).
@@ -120,8 +131,29 @@ def call_outcome_report(tool_use_id: str, status: str, summary: str | None) -> R
 
 def unchecked_report(body: Mapping[str, Any], what: str, key: str | None = None) -> Report:
     """A write let through unchecked. ``status`` left out of the body is "not known"
-    (Claros takes ``ok``, ``error`` or none)."""
-    return Report("/v1/unchecked", dict(body), key or new_idempotency_key(), what)
+    (Claros takes ``ok``, ``error`` or none). Its arguments' long strings are cut: it is a
+    record that the call ran, which must fit the API's body limit (else it could never be
+    sent, and it would hold up the spool behind it); nothing is decided on it. A call
+    being checked is never cut (a rule would decide on text that is not what runs)."""
+    body = dict(body)
+    if "arguments" in body:
+        body["arguments"] = trimmed(body["arguments"])
+    return Report("/v1/unchecked", body, key or new_idempotency_key(), what)
+
+
+MAX_REPORTED_STRING = 2000
+
+
+def trimmed(value: Any) -> Any:
+    """``value`` with every string longer than ``MAX_REPORTED_STRING`` cut, saying so."""
+    if isinstance(value, str) and len(value) > MAX_REPORTED_STRING:
+        cut = len(value) - MAX_REPORTED_STRING
+        return value[:MAX_REPORTED_STRING] + f"…[{cut} more characters]"
+    if isinstance(value, dict):
+        return {str(k): trimmed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trimmed(v) for v in value]
+    return value
 
 
 class ClarosApi(Protocol):
@@ -194,8 +226,9 @@ class HttpClarosApi:
         self._http: httpx.AsyncClient | None = None
         if transport is None and not proxied(self.url):
             self._pool = KeepAlivePool(
-                self.url, auth, timeout=timeout, connect_timeout=min(timeout, 5.0)
-            )
+                self.url, auth, timeout=timeout, connect_timeout=min(timeout, 5.0),
+                max_body=MAX_BODY_BYTES,
+            )  # fmt: skip
         else:
             self._http = httpx.AsyncClient(
                 base_url=self.url,
@@ -220,7 +253,13 @@ class HttpClarosApi:
         if self._pool is not None:
             return await self._pool.request(method, path, body, headers)
         assert self._http is not None
-        return await self._http.request(method, path, json=body, headers=headers)
+        if body is None:
+            return await self._http.request(method, path, headers=headers)
+        content = encoded(body)
+        if len(content) > MAX_BODY_BYTES:
+            raise RequestTooLarge(len(content), MAX_BODY_BYTES)
+        headers = {**(headers or {}), "Content-Type": "application/json"}
+        return await self._http.request(method, path, content=content, headers=headers)
 
     async def _send(
         self,
@@ -239,7 +278,9 @@ class HttpClarosApi:
             raise self._unreachable(exc) from exc
         return self._judge(response, what)
 
-    def _unreachable(self, exc: httpx.HTTPError) -> ClarosUnavailableError:
+    def _unreachable(self, exc: httpx.HTTPError) -> GuardError:
+        if isinstance(exc, RequestTooLarge):  # a refusal, never an outage: blocks always
+            return ClarosRefusedError(413, str(exc))
         if isinstance(exc, httpx.TimeoutException):
             return ClarosUnavailableError(f"Claros at {self.url} did not answer in time")
         return ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}")

@@ -91,6 +91,10 @@ class GuardedApp:
         # once registered as a write stays one here, whatever this guard's classifier now
         # says, until an admin confirms the change (docs/guard.md, "Which tools are reads").
         self.workspace_writes: frozenset[str] = frozenset()
+        # Writes the workspace cannot hold (past the registration's cap, or a name Claros
+        # does not take): this guard holds them itself, for the whole session, whatever the
+        # server says of them later (a tools/list_changed that marks one read-only).
+        self.unheld_writes: set[str] = set()
         self._refreshed_at = -_REFRESH_EVERY
         self.resolver = NeedResolver(self)
         self.lookups = LookupCache()  # lookup reads this guard ran, for itself or its peers
@@ -118,11 +122,16 @@ class GuardedApp:
     def is_read_tool(self, tool: str) -> bool:
         """A read by this guard's classification and not held as a write by the workspace:
         the one answer for the agent's calls, needs and other guards' reads."""
-        return tool not in self.workspace_writes and self.classifier.is_read(
-            tool, self.annotations(tool)
-        )
+        if tool in self.workspace_writes or tool in self.unheld_writes:
+            return False
+        return self.classifier.is_read(tool, self.annotations(tool))
 
     def why(self, tool: str) -> str:
+        if tool in self.unheld_writes and self.classifier.is_read(tool, self.annotations(tool)):
+            return (
+                "it was a write when this session began, and Claros cannot hold it (not "
+                "registered), so this guard does: it stays a write until the guard restarts"
+            )
         if tool in self.workspace_writes and self.classifier.is_read(tool, self.annotations(tool)):
             return (
                 f"Claros holds it as a write until an admin confirms it is a read: "
@@ -209,6 +218,7 @@ class GuardedApp:
 
     async def initialize(self, agent_params: dict[str, Any] | None = None) -> dict[str, Any]:
         result = await self.upstream.initialize(agent_params)
+        self._hold_unheld_writes()
         self._register.set()
         await self._registration_known()
         return result
@@ -222,6 +232,7 @@ class GuardedApp:
                 await self.registered.wait()
 
     async def _tools_changed(self) -> None:
+        self._hold_unheld_writes()
         self._register.set()
 
     async def run(
@@ -241,14 +252,38 @@ class GuardedApp:
             await self.upstream.closed.wait()
             tg.cancel_scope.cancel()
 
+    def _registrable(self) -> list[tuple[str, dict[str, Any]]]:
+        """The tools a registration names: the first ``_MAX_TOOLS``, by names Claros takes."""
+        return [
+            (name, tool)
+            for name, tool in list(self.upstream.tools.items())[:_MAX_TOOLS]
+            if _NAME.match(name)
+        ]
+
+    def _hold_unheld_writes(self) -> None:
+        """Note the writes no registration can name (see ``unheld_writes``). Called when
+        the tools are listed first and on every change, so one marked read-only later was
+        noted as a write before."""
+        registrable = {name for name, _ in self._registrable()}
+        for name in self.upstream.tools:
+            if name in registrable or self.classifier.is_read(name, self.annotations(name)):
+                continue
+            if name not in self.unheld_writes:
+                log.warning(
+                    "%s: tool %r is a write Claros cannot hold (past the first %d tools, or "
+                    "a name it does not take); this guard holds it as a write",
+                    self.name, name, _MAX_TOOLS,
+                )  # fmt: skip
+                self.unheld_writes.add(name)
+
     def registration(self) -> list[dict[str, Any]]:
-        tools = []
-        for name, tool in list(self.upstream.tools.items())[:_MAX_TOOLS]:
+        for name in list(self.upstream.tools)[:_MAX_TOOLS]:
             if not _NAME.match(name):
                 log.warning(
                     "%s: tool %r has a name Claros does not accept; not registered", self.name, name
                 )
-                continue
+        tools = []
+        for name, tool in self._registrable():
             entry: dict[str, Any] = {
                 "name": name,
                 # This guard's own word; what the workspace holds comes back in the answer.

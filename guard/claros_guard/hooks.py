@@ -107,7 +107,6 @@ _TIMEOUTS = {"pre": int(ASK_WAIT) + 60, "post": 15}
 # What runs Claros in an installed hook command: ``claros`` itself, ``npx getclaros``, or
 # ``python -m claros_guard.cli`` (older installs), by any path.
 _RUNNERS = frozenset({"claros", "getclaros", "claros_guard.cli"})
-_MAX_STRING = 2000
 _ASKS_FILE = "hook-asks.json"
 _FLUSH_LINES = 100
 _FLUSH_SECONDS = 2.0
@@ -239,19 +238,6 @@ def install(scope: str) -> tuple[Path, list[str]]:
 
 
 # -- what a tool call is ---------------------------------------------------------------------
-
-
-def _trimmed(value: Any) -> Any:
-    """Long strings cut, for the report of a call that ran unchecked (fail-open: a record
-    that it ran, which must fit the API's body limit). Never for a call being checked: a
-    rule that saw only a prefix would decide on text Claude Code does not run."""
-    if isinstance(value, str) and len(value) > _MAX_STRING:
-        return value[:_MAX_STRING] + f"…[{len(value) - _MAX_STRING} more characters]"
-    if isinstance(value, dict):
-        return {str(k): _trimmed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trimmed(v) for v in value]
-    return value
 
 
 async def _target(
@@ -576,7 +562,7 @@ async def _report_unchecked(event: Mapping[str, Any], reason: str) -> None:
     body = {
         "app": app,
         "tool": tool,
-        "arguments": _trimmed(dict(tool_input)) if isinstance(tool_input, Mapping) else {},
+        "arguments": dict(tool_input) if isinstance(tool_input, Mapping) else {},
         "agent": agent,
         "reason": reason[:500],
         "summary": _UNCHECKED_SUMMARY,

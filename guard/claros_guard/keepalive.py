@@ -190,8 +190,10 @@ class KeepAlivePool:
         *,
         timeout: float,
         connect_timeout: float,
+        max_body: int | None = None,
     ) -> None:
         parts = urlsplit(base_url)
+        self.max_body = max_body
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.host = parts.hostname
@@ -225,7 +227,9 @@ class KeepAlivePool:
         body = b""
         fields = [*self._fixed, *(headers or {}).items()]
         if json_body is not None:
-            body = _ENCODER.encode(json_body).encode("utf-8")
+            body = encoded(json_body)
+            if self.max_body is not None and len(body) > self.max_body:
+                raise RequestTooLarge(len(body), self.max_body)
             fields.append(("Content-Type", "application/json"))
         if body or method in ("POST", "PUT", "PATCH"):
             fields.append(("Content-Length", str(len(body))))
@@ -409,6 +413,21 @@ class KeepAlivePool:
                 self._idle.append(conn)
             else:
                 conn.close()
+
+
+def encoded(json_body: Any) -> bytes:
+    """A request's JSON body as sent: compact, UTF-8, no NaN."""
+    return _ENCODER.encode(json_body).encode("utf-8")
+
+
+class RequestTooLarge(httpx.LocalProtocolError):
+    """A request body over the pool's limit, never sent: Claros would answer 413 and close
+    without reading it, and a large enough body breaks the connection before that answer
+    can be read (so it would look like an outage, not the refusal it is)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the request is {size} bytes; Claros takes at most {limit}")
+        self.size, self.limit = size, limit
 
 
 @dataclass

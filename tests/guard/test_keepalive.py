@@ -14,9 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claros_guard.api import HttpClarosApi
-from claros_guard.errors import ClarosUnavailableError
-from claros_guard.keepalive import KeepAlivePool, loads, proxied
+from claros_guard.api import MAX_BODY_BYTES, HttpClarosApi, unchecked_report
+from claros_guard.errors import ClarosRefusedError, ClarosUnavailableError
+from claros_guard.keepalive import (
+    Answer,
+    KeepAlivePool,
+    Outgoing,
+    RequestTooLarge,
+    loads,
+    proxied,
+)
 from tests.guard.scripted_http import ok
 
 pytestmark = pytest.mark.anyio
@@ -415,3 +422,56 @@ async def test_a_huge_head_on_a_kept_connection_is_not_taken_for_stale_and_sent_
     finally:
         await client.aclose()
     assert len(fake.requests) == 2  # the check went once: it may have been recorded
+
+
+async def test_a_body_over_the_limit_is_never_sent(scripted) -> None:  # type: ignore[no-untyped-def]
+    """Claros refuses a body over its limit unread, and a large one breaks the connection
+    before that 413 can be read: the pool refuses it itself, alone or in a pipeline."""
+    fake = await scripted(answer_ok)
+    client = KeepAlivePool(fake.url, {}, timeout=5, connect_timeout=5, max_body=100)
+    try:
+        with pytest.raises(
+            RequestTooLarge, match="the request is 111 bytes; Claros takes at most 100"
+        ):
+            await client.request("POST", "/v1/check", {"note": "x" * 100})
+        fits, too_big = await client.pipeline(
+            [Outgoing("POST", "/v1/a", {"n": 1}), Outgoing("POST", "/v1/b", {"note": "x" * 100})]
+        )
+        assert isinstance(fits, Answer) and fits.status_code == 200
+        assert isinstance(too_big, RequestTooLarge)
+    finally:
+        await client.aclose()
+    assert [r.split(b" ", 2)[1] for r in fake.requests] == [b"/v1/a"]
+
+
+@pytest.mark.parametrize("path", ["lean", "httpx"])
+async def test_a_check_over_the_limit_is_a_refusal_that_fail_open_does_not_forward(
+    scripted,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,  # type: ignore[no-untyped-def]
+) -> None:
+    fake = await scripted(answer_ok)
+    if path == "httpx":
+        monkeypatch.setenv("HTTP_PROXY", fake.url)  # through httpx, as behind a proxy
+    api = HttpClarosApi(fake.url, "ck_test")
+    assert (api._pool is None) == (path == "httpx")
+    body = {"app": "shop", "tool": "refund_create", "arguments": {"note": "x" * MAX_BODY_BYTES}}
+    try:
+        with pytest.raises(ClarosRefusedError) as refused:
+            await api.check(body)
+    finally:
+        await api.aclose()
+    assert refused.value.status == 413 and not refused.value.blocks_unless_fail_open
+    assert f"Claros takes at most {MAX_BODY_BYTES}" in str(refused.value)
+    assert fake.requests == []
+
+
+def test_an_unchecked_report_cuts_long_strings_to_fit() -> None:
+    report = unchecked_report(
+        {"app": "shop", "tool": "t", "arguments": {"note": "x" * 5000, "list": ["y" * 2001, 3]}},
+        "unchecked call",
+    )
+    arguments = report.body["arguments"]
+    assert arguments["note"] == "x" * 2000 + "…[3000 more characters]"
+    assert arguments["list"] == ["y" * 2000 + "…[1 more characters]", 3]
+    assert report.body["app"] == "shop"

@@ -88,4 +88,4 @@ async def test_a_call_too_large_to_check_whole_is_blocked_with_the_reason(
     stdout, _ = await run_hook(ws, pre("Bash", {"command": command}, "t-huge"))
     assert stdout, "the hook let a call it could not check whole run"
     reason = denied(stdout)
-    assert "limit" in reason, reason
+    assert "(413)" in reason and "at most 1000000" in reason, reason
