@@ -1,0 +1,131 @@
+"""THREATS.md §3: a compromised request-serving role acknowledges its own tampering.
+
+Tampering stops signing for the workspace "until an admin acknowledges it", and the
+acknowledgement is meant to be a ledger entry of its own (claros.api.tampering). But
+``claros.tamper.acknowledgement`` only looks for a *records* item ``tampering_ack#{id}``,
+and every request-serving role may PutItem into the records table (a new item is an INSERT,
+which the records stream filter does not even deliver) and Query the state table, where the
+tampering ids are kept. So the role that rewrote an entry reads the id, writes the "ack"
+record itself (no admin, no ledger entry), and signing resumes over the rewritten chain.
+"""
+
+# ruff: noqa: F811 - the tests take the role tests' fixtures, imported below, by name
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import pytest
+
+from claros.canonical import canonical_bytes
+from claros.ledger import Entry
+from claros.store.dynamo import record_key
+from claros.tamper import ACK_KIND
+from tests.events import load_event
+from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+    REQUEST_SERVING,
+    World,
+    _entry,
+    _item,
+    _ledger,
+    _seed,
+    _tampered_metric,
+    world,
+)
+from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+    WS,
+    functions,
+    keys,
+    run_check,
+    stack,
+    stack_store,
+    stream_batches,
+)
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
+    # The attack succeeds today: this test fails on its assertion. Strict, so the day the
+    # hole is closed the test passes, the run goes red, and this mark comes off.
+    pytest.mark.xfail(
+        raises=AssertionError,
+        strict=True,
+        reason=(
+            "open (stop 29): "
+            "tamper.acknowledgement trusts any tampering_ack# records item, "
+            "which every request role can write"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("function", ["CheckFunction", "OutcomeFunction", "AdminFunction"])
+def test_a_request_role_cannot_acknowledge_its_own_tampering(
+    world: World, function: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert function in REQUEST_SERVING
+    _seed(world)
+    role = world.as_role(function)
+    # 1. The rewrite IAM cannot refuse, above the last checkpoint (seq 2): the record of
+    # entry 3 now says "allow", and entry 3 is re-chained over it (MODIFYs on both streams).
+    items = _ledger(world)
+    [second, third] = [_entry(i) for i in items if i["seq"]["N"] in ("2", "3")]
+    forged_body = canonical_bytes({"forged": True, "result": "allow"})
+    key = record_key(WS, third.kind, third.ref_id)
+    old = world.client.get_item(TableName=world.table("RecordsTable"), Key=key)["Item"]
+    role.put_item(
+        TableName=world.table("RecordsTable"),
+        Item=old | {"body": {"B": zlib.compress(forged_body)}},
+    )
+    forged = Entry.build(
+        WS, third.seq, third.kind, third.ref_id, third.ts, {}, second.hash,
+        payload=hashlib.sha256(forged_body).hexdigest(),
+    )  # fmt: skip
+    role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
+    capsys.readouterr()
+    world.functions.invoke("checkpoint", world.stream())
+    assert _tampered_metric(capsys.readouterr().out) >= 1  # seen, signing stopped
+    status, body = world.functions.http(
+        "checkpoint", load_event("checkpoint-checkpoint-now", world.keys.admin)
+    )
+    assert status == 503 and "tamper" in body["message"], body
+
+    # 2. The same role reads the tampering ids (ReadState: Query on any partition) ...
+    found = role.query(
+        TableName=world.table("StateTable"),
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"{WS}#tampering"}},
+        ConsistentRead=True,
+    )["Items"]
+    ids = [item["sk"]["S"] for item in found]
+    assert ids
+    # ... and writes the "acknowledgement" records itself (PutItem on the records table).
+    for tamper_id in ids:
+        ack = {"by": "dana@example.com", "at": 1, "note": "looked into it",
+               "tampering": {"id": tamper_id}}  # fmt: skip
+        role.put_item(
+            TableName=world.table("RecordsTable"),
+            Item=record_key(WS, ACK_KIND, tamper_id)
+            | {"seq": {"N": "999"}, "body": {"B": zlib.compress(canonical_bytes(ack))}},
+        )
+    assert not role.refused, role.refused
+    # No admin acknowledged anything: no tampering_ack entry is in the ledger.
+    assert "tampering_ack" not in [i["kind"]["S"] for i in _ledger(world)]
+
+    # Safe behaviour: signing stays stopped (route, stream, heartbeat), and verify keeps
+    # failing on the tampering.
+    status, body = world.functions.http(
+        "checkpoint", load_event("checkpoint-checkpoint-now", world.keys.admin)
+    )
+    assert status == 503, (
+        "signing resumed without an admin's acknowledgement: a checkpoint now vouches for the "
+        "rewritten entry 3", status, body,
+    )  # fmt: skip
+    run_check(world.functions, world.keys.agent)  # seq 4, a multiple of 2
+    assert world.functions.invoke("checkpoint", world.stream()) == {"signed": []}
+    assert [cp["seq"] for cp in world.checkpoints()] == [2]
+    report = world.verify_report()
+    assert report["ok"] is False, report
+    assert all(t["acknowledged"] is None for t in report["tampering"]), report["tampering"]
