@@ -36,9 +36,9 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, TypeVar
 
 from claros.chunked import ChunkedLines
 from claros.evidence.lines import (
@@ -810,13 +810,30 @@ def _objects(client: Any, body: Any, field: str, path: str) -> list[dict[str, An
     return items
 
 
+T = TypeVar("T")
+
+
+def _shaped(
+    client: Any, parse: Callable[[dict[str, Any]], T], item: dict[str, Any], what: str
+) -> T:
+    """``parse(item)``; for an item not in its shape, the error for an answer unlike
+    Claros's, naming ``what`` (the request, and what it gave)."""
+    try:
+        return parse(item)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise client.unlike(f"{what} not in its shape ({type(exc).__name__}: {exc})") from exc
+
+
 def _checkpoints_of(client: Any) -> list[Checkpoint]:
     out: list[Checkpoint] = []
     since = 0
     path = "/v1/ledger/checkpoints"
     while True:
         body = client.json("GET", path, params={"since": since, "limit": PAGE})
-        out += [Checkpoint.from_json(c) for c in _objects(client, body, "checkpoints", path)]
+        out += [
+            _shaped(client, Checkpoint.from_json, c, f"GET {path} gave a checkpoint")
+            for c in _objects(client, body, "checkpoints", path)
+        ]
         if body.get("next") is None:
             return out
         after = body["next"]
@@ -858,7 +875,10 @@ def verify_online(
             f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
             f"this key's workspace is {workspace}"
         )
-    keys = [PublicKey.from_json(k) for k in key_list]
+    keys = [
+        _shaped(client, PublicKey.from_json, k, "GET /v1/ledger/pubkey gave a key")
+        for k in key_list
+    ]  # fmt: skip
     checkpoints = _checkpoints_of(client)
     progress.total = max((cp.seq for cp in checkpoints), default=0) or None
     verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
@@ -1017,7 +1037,7 @@ def _verify(args: argparse.Namespace, progress: Progress) -> Result:
         with Client(args.url, args.key, timeout=120) as client:
             try:
                 return verify_online(client, saved, pins, progress, ask=bool(args.save))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise client.unlike(f"{type(exc).__name__}: {exc}") from exc
     except ClientError as exc:
         raise VerifyError(str(exc)) from exc

@@ -301,6 +301,24 @@ def test_verify_against_a_server_that_is_not_claros(
         server = fake({"GET /v1/ledger/pubkey": body(pubkey)})
         done = claros("verify", "--url", server.url, "--key", "ck_x")
         refused(done, f"{server.url} did not answer like Claros: GET /v1/ledger/pubkey")
+    # Keys and checkpoints not in their shape: the same refusal, never a traceback.
+    key = {"workspace": "acme", "key_id": "ed25519:00", "public_key": "AA==", "created_at": 1}
+    bad_keys = [{**key, "created_at": "@1e999"}, {**key, "created_at": "soon"}, {"key_id": "k"}]
+    for bad in bad_keys:
+        text = json.dumps({"workspace": "acme", "keys": [bad]}).replace('"@1e999"', "1e999")
+        pubkey = text.encode()
+        server = fake({"GET /v1/ledger/pubkey": body(pubkey)})
+        done = claros("verify", "--url", server.url, "--key", "ck_x")
+        refused(done, f"{server.url} did not answer like Claros: GET /v1/ledger/pubkey gave a key")
+    checkpoint = {"workspace": "acme", "seq": 1, "hash": "0" * 64, "ts": 1}
+    for bad in ({**checkpoint, "seq": "1"}, {"seq": 1}):
+        server = fake({
+            "GET /v1/ledger/pubkey": body(b'{"workspace": "acme", "keys": []}'),
+            "GET /v1/ledger/checkpoints": body(json.dumps({"checkpoints": [bad]}).encode()),
+        })  # fmt: skip
+        done = claros("verify", "--url", server.url, "--key", "ck_x")
+        gave = "GET /v1/ledger/checkpoints gave a checkpoint"
+        refused(done, f"{server.url} did not answer like Claros: {gave}")
 
 
 def _project(tmp_path: Path, settings: str) -> tuple[Path, dict[str, str]]:
