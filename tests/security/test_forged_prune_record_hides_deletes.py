@@ -43,17 +43,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
-    # The attack succeeds today: this test fails on its assertion. Strict, so the day the
-    # hole is closed the test passes, the run goes red, and this mark comes off.
-    pytest.mark.xfail(
-        raises=AssertionError,
-        strict=True,
-        reason=(
-            "open (stop 29): "
-            "tamper.DynamoTamperLog.pruned_through trusts any prune# records item, "
-            "which every appending role can write"
-        ),
-    ),
 ]
 
 

@@ -25,8 +25,9 @@ from claros.api.checkpoint import on_stream
 from claros.config import Settings
 from claros.signing import FileSigner
 from claros.store.dynamo import DynamoStore
-from claros.tamper import DynamoTamperLog
+from claros.tamper import DynamoTamperLog, tampering_in
 from claros.wiring import Services
+from tests.api.seed import install_clock, utc_ms
 
 WS = "acme"
 
@@ -147,3 +148,35 @@ def test_removed_ledger_entry_is_tampering(world: Services) -> None:
     on_stream(world, event("REMOVE", s.ledger_table, keys))
     [found] = tampering(world)
     assert (found.table, found.event, found.key) == ("ledger", "REMOVE", {"seq": 3})
+
+
+@pytest.mark.parametrize(
+    ("days_since_signed", "checkpoint_seq", "tampered"),
+    [(200, 2, False), (183, 3, False), (181, 2, True), (400, None, True)],
+    ids=["signed-200-days-ago", "signed-183-days-ago", "signed-181-days-ago", "never-signed"],
+)
+def test_a_remove_below_a_prune_is_excused_only_when_old_enough_to_be_pruned(
+    world: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    days_since_signed: int,
+    checkpoint_seq: int | None,
+    tampered: bool,
+) -> None:
+    """A prune record alone excuses nothing (every appending role may put one): a REMOVE
+    at or below its through_seq counts as a prune's only when a checkpoint covering the
+    entry was signed longer ago than the retention floor (183 days, a day's slack)."""
+    s = world.store
+    assert isinstance(s, DynamoStore)
+    signed_at = utc_ms(2026, 1, 10)
+    clock = install_clock(monkeypatch, signed_at)
+    s.append(WS, "prune", "prn1", {"through_seq": 2})
+    if checkpoint_seq is not None:
+        s.client.put_item(TableName=s.state_table, Item={
+            "pk": {"S": f"{WS}#checkpoint"}, "sk": {"S": f"{checkpoint_seq:020d}"},
+            "ts": {"N": str(signed_at)},
+        })  # fmt: skip
+    clock.at(signed_at + days_since_signed * 86_400_000)
+    assert world.tamper is not None
+    record = event("REMOVE", s.ledger_table, {"workspace": {"S": WS}, "seq": {"N": "2"}})
+    found = tampering_in(record["Records"][0], world.tamper)
+    assert (found is not None) is tampered, found

@@ -17,6 +17,7 @@ import hashlib
 import zlib
 
 import pytest
+from botocore.exceptions import ClientError
 
 from claros.canonical import canonical_bytes
 from claros.ledger import Entry
@@ -47,17 +48,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
-    # The attack succeeds today: this test fails on its assertion. Strict, so the day the
-    # hole is closed the test passes, the run goes red, and this mark comes off.
-    pytest.mark.xfail(
-        raises=AssertionError,
-        strict=True,
-        reason=(
-            "open (stop 29): "
-            "tamper.acknowledgement trusts any tampering_ack# records item, "
-            "which every request role can write"
-        ),
-    ),
 ]
 
 
@@ -129,3 +119,36 @@ def test_a_request_role_cannot_acknowledge_its_own_tampering(
     report = world.verify_report()
     assert report["ok"] is False, report
     assert all(t["acknowledged"] is None for t in report["tampering"]), report["tampering"]
+    # The forged records stand in no admin's way: each real acknowledgement lands (once).
+    for tamper_id in ids:
+        ack = load_event("admin-acknowledge-tampering", world.keys.admin, tamper_id=tamper_id)
+        status, body = world.functions.http("admin", ack)
+        assert status == 201, body
+        assert world.functions.http("admin", ack)[0] == 409
+    report = world.verify_report()
+    assert all(t["acknowledged"]["note"] for t in report["tampering"]), report["tampering"]
+
+
+@pytest.mark.parametrize(
+    ("function", "may"),
+    [("CheckFunction", False), ("OutcomeFunction", False), ("EvidenceFunction", False),
+     ("WebFunction", False), ("AdminFunction", True)],
+)  # fmt: skip
+def test_only_the_admin_function_writes_acknowledgements(
+    world: World, function: str, may: bool
+) -> None:
+    """Where the signer reads acknowledgements (claros.tamper.acknowledgement): IAM lets the
+    admin function's role write there, no other role that serves requests (a compromised
+    admin function can act as an admin can: THREATS.md, 3)."""
+    role = world.as_role(function)
+    item = {
+        "pk": {"S": f"{WS}#tampering_ack"},
+        "sk": {"S": "tmp_0123"},
+        "rev": {"N": "1"},
+        "body": {"S": '{"by": "dana@example.com"}'},
+    }
+    if may:
+        role.put_item(TableName=world.table("StateTable"), Item=item)
+        return
+    with pytest.raises(ClientError, match="AccessDenied"):
+        role.put_item(TableName=world.table("StateTable"), Item=item)

@@ -395,6 +395,9 @@ class _NoPrunes:
     def pruned_through(self, workspace: str) -> int:
         return 0
 
+    def signed_by(self, workspace: str, seq: int, when: int) -> bool:  # pragma: no cover
+        return False
+
     def record(self, tampering: Tampering) -> bool:  # pragma: no cover - not called
         return True
 

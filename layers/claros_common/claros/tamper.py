@@ -21,11 +21,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from claros import jsonutil
-from claros.ledger import Failure, PublicKey, VerifyReport
+from claros.clock import now_ms
+from claros.ledger import RETENTION_FLOOR_DAYS, Failure, PublicKey, VerifyReport
 from claros.signing import Signer, SigningError, Vouch
 from claros.store.base import Store
 
 __all__ = [
+    "ACKS",
     "ACK_KIND",
     "DynamoItems",
     "DynamoTamperLog",
@@ -43,6 +45,7 @@ __all__ = [
 log = logging.getLogger("claros.tamper")
 
 ACK_KIND = "tampering_ack"
+ACKS = "tampering_ack"  # the doc collection of acknowledgements (acknowledgement())
 PRUNE_KIND = "prune"
 
 
@@ -81,6 +84,10 @@ class TamperLog(Protocol):
 
     def pruned_through(self, workspace: str) -> int:
         """The highest ``through_seq`` of the workspace's prune entries (0: none)."""
+        ...
+
+    def signed_by(self, workspace: str, seq: int, when: int) -> bool:
+        """Whether a checkpoint at ``seq`` or after was signed at ``when`` (ms) or before."""
         ...
 
 
@@ -180,7 +187,7 @@ def tampering_in(
     if items is not None and source and items.table_of(source) != table:
         return None  # not from the ledger's or the records' stream, or keys of another
     seq = key.get("seq")
-    if event == "REMOVE" and isinstance(seq, int) and seq <= log_.pruned_through(workspace):
+    if event == "REMOVE" and isinstance(seq, int) and _prunable(log_, workspace, seq):
         return None
     if items is not None and not _could_be(event, table, items.item(table, keys), data):
         return None
@@ -189,6 +196,24 @@ def tampering_in(
     when = data.get("ApproximateCreationDateTime")
     seen_at = int(float(when) * 1000) if when is not None else 0
     return Tampering(ident, workspace, table, event, key, seen_at)
+
+
+# A prune drops only what is older than the floor (RETENTION_FLOOR_DAYS); the checkpoint
+# that covers an entry is signed minutes after it (every N entries, or the heartbeat), so
+# a day's slack keeps a real prune's last entries out of doubt.
+_PRUNABLE_AFTER_MS = (RETENTION_FLOOR_DAYS - 1) * 86_400_000
+
+
+def _prunable(log_: TamperLog, workspace: str, seq: int) -> bool:
+    """Whether a prune may have removed entry (or record) ``seq``: the workspace's prunes
+    go through it, and a checkpoint signed longer ago than the retention floor covers it.
+    The prune records alone prove nothing: every role that appends may put one (one saying
+    ``through_seq`` 10**12 excused every delete). The signed checkpoint's time is the
+    signer's own, so a delete of anything younger than the floor is tampering, whatever
+    the records say (verify then also wants the prune entry: ``pruned_start_problem``)."""
+    if seq > log_.pruned_through(workspace):
+        return False
+    return log_.signed_by(workspace, seq, now_ms() - _PRUNABLE_AFTER_MS)
 
 
 def _could_be(
@@ -206,7 +231,13 @@ def _could_be(
 
 
 def acknowledgement(store: Store, workspace: str, tampering_id: str) -> dict[str, Any] | None:
-    return store.get_record(workspace, ACK_KIND, tampering_id)
+    """An admin's acknowledgement of a tampering record, or None. Read from the doc the
+    acknowledgement writes with its ledger entry (``ACKS``), never from the entry's record:
+    every role that appends may put records (and entries), and one that tampered must not
+    acknowledge its own tampering; in AWS only the admin function's role may write
+    ``ACKS`` (claros.store.dynamo.OWN_PARTITIONS, template.yaml)."""
+    doc = store.get_doc(workspace, ACKS, tampering_id)
+    return dict(doc.value) if doc is not None else None
 
 
 def unacknowledged(store: Store, log_: TamperLog, workspace: str) -> list[Tampering]:
@@ -321,6 +352,20 @@ class DynamoTamperLog:
             body = jsonutil.loads(item["body"]["S"])
             found.append(Tampering(**body))
         return sorted(found, key=lambda t: (t.seen_at, t.id))
+
+    def signed_by(self, workspace: str, seq: int, when: int) -> bool:
+        got = self.client.query(
+            TableName=self.state_table,
+            KeyConditionExpression="pk = :pk AND sk >= :from",
+            ExpressionAttributeValues={
+                ":pk": {"S": f"{workspace}#checkpoint"},
+                ":from": {"S": f"{seq:020d}"},
+            },
+            ConsistentRead=True,
+            Limit=1,
+        )
+        first = got.get("Items") or []
+        return bool(first) and int(first[0]["ts"]["N"]) <= when
 
     def pruned_through(self, workspace: str) -> int:
         import zlib

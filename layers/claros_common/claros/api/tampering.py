@@ -19,8 +19,8 @@ from claros.checkpoints import record
 from claros.clock import now_ms
 from claros.errors import ConflictError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
-from claros.store.base import NewRecord
-from claros.tamper import ACK_KIND
+from claros.store.base import DocWrite, NewRecord
+from claros.tamper import ACK_KIND, ACKS
 
 __all__ = ["register"]
 
@@ -52,7 +52,18 @@ def register(app: ClarosResolver) -> None:
             "note": body.note,
         }
         try:
-            [entry] = record(services, principal.workspace, [NewRecord(ACK_KIND, tamper_id, ack)])
+            # The entry, and the doc the signer reads (claros.tamper.acknowledgement),
+            # which only this function's role may write (written once: a second answer
+            # is a 409): one transaction. The entry's ref_id carries the time, so that a
+            # tampering_ack record put there before (by a role that may append, or by an
+            # acknowledgement of an earlier version, which the signer no longer reads)
+            # never stands in the admin's way.
+            [entry] = record(
+                services,
+                principal.workspace,
+                [NewRecord(ACK_KIND, f"{tamper_id}@{ack['at']}", ack)],
+                [DocWrite(principal.workspace, ACKS, tamper_id, ack, 0)],
+            )
         except StoreConflictError as exc:
             raise ConflictError(f"tampering {tamper_id} is acknowledged already") from exc
         return json_response({**ack, "seq": entry.seq}, 201)

@@ -17,6 +17,7 @@ Three tables (their definitions live in ``template.yaml``; the tests build them 
   ``{workspace}#doc#_aggregates``       ``{span}#{n:012d}`` ``rev`` (N), ``body`` (B zlib JSON)
   ``{workspace}#verified``              ``state``           ``seq`` (N), ``body`` (S JSON)
   ``{workspace}#doc#_pending``          arrival#random      ``exp`` (N), ``recs`` (B zlib)
+  ``{workspace}#tampering_ack``         tampering id        as a doc (``OWN_PARTITIONS``)
   ====================================  ==================  ==============================
 
 The hourly aggregates (``claros.aggregates``) are written in the append's transaction,
@@ -215,8 +216,20 @@ def _record_body(item: Item) -> dict[str, Any]:
     return jsonutil.loads(zlib.decompress(item["body"]["B"]))  # type: ignore[no-any-return]
 
 
+# Doc collections kept outside ``#doc#``, so that the roles that append (which write
+# ``*#doc#*`` items only: template.yaml) cannot write them: an admin's acknowledgement of
+# tampering (claros.tamper.ACKS), written by the admin function's role alone.
+OWN_PARTITIONS = frozenset({"tampering_ack"})
+
+
+def _doc_pk(workspace: str, collection: str) -> str:
+    if collection in OWN_PARTITIONS:
+        return f"{workspace}#{collection}"
+    return f"{workspace}#doc#{collection}"
+
+
 def _doc_key(workspace: str, collection: str, key: str) -> Item:
-    return {"pk": _s(f"{workspace}#doc#{collection}"), "sk": _s(key)}
+    return {"pk": _s(_doc_pk(workspace, collection)), "sk": _s(key)}
 
 
 def _doc(collection: str, key: str, item: Item) -> Doc:
@@ -1621,10 +1634,10 @@ class DynamoStore:
             items = list(self._batch_items(keys, None, self.state_table))
         except ClientError as exc:
             raise self._refused(exc, f"{len(pairs)} docs") from exc
-        prefix = f"{workspace}#doc#"
+        collection_of = {_doc_pk(workspace, c): c for c, _ in pairs}
         found: dict[tuple[str, str], Doc] = {}
         for item in items:
-            collection, key = item["pk"]["S"].removeprefix(prefix), item["sk"]["S"]
+            collection, key = collection_of[item["pk"]["S"]], item["sk"]["S"]
             found[collection, key] = _doc(collection, key, item)
         return [found.get(pair) for pair in wanted]
 
@@ -1640,7 +1653,7 @@ class DynamoStore:
     ) -> list[Doc]:
         if limit == 0:
             return []
-        values: dict[str, Any] = {":pk": _s(f"{workspace}#doc#{collection}")}
+        values: dict[str, Any] = {":pk": _s(_doc_pk(workspace, collection))}
         condition = "pk = :pk"
         start: str | None = None
         if prefix:
