@@ -464,10 +464,7 @@ def key_id_refusal(store: Store, workspace: str, key_id: str, now: int) -> KeyRe
     """Why the workspace's key ``key_id`` (16 hex) no longer stands, or None: for what a key
     decided that takes effect later (a device sign-in approved, then polled), checked again
     when it does. A key id that names no key of the workspace counts as revoked."""
-    ref = store.get_doc(workspace, KEY_IDS, key_id)
-    if ref is None and not _indexed_now(store, workspace):
-        ref = store.get_doc(workspace, KEY_IDS, key_id)
-    doc = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
+    doc = _key_by_id(store, workspace, key_id)
     if doc is None or doc.value.get("workspace") != workspace:
         return KeyRefused("unknown or revoked key", "revoked")
     return key_refusal(store, doc, now)
@@ -485,14 +482,20 @@ def _check_ancestors(store: Store, workspace: str, lineage: tuple[str, ...]) -> 
     minted for other people (a member's sign-in key, a promoted admin's key): those stand
     or fall by their own person's role (docs/api.md, "Keys and people")."""
     for ancestor in lineage:
-        ref = store.get_doc(workspace, KEY_IDS, ancestor)
-        if ref is None and not _indexed_now(store, workspace):
-            ref = store.get_doc(workspace, KEY_IDS, ancestor)
-        parent = store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
+        parent = _key_by_id(store, workspace, ancestor)
         if parent is None or parent.value.get("revoked_at"):
             raise KeyRefused(
                 f"this key was minted from key {ancestor}, which is revoked", "revoked"
             )
+
+
+def _key_by_id(store: Store, workspace: str, key_id: str) -> Doc | None:
+    """The key listed in ``workspace`` under ``key_id`` (16 hex), or None. Keys made before
+    the lists existed are listed first, by the first request that needs it."""
+    ref = store.get_doc(workspace, KEY_IDS, key_id)
+    if ref is None and not _indexed_now(store, workspace):
+        ref = store.get_doc(workspace, KEY_IDS, key_id)
+    return store.get_doc(GLOBAL, "key", str(ref.value["digest"])) if ref else None
 
 
 def _indexed_now(store: Store, workspace: str) -> bool:
