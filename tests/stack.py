@@ -43,6 +43,16 @@ CODE_PROPERTY = {
 Json = dict[str, Any]
 
 
+# moto's CloudFormation makes no API Gateway v2 resources (API, stage), alarms or the
+# stream failure queue's policy, and warns of each: a test that deploys the stack with it
+# ignores those warnings (tests/aws/test_template.py checks them as written).
+STACK_WARNINGS = [
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
+]
+
+
 # --- the template, translated and deployed --------------------------------------------
 class _NoManagedPolicies:
     """samtranslator's managed-policy loader; asked only for policies named by name, and the

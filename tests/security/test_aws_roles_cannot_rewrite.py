@@ -37,6 +37,7 @@ from tests.iam import (
     role_statements,
 )
 from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+    STACK_WARNINGS,
     WS,
     Functions,
     Json,
@@ -51,13 +52,7 @@ from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
     translate,
 )
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
-    # Nor the alarms, nor the stream failure queue's policy; the template test checks them
-    # as written.
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
-]
+pytestmark = STACK_WARNINGS
 
 # The functions that serve requests and must not be able to rewrite anything.
 REQUEST_SERVING = ("CheckFunction", "OutcomeFunction", "EvidenceFunction", "AdminFunction")

@@ -35,6 +35,7 @@ from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtu
     world,
 )
 from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+    STACK_WARNINGS,
     WS,
     functions,
     keys,
@@ -44,11 +45,7 @@ from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
     stream_batches,
 )
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..ApiGatewayV2..:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
-]
+pytestmark = STACK_WARNINGS
 
 
 @pytest.mark.parametrize("function", ["CheckFunction", "OutcomeFunction", "AdminFunction"])
