@@ -19,7 +19,7 @@ from claros.api.http import ClarosResolver, json_response
 from claros.api.web import (
     ADMINS,
     _chrome,
-    _use_form_once,
+    _form_once,
     _wants_html,
     html_response,
     page,
@@ -108,9 +108,9 @@ def register(app: ClarosResolver) -> None:
                 raise
             page_ = _page(app, principal, proposal, form.mapping, error=exc.message)
             return html_response(page_, 400)
-        _use_form_once(app, principal, form.once, "the mapping was saved: see the Rules page")
-        confirm = confirm_of(store, principal, proposal_id, spec.app, spec.tool)
-        state, changed = put_mapping(services, principal, spec, confirm)
+        with _form_once(app, principal, form.once, "the mapping was saved: see the Rules page"):
+            confirm = confirm_of(store, principal, proposal_id, spec.app, spec.tool)
+            state, changed = put_mapping(services, principal, spec, confirm)
         if _wants_html(app):
             query = urlencode({"saved": f"{spec.app} {spec.tool} v{state['version']}"})
             return redirect(f"/app/rules?{query}#mappings")

@@ -13,12 +13,13 @@ serve (the export, the printable report) are plain links: GET routes take the co
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -61,7 +62,7 @@ from claros.evidence.windowed import HOME_PARTS, window_bucket, window_counters
 from claros.mapping.tools import confirm_tool
 from claros.rules.service import list_rules
 from claros.store.base import ConflictError as StoreConflictError
-from claros.store.base import DocWrite
+from claros.store.base import DocWrite, StoreError
 from claros.tamper import report as tampering_report
 from claros.timeline import timeline
 from claros.web import pages, sessions
@@ -175,20 +176,33 @@ def _audit_days(raw: str) -> int | None:
 FORMS_SENT = "form_sent"
 
 
-def _use_form_once(
+@contextlib.contextmanager
+def _form_once(
     app: ClarosResolver,
     principal: Principal,
     once: str,
     why: str = "a key is shown only once: make another if you need one",
-) -> None:
-    """Refuse a form sent twice (a reload of the page a key was shown on)."""
+) -> Iterator[None]:
+    """Run the form's action once: a form sent again (a reload of the page a key was shown
+    on, a second click) is refused with ``why``. If the action fails, the form is given
+    back, so sending it again does the action (or says again why it cannot) instead of
+    claiming it was already sent."""
     if not once:
+        yield
         return
-    sent = DocWrite(principal.workspace, FORMS_SENT, once, {"at": now_ms()}, 0)
+    store = app.services.store
     try:
-        app.services.store.write_docs([sent])
+        store.write_docs([DocWrite(principal.workspace, FORMS_SENT, once, {"at": now_ms()}, 0)])
     except StoreConflictError:
         raise ConflictError(f"this form was already sent, and {why}") from None
+    try:
+        yield
+    except Exception:
+        # Best effort: if the store cannot take this either, the form stays spent and a
+        # reload of the page gives a fresh one.
+        with contextlib.suppress(StoreError):
+            store.write_docs([DocWrite(principal.workspace, FORMS_SENT, once, None)])
+        raise
 
 
 class ConfirmForm(BaseModel):
@@ -624,10 +638,10 @@ def _home_routes(app: ClarosResolver) -> None:
         form = read_input(app, KeyForm, empty_ok=True)
         if not principal.person:
             raise ForbiddenError("an agent key belongs to a person")
-        _use_form_once(app, principal, form.once)
-        key = create_key(store, principal.workspace, "agent", person=principal.person,
-                         made_by=principal.person, label=form.label, parent=principal,
-                         with_member=False)  # fmt: skip
+        with _form_once(app, principal, form.once):
+            key = create_key(store, principal.workspace, "agent", person=principal.person,
+                             made_by=principal.person, label=form.label, parent=principal,
+                             with_member=False)  # fmt: skip
         if _wants_html(app):
             body = pages.agent_key_page(_chrome(app, principal, "home"), key=key, label=form.label)
             return html_response(body, 201)  # pages are never cached
@@ -637,10 +651,10 @@ def _home_routes(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/asks/{ask_id}/answer", PEOPLE, ANSWER)
     def answer(principal: Principal, ask_id: str) -> Response[str]:
         form = read_input(app, AnswerForm)
-        _use_form_once(app, principal, form.once, "the ask was answered: see Asks")
-        result = answer_ask(
-            services, principal, ask_id, AnswerRequest(decision=form.decision, note=form.note)
-        )
+        with _form_once(app, principal, form.once, "the ask was answered: see Asks"):
+            result = answer_ask(
+                services, principal, ask_id, AnswerRequest(decision=form.decision, note=form.note)
+            )
         if _wants_html(app):
             query = urlencode({"answered": ask_id, "decision": result["status"]})
             if form.back == "asks":
@@ -660,8 +674,8 @@ def _admin_routes(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/apps/{app}/tools/{tool}/confirm", ADMINS)
     def confirm(principal: Principal, **path: str) -> Response[str]:
         form = read_input(app, ConfirmForm, empty_ok=True)
-        _use_form_once(app, principal, form.once, "the tool was confirmed: see the Rules page")
-        done = confirm_tool(services, principal, path["app"], path["tool"])
+        with _form_once(app, principal, form.once, "the tool was confirmed: see the Rules page"):
+            done = confirm_tool(services, principal, path["app"], path["tool"])
         if _wants_html(app):
             query = urlencode({"confirmed": f"{done['app']} {done['tool']}"})
             return redirect(f"/app/rules?{query}#tools")
@@ -746,16 +760,16 @@ def _evidence_routes(app: ClarosResolver) -> None:
         if not principal.person:
             raise ForbiddenError("an audit key is made by a workspace admin")
         days = _audit_days(form.days)
-        _use_form_once(app, principal, form.once)
-        key = create_key(
-            store,
-            principal.workspace,
-            "audit",
-            made_by=principal.person,
-            label=form.label,
-            parent=principal,
-            expires_days=days,
-        )
+        with _form_once(app, principal, form.once):
+            key = create_key(
+                store,
+                principal.workspace,
+                "audit",
+                made_by=principal.person,
+                label=form.label,
+                parent=principal,
+                expires_days=days,
+            )
         if _wants_html(app):
             body = pages.audit_key_page(
                 _chrome(app, principal, "evidence"), key=key, label=form.label

@@ -25,7 +25,7 @@ from claros.api.http import ClarosResolver, json_response
 from claros.api.web import (
     PEOPLE,
     _chrome,
-    _use_form_once,
+    _form_once,
     _wants_html,
     call_route,
     html_response,
@@ -192,11 +192,11 @@ def _form_routes(app: ClarosResolver) -> None:
         try:
             if form.verdict == "missed" and not form.rule_id:
                 raise BadRequestError("A missed report names the rule that should have fired.")
-            _use_form_once(app, principal, form.once, "the override was filed: see below")
-            done = record_override(
-                services, principal, check_id,
-                OverrideRequest(verdict=form.verdict, note=form.note, rule_id=form.rule_id),
-            )  # fmt: skip
+            with _form_once(app, principal, form.once, "the override was filed: see below"):
+                done = record_override(
+                    services, principal, check_id,
+                    OverrideRequest(verdict=form.verdict, note=form.note, rule_id=form.rule_id),
+                )  # fmt: skip
         except (BadRequestError, ConflictError, ForbiddenError) as exc:
             if not _wants_html(app):
                 raise
@@ -213,10 +213,11 @@ def _form_routes(app: ClarosResolver) -> None:
             raise NotFoundError(f"check {check_id} has no ask")
         ask_id = str(detail["ask"]["ask_id"])
         try:
-            _use_form_once(app, principal, form.once, "the ask was answered: see below")
-            result = answer_ask(
-                services, principal, ask_id, AnswerRequest(decision=form.decision, note=form.note)
-            )
+            with _form_once(app, principal, form.once, "the ask was answered: see below"):
+                result = answer_ask(
+                    services, principal, ask_id,
+                    AnswerRequest(decision=form.decision, note=form.note),
+                )  # fmt: skip
         except (BadRequestError, ConflictError, ForbiddenError) as exc:
             if not _wants_html(app):
                 raise

@@ -23,7 +23,7 @@ from claros.api.web import (
     ADMINS,
     PEOPLE,
     _chrome,
-    _use_form_once,
+    _form_once,
     _wants_html,
     html_response,
     page,
@@ -200,8 +200,8 @@ def _key_pages(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/keys/{key_id}/revoke", PEOPLE, KEYS)
     def revoke(principal: Principal, key_id: str) -> Response[str]:
         form = read_input(app, OnceForm, empty_ok=True)
-        _use_form_once(app, principal, form.once, "the key was revoked: see Keys & people")
-        done = revoke_key(services, Actor.of(principal), key_id)
+        with _form_once(app, principal, form.once, "the key was revoked: see Keys & people"):
+            done = revoke_key(services, Actor.of(principal), key_id)
         if _wants_html(app):
             also = len(done["also_revoked"])
             return redirect("/app/keys?" + urlencode({"revoked": done["key_id"], "also": also}))
@@ -218,8 +218,8 @@ def _member_pages(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/members", ADMINS)
     def add(principal: Principal) -> Response[str]:
         form = read_input(app, MemberForm)
-        _use_form_once(app, principal, form.once)
-        done = add_person(services, Actor.of(principal), form.email.strip())
+        with _form_once(app, principal, form.once):
+            done = add_person(services, Actor.of(principal), form.email.strip())
         made = {"what": "Person key", "who": done["email"], "key": done["key"], "about": sign_in}
         return _keys_page(app, principal, status=201, made=made,
                           notice_text=f"Added {done['email']} as a member.")  # fmt: skip
@@ -227,8 +227,8 @@ def _member_pages(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/members/{email}/role", ADMINS)
     def role(principal: Principal, email: str) -> Response[str]:
         form = read_input(app, RoleForm)
-        _use_form_once(app, principal, form.once, "the role was changed: see Keys & people")
-        done = change_role(services, Actor.of(principal), email, form.role)
+        with _form_once(app, principal, form.once, "the role was changed: see Keys & people"):
+            done = change_role(services, Actor.of(principal), email, form.role)
         text = f"{done['email']} is {'an admin' if form.role == 'admin' else 'a member'} now."
         if "key" in done:
             about = (
@@ -242,6 +242,6 @@ def _member_pages(app: ClarosResolver) -> None:
     @page(app, "POST", "/app/members/{email}/remove", ADMINS)
     def remove(principal: Principal, email: str) -> Response[str]:
         form = read_input(app, OnceForm, empty_ok=True)
-        _use_form_once(app, principal, form.once, "the member was removed")
-        done = remove_member(services, Actor.of(principal), email)
+        with _form_once(app, principal, form.once, "the member was removed"):
+            done = remove_member(services, Actor.of(principal), email)
         return _keys_page(app, principal, notice_text=f"Removed {done['email']}.")

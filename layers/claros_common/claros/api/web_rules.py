@@ -23,7 +23,7 @@ from claros.api.http import ClarosResolver, json_response
 from claros.api.web import (
     ADMINS,
     _chrome,
-    _use_form_once,
+    _form_once,
     _wants_html,
     html_response,
     page,
@@ -256,8 +256,8 @@ def _rule_routes(app: ClarosResolver) -> None:
             text = form.text
             get_rule(services.store, principal.workspace, rule_id)  # 404 for an unknown rule
             spec = _rule_spec(text, rule_id)
-            _use_form_once(app, principal, form.once, "the rule was saved: see the Rules page")
-            state, changed = put_rule(services, principal, spec, "manual")
+            with _form_once(app, principal, form.once, "the rule was saved: see the Rules page"):
+                state, changed = put_rule(services, principal, spec, "manual")
         except ClarosError as exc:
             return _refused(app, principal, exc, f"rule:{rule_id}", text)
         if not _wants_html(app):
@@ -270,8 +270,8 @@ def _rule_routes(app: ClarosResolver) -> None:
         try:
             form = _form(app, CloseForm)
             reason = form.reason
-            _use_form_once(app, principal, form.once, "the rule was closed: see the Rules page")
-            state = close_rule(services, principal, rule_id, form.reason.strip())
+            with _form_once(app, principal, form.once, "the rule was closed: see the Rules page"):
+                state = close_rule(services, principal, rule_id, form.reason.strip())
         except ClarosError as exc:
             return _refused(app, principal, exc, f"rule:{rule_id}:close", reason)
         if not _wants_html(app):
@@ -292,8 +292,8 @@ def _mapping_routes(app: ClarosResolver) -> None:
             text = form.text
             get_mapping(services.store, principal.workspace, app_name, tool)
             spec = _mapping_spec(text, app_name, tool)
-            _use_form_once(app, principal, form.once, "the mapping was saved: see the Rules page")
-            state, changed = put_mapping(services, principal, spec)
+            with _form_once(app, principal, form.once, "the mapping was saved: see the Rules page"):
+                state, changed = put_mapping(services, principal, spec)
         except ClarosError as exc:
             return _refused(app, principal, exc, f"mapping:{app_name}/{tool}", text)
         if not _wants_html(app):
@@ -308,8 +308,9 @@ def _mapping_routes(app: ClarosResolver) -> None:
         try:
             form = _form(app, CloseForm)
             reason = form.reason
-            _use_form_once(app, principal, form.once, "the mapping was closed: see the Rules page")
-            state = close_mapping(services, principal, app_name, tool, form.reason.strip())
+            closed = "the mapping was closed: see the Rules page"
+            with _form_once(app, principal, form.once, closed):
+                state = close_mapping(services, principal, app_name, tool, form.reason.strip())
         except ClarosError as exc:
             return _refused(app, principal, exc, f"mapping:{app_name}/{tool}:close", reason)
         if not _wants_html(app):

@@ -46,7 +46,7 @@ def _path_part(value: Any) -> str:
 
 def one_use() -> str:
     """A form's one-use token: sending the same form twice (a reload) does nothing twice
-    (claros.api.web._use_form_once)."""
+    (claros.api.web._form_once)."""
     return secrets.token_urlsafe(16)
 
 
