@@ -180,3 +180,52 @@ def test_a_remove_below_a_prune_is_excused_only_when_old_enough_to_be_pruned(
     record = event("REMOVE", s.ledger_table, {"workspace": {"S": WS}, "seq": {"N": "2"}})
     found = tampering_in(record["Records"][0], world.tamper)
     assert (found is not None) is tampered, found
+
+
+def test_a_prunes_removes_in_one_batch_read_the_log_once_per_checkpoint(
+    world: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prune removes thousands of items, each a REMOVE of the same stream batch: the
+    prune records and the covering checkpoint are read once per batch and per checkpoint,
+    not per event, and each event is still judged on its own seq."""
+    s = world.store
+    assert isinstance(s, DynamoStore)
+    signed_at = utc_ms(2026, 1, 10)
+    clock = install_clock(monkeypatch, signed_at)
+    for i in range(3, 12):
+        s.append(WS, "check", f"c{i}", {"result": "allow", "n": i})
+    s.append(WS, "prune", "prn1", {"through_seq": 10})
+    old, young = signed_at, signed_at + 300 * 86_400_000
+    for seq, ts in ((4, old), (8, old), (10, young)):
+        s.client.put_item(
+            TableName=s.state_table,
+            Item={
+                "pk": {"S": f"{WS}#checkpoint"},
+                "sk": {"S": f"{seq:020d}"},
+                "ts": {"N": str(ts)},
+            },
+        )
+    clock.at(young + 86_400_000)  # 4 and 8 were signed 301 days ago, 10 a day ago
+    for seq in range(1, 12):
+        s.client.delete_item(
+            TableName=s.ledger_table, Key={"workspace": {"S": WS}, "seq": {"N": str(seq)}}
+        )
+    batch = {"Records": [
+        {**event("REMOVE", s.ledger_table, {"workspace": {"S": WS}, "seq": {"N": str(seq)}})[
+            "Records"][0], "eventID": f"remove-{seq}"}
+        for seq in range(1, 12)
+    ]}  # fmt: skip
+    queries: list[str] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        queries.append(params["TableName"])
+
+    s.client.meta.events.register("provide-client-params.dynamodb.Query", count)
+    on_stream(world, batch)
+    read = list(queries)
+    # 1-8: under the prune and a checkpoint signed before the floor; 9-10: under the prune
+    # but covered only by the young checkpoint at 10; 11: above the prune.
+    assert sorted(t.key["seq"] for t in tampering(world)) == [9, 10, 11]
+    # The prune records once; the checkpoints at 4, 8 and 10, once each.
+    assert read.count(s.records_table) == 1, read
+    assert read.count(s.state_table) == 3, read

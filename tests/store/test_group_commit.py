@@ -395,8 +395,10 @@ class _NoPrunes:
     def pruned_through(self, workspace: str) -> int:
         return 0
 
-    def signed_by(self, workspace: str, seq: int, when: int) -> bool:  # pragma: no cover
-        return False
+    def first_checkpoint_from(  # pragma: no cover - not called
+        self, workspace: str, seq: int
+    ) -> tuple[int, int] | None:
+        return None
 
     def record(self, tampering: Tampering) -> bool:  # pragma: no cover - not called
         return True

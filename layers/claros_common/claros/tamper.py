@@ -86,9 +86,38 @@ class TamperLog(Protocol):
         """The highest ``through_seq`` of the workspace's prune entries (0: none)."""
         ...
 
-    def signed_by(self, workspace: str, seq: int, when: int) -> bool:
-        """Whether a checkpoint at ``seq`` or after was signed at ``when`` (ms) or before."""
+    def first_checkpoint_from(self, workspace: str, seq: int) -> tuple[int, int] | None:
+        """The first checkpoint at ``seq`` or after: its seq and when it was signed (ms)."""
         ...
+
+
+class PruneReads:
+    """What the prune test of ``REMOVE`` events reads, each read once per stream batch. A
+    prune removes thousands of items, each its own ``REMOVE`` in the table's stream; read
+    per event, the prune records (all of them) and the covering checkpoint were read again
+    for every one. Within a batch the reads are taken after every event in it happened, so
+    a prune that removed an item of the batch is in the records already. The checkpoint
+    found for seq s is the first at or after every seq from s to its own: the next events
+    of a prune (ascending seqs) reuse it."""
+
+    def __init__(self, log_: TamperLog) -> None:
+        self.log = log_
+        self._through: dict[str, int] = {}
+        self._covering: dict[str, tuple[int, int, int]] = {}  # workspace: (from, seq, ts)
+
+    def pruned_through(self, workspace: str) -> int:
+        if workspace not in self._through:
+            self._through[workspace] = self.log.pruned_through(workspace)
+        return self._through[workspace]
+
+    def first_checkpoint_from(self, workspace: str, seq: int) -> tuple[int, int] | None:
+        known = self._covering.get(workspace)
+        if known is not None and known[0] <= seq <= known[1]:
+            return known[1], known[2]
+        found = self.log.first_checkpoint_from(workspace, seq)
+        if found is not None:
+            self._covering[workspace] = (seq, *found)
+        return found
 
 
 def _plain(value: Mapping[str, Any]) -> Any:
@@ -145,7 +174,10 @@ def _same(stored: Mapping[str, Any], image: Mapping[str, Any]) -> bool:
 
 
 def tampering_in(
-    record: Mapping[str, Any], log_: TamperLog, items: Items | None = None
+    record: Mapping[str, Any],
+    log_: TamperLog,
+    items: Items | None = None,
+    reads: PruneReads | None = None,
 ) -> Tampering | None:
     """The tampering one stream record shows, if any (THREATS.md §3): a change to a ledger
     or records item (both refuse updates and deletes) that no prune accounts for. With
@@ -163,7 +195,7 @@ def tampering_in(
     Every other ``MODIFY`` (a ledger item that is there: the ledger's stream carries the
     new image only, so a made-up one cannot be told from a rewrite, and it counts) and
     every ``REMOVE`` of an item that is gone, above the last prune's ``through_seq``, is
-    tampering."""
+    tampering. ``reads``: the batch's prune reads (``PruneReads``), shared by its events."""
     event = str(record.get("eventName", ""))
     if event not in ("MODIFY", "REMOVE"):
         return None
@@ -187,7 +219,11 @@ def tampering_in(
     if items is not None and source and items.table_of(source) != table:
         return None  # not from the ledger's or the records' stream, or keys of another
     seq = key.get("seq")
-    if event == "REMOVE" and isinstance(seq, int) and _prunable(log_, workspace, seq):
+    if (
+        event == "REMOVE"
+        and isinstance(seq, int)
+        and _prunable(reads or PruneReads(log_), workspace, seq)
+    ):
         return None
     if items is not None and not _could_be(event, table, items.item(table, keys), data):
         return None
@@ -204,16 +240,17 @@ def tampering_in(
 _PRUNABLE_AFTER_MS = (RETENTION_FLOOR_DAYS - 1) * 86_400_000
 
 
-def _prunable(log_: TamperLog, workspace: str, seq: int) -> bool:
+def _prunable(reads: PruneReads, workspace: str, seq: int) -> bool:
     """Whether a prune may have removed entry (or record) ``seq``: the workspace's prunes
     go through it, and a checkpoint signed longer ago than the retention floor covers it.
     The prune records alone prove nothing: every role that appends may put one (one saying
     ``through_seq`` 10**12 excused every delete). The signed checkpoint's time is the
     signer's own, so a delete of anything younger than the floor is tampering, whatever
     the records say (verify then also wants the prune entry: ``pruned_start_problem``)."""
-    if seq > log_.pruned_through(workspace):
+    if seq > reads.pruned_through(workspace):
         return False
-    return log_.signed_by(workspace, seq, now_ms() - _PRUNABLE_AFTER_MS)
+    covering = reads.first_checkpoint_from(workspace, seq)
+    return covering is not None and covering[1] <= now_ms() - _PRUNABLE_AFTER_MS
 
 
 def _could_be(
@@ -353,7 +390,7 @@ class DynamoTamperLog:
             found.append(Tampering(**body))
         return sorted(found, key=lambda t: (t.seen_at, t.id))
 
-    def signed_by(self, workspace: str, seq: int, when: int) -> bool:
+    def first_checkpoint_from(self, workspace: str, seq: int) -> tuple[int, int] | None:
         got = self.client.query(
             TableName=self.state_table,
             KeyConditionExpression="pk = :pk AND sk >= :from",
@@ -365,7 +402,7 @@ class DynamoTamperLog:
             Limit=1,
         )
         first = got.get("Items") or []
-        return bool(first) and int(first[0]["ts"]["N"]) <= when
+        return (int(first[0]["sk"]["S"]), int(first[0]["ts"]["N"])) if first else None
 
     def pruned_through(self, workspace: str) -> int:
         import zlib

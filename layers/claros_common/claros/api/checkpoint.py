@@ -26,7 +26,7 @@ from claros.errors import ConflictError
 from claros.evidence.verified import catch_up_quietly
 from claros.ledger import PRUNE_KIND, Checkpoint, Entry
 from claros.signing import SigningError
-from claros.tamper import DynamoItems, tampering_in
+from claros.tamper import DynamoItems, PruneReads, tampering_in
 from claros.wiring import Services
 
 log = logging.getLogger("claros.checkpoint")
@@ -68,10 +68,10 @@ def _items(services: Services) -> DynamoItems | None:
     return DynamoItems(client, settings.ledger_table, settings.records_table)
 
 
-def _watch(services: Services, record: Mapping[str, Any]) -> None:
+def _watch(services: Services, record: Mapping[str, Any], reads: PruneReads | None) -> None:
     if services.tamper is None:
         return
-    found = tampering_in(record, services.tamper, _items(services))
+    found = tampering_in(record, services.tamper, _items(services), reads)
     if found is not None and services.tamper.record(found):
         log.error(
             "LEDGER TAMPERED: %s of a %s item %s in workspace %s; signing is stopped",
@@ -85,8 +85,9 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
     multiple of N is signed, if the ledger holds that very entry and its chain verifies."""
     every = services.settings.checkpoint_every
     records = list(event.get("Records", []))
+    reads = PruneReads(services.tamper) if services.tamper is not None else None
     for record in records:
-        _watch(services, record)
+        _watch(services, record, reads)
     signed = []
     for record in records:
         if record.get("eventName") != "INSERT" or "NewImage" not in record.get("dynamodb", {}):
