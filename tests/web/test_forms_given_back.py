@@ -6,13 +6,14 @@ action that never happened."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from claros.local import LocalServer
+from claros.config import Settings
+from claros.signing import FileSigner
 from claros.store.base import StorageUnavailableError, Store
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, check_body, put_rule
@@ -39,25 +40,14 @@ class _FailingStore:
 
 
 @pytest.fixture
-def failing(services: Services) -> _FailingStore:
-    return _FailingStore(services.store)
+def failing(store: Store) -> _FailingStore:
+    return _FailingStore(store)
 
 
 @pytest.fixture
-def server(services: Services, failing: _FailingStore) -> Iterator[LocalServer]:
-    """The web tests' server (tests.web.conftest's sign_in uses it), on the failing store."""
-    wrapped = Services(services.settings, failing, services.signer)  # type: ignore[arg-type]
-    srv = LocalServer(wrapped, "127.0.0.1", 0).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def http(server: LocalServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
-        yield client
+def services(failing: _FailingStore, settings: Settings) -> Services:
+    """The web tests' services (their server, keys and sign-in), on the failing store."""
+    return Services(settings, failing, FileSigner(settings.data_dir))  # type: ignore[arg-type]
 
 
 def _once(page: str, action: str) -> str:
