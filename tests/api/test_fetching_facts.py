@@ -431,6 +431,8 @@ ROUND_2 = {'lookups[0]:"PAPER-A4"': ITEMS["PAPER-A4"], 'lookups[0]:"CONSULT-H"':
         ({"fetch": GOOD_FETCH, "queries[0]": 1}, "no answer for lookups[0]"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[1]": 1}, "queries[1] was not asked for"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": -1}, "a count is a whole number"),
+        # A count of rows is never a fraction: 1.5 is not a number of rows read.
+        ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": 1.5}, "a count is a whole number"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": [{"a": 1}]}, "a count is a whole"),
         ({"fetch": GOOD_FETCH, **ROUND_2, 'lookups[0]:"PAPER-A4"': 7}, "must be the record"),
         ({"fetch": {**GOOD_FETCH, "blob": "x" * 600_000}}, "larger than 524,288 bytes"),

@@ -175,9 +175,16 @@ def _query_need(
 def _query_value(i: int, spec: QuerySpec, value: Any) -> Any:
     where = f"fetched.queries[{i}]"
     if spec.op == "count":
-        if isinstance(value, bool) or not isinstance(value, int | Decimal) or value < 0:
-            raise BadRequestError(f"{where}: a count is a whole number >= 0, not {value!r}")
-        return value
+        # A number of rows: 2.0 is 2 (JSON has one number type), 1.5 is no count at all.
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | Decimal)
+            or value < 0
+            or (isinstance(value, Decimal) and value != value.to_integral_value())
+        ):
+            shown = str(value) if isinstance(value, Decimal) else repr(value)
+            raise BadRequestError(f"{where}: a count is a whole number >= 0, not {shown}")
+        return int(value)
     if isinstance(value, dict | list):
         raise BadRequestError(
             f"{where}: only the reduced value goes back ({spec.op} of {spec.field}), not rows"
