@@ -231,3 +231,18 @@ def test_aiuc1_pack(http: httpx.Client, october: Seeded) -> None:
     assert http.put("/api/evidence/retention", json={"days": 365}, headers=key).status_code == 200
     after = http.get("/api/evidence/aiuc1?days=31", headers=key).json()["controls"]["E015"]
     assert "No retention set" not in after["gaps"] and after["holds"]["retention"]["days"] == 365
+
+
+def test_every_aiuc1_control_lists_sample_records(http: httpx.Client, october: Seeded) -> None:
+    """evidence.txt: "Each control lists what Claros holds, sample records and its gaps."
+    B006 and C007 listed none, though the window holds stops and near-misses."""
+    key = bearer(october.admin_key)
+    controls = http.get("/api/evidence/aiuc1?days=31", headers=key).json()["controls"]
+    empty = [c for c, control in controls.items() if not any(control["samples"].values())]
+    assert empty == []
+    # What each shows: the writes stopped (B006); the flagged checks, with their severity
+    # (C007).
+    assert [s["result"] for s in controls["B006"]["samples"]["stops"]] == ["stop"] * 3
+    assert {s["severity"] for s in controls["C007"]["samples"]["near_misses"]} <= {
+        "high", "medium", "low"}  # fmt: skip
+    assert controls["C007"]["samples"]["near_misses"]

@@ -431,6 +431,8 @@ ROUND_2 = {'lookups[0]:"PAPER-A4"': ITEMS["PAPER-A4"], 'lookups[0]:"CONSULT-H"':
         ({"fetch": GOOD_FETCH, "queries[0]": 1}, "no answer for lookups[0]"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[1]": 1}, "queries[1] was not asked for"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": -1}, "a count is a whole number"),
+        # A count of rows is never a fraction: 1.5 is not a number of rows read.
+        ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": 1.5}, "a count is a whole number"),
         ({"fetch": GOOD_FETCH, **ROUND_2, "queries[0]": [{"a": 1}]}, "a count is a whole"),
         ({"fetch": GOOD_FETCH, **ROUND_2, 'lookups[0]:"PAPER-A4"': 7}, "must be the record"),
         ({"fetch": {**GOOD_FETCH, "blob": "x" * 600_000}}, "larger than 524,288 bytes"),
@@ -470,3 +472,40 @@ def test_needs_are_not_logged(
 def test_fetched_without_a_mapping_is_refused(http: httpx.Client, keys: Keys) -> None:
     response = _post(http, keys.agent, {"name": "x"}, {"fetch": {}})
     assert response.status_code == 400 and "has no mapping" in response.json()["message"]
+
+
+def test_a_path_that_names_nothing_leaves_its_lookup_and_query_unknown(
+    http: httpx.Client, keys: Keys, apps: dict, services: Services
+) -> None:
+    """A query or lookup whose arguments or ``where`` need a $path the call (and its
+    record) does not hold is not read with null: its value is unknown, and a rule over it
+    answers by its on_unknown (here the default, fire), as for a lookup key with no value."""
+    mapping = {"app": "shop", "tool": "refund_create",
+               "lookups": [{"key": "order", "tool": "order_read",
+                            "arguments": {"id": "$", "customer": "$customer"},
+                            "pick": "total", "var": "order_total"}],
+               "queries": [{"tool": "refund_list", "arguments": {"customer": "$customer"},
+                            "where": {"customer": "$customer"}, "op": "count",
+                            "var": "refunds_before"}]}  # fmt: skip
+    assert put_mapping(http, keys.admin, mapping).status_code == 200
+    put_rule(http, keys.admin, id="third", app="shop", tools=["refund_create"],
+             when="refunds_before >= 2 or order_total < amount", response="stop")  # fmt: skip
+    body = {"app": "shop", "tool": "refund_create", "agent": {"name": "t"}}
+    named = http.post("/v1/check", headers=bearer(keys.agent),
+                      json={**body, "arguments": {"order": "1187", "amount": 5,
+                                                  "customer": "C-7"}}).json()  # fmt: skip
+    assert sorted(n["key"] for n in named["need"]) == ['lookups[0]:"1187"', "queries[0]"]
+    unnamed = http.post("/v1/check", headers=bearer(keys.agent),
+                        json={**body, "arguments": {"order": "1187", "amount": 5}})  # fmt: skip
+    assert unnamed.status_code == 200, unnamed.text
+    answer = unnamed.json()
+    assert "need" not in answer and answer["result"] == "stop"
+    [rule] = answer["rules"]
+    assert rule["unknown"] == ["refunds_before", "order_total"] and rule["on_unknown"] == "fire"
+    row = services.store.get_record(WORKSPACE, "check", answer["check_id"])
+    assert row is not None and row["resolved"] is True and not row.get("vars")
+    # Nothing was asked for, so nothing may be answered.
+    extra = http.post("/v1/check", headers=bearer(keys.agent),
+                      json={**body, "arguments": {"order": "1187", "amount": 5},
+                            "fetched": {"queries[0]": 0}})  # fmt: skip
+    assert extra.status_code == 400 and "queries[0] was not asked for" in extra.text

@@ -71,6 +71,8 @@ KINDS = (
     # ({"person", "role", "previous", "changed_by", "changed_at"}; role "removed").
     "key_revoked",
     "member_role",
+    # An admin acknowledged a tampering record (AWS: claros.tamper, docs/api.md).
+    "tampering_ack",
 )
 # A key rotation leaves an entry of this kind, its record the new public key
 # ({"workspace", "key_id", "public_key", "created_at", "algorithm", "replaces"}), covered by

@@ -200,10 +200,10 @@ def aiuc1_pack(
         "generated_at": end,
         "controls": {
             "D003": _d003(checks, activity, samples),
-            "B006": _b006(store, workspace, agents),
+            "B006": _b006(store, workspace, agents, samples),
             "E004": _e004(rules, samples),
             "E015": _e015(samples, activity, retention, chain),
-            "C007": _c007(rules, oversight.result()),
+            "C007": _c007(rules, oversight.result(), samples),
             "C009": _c009(checks, activity, rules, samples),
         },
     }
@@ -227,7 +227,9 @@ def _d003(checks: dict[str, Any], activity: ActivityCounter, s: _Samples) -> dic
     }
 
 
-def _b006(store: Store, workspace: str, agents: list[dict[str, Any]]) -> dict[str, Any]:
+def _b006(
+    store: Store, workspace: str, agents: list[dict[str, Any]], s: _Samples
+) -> dict[str, Any]:
     unseen = sorted(a["agent"] for a in agents if a["coverage"] is None)
     gaps = [
         "Access is per workspace key",
@@ -247,7 +249,7 @@ def _b006(store: Store, workspace: str, agents: list[dict[str, Any]]) -> dict[st
             "ask_webhook_configured": get_webhook(store, workspace) is not None,
             "json_stream": "GET /api/evidence/stream?since=<seq>&limit=",
         },
-        "samples": {},
+        "samples": {"stops": list(s.stops)},  # agent actions refused before they ran
         "gaps": gaps,
     }
 
@@ -300,11 +302,11 @@ def _e015(
     }
 
 
-def _c007(rules: dict[str, Any], oversight: list[dict[str, Any]]) -> dict[str, Any]:
+def _c007(rules: dict[str, Any], oversight: list[dict[str, Any]], s: _Samples) -> dict[str, Any]:
     return {
         "title": "Flag high-risk outputs",
         "holds": {"stop_and_ask_rules": rules["stop_and_ask"], "oversight": oversight},
-        "samples": {},
+        "samples": {"near_misses": list(s.near)},  # flagged checks, with their severity
         "gaps": ["No review SLA"],
     }
 

@@ -92,6 +92,23 @@ def _substitute(value: Any, source: Any, env: Mapping[str, Any], key_value: Any 
     return value
 
 
+def _missing(value: Any, source: Any, env: Mapping[str, Any]) -> str | None:
+    """The first ``$path`` in ``value`` that names nothing (missing or null) in ``source``;
+    ``$`` and the built-ins always name something. A read filtered on such a path would be
+    filtered on null: not the fact the mapping means, which Claros then does not have."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _missing(item, source, env)
+            if found is not None:
+                return found
+        return None
+    if is_substitution(value) and value != "$" and value not in env:
+        return value if get_path(source, value[1:]) is None else None
+    return None
+
+
 def _merge(base: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` over ``base``: the app's values win over the agent's, at every depth."""
     out = dict(base)
@@ -175,9 +192,16 @@ def _query_need(
 def _query_value(i: int, spec: QuerySpec, value: Any) -> Any:
     where = f"fetched.queries[{i}]"
     if spec.op == "count":
-        if isinstance(value, bool) or not isinstance(value, int | Decimal) or value < 0:
-            raise BadRequestError(f"{where}: a count is a whole number >= 0, not {value!r}")
-        return value
+        # A number of rows: 2.0 is 2 (JSON has one number type), 1.5 is no count at all.
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | Decimal)
+            or value < 0
+            or (isinstance(value, Decimal) and value != value.to_integral_value())
+        ):
+            shown = str(value) if isinstance(value, Decimal) else repr(value)
+            raise BadRequestError(f"{where}: a count is a whole number >= 0, not {shown}")
+        return int(value)
     if isinstance(value, dict | list):
         raise BadRequestError(
             f"{where}: only the reduced value goes back ({spec.op} of {spec.field}), not rows"
@@ -227,6 +251,34 @@ def _check_answers(fetched: Mapping[str, Any], asked: set[str], round_keys: set[
         raise BadRequestError(f"fetched has no answer for {missing}: answer every need at once")
 
 
+_Lookup = tuple[int, LookupSpec, list[Any], bool]
+
+
+def _round_two(
+    spec: MappingSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[_Lookup], set[int]]:
+    """The lookups' and queries' needs over the call merged with its record; each lookup
+    with the values at its key; the queries not run (filtered on a $path naming nothing:
+    their values are unknown)."""
+    needs: list[dict[str, Any]] = []
+    lookups: list[_Lookup] = []
+    for i, lookup in enumerate(spec.lookups):
+        lookup_needs, values, many = _lookup_needs(i, lookup, facts, env)
+        if _missing(lookup.arguments, facts, env) is not None:
+            # Read with null for a value the call or record does not hold: nothing is
+            # read, and every value this lookup gives is unknown.
+            lookup_needs, values = [], [None] * len(values)
+        needs += lookup_needs
+        lookups.append((i, lookup, values, many))
+    unknown_queries: set[int] = set()
+    for i, query in enumerate(spec.queries):
+        if _missing([query.arguments, query.where], facts, env) is not None:
+            unknown_queries.add(i)
+        else:
+            needs.append(_query_need(i, query, facts, env))
+    return needs, lookups, unknown_queries
+
+
 def plan(
     spec: MappingSpec,
     arguments: Mapping[str, Any],
@@ -254,13 +306,7 @@ def plan(
         value = evaluate(parse_derived(text), facts).value
         out.derived[name] = value
         facts[name] = value
-    needs: list[dict[str, Any]] = []
-    lookups = []
-    for i, lookup in enumerate(spec.lookups):
-        lookup_needs, values, many = _lookup_needs(i, lookup, facts, env)
-        needs += lookup_needs
-        lookups.append((i, lookup, values, many))
-    needs += [_query_need(i, q, facts, env) for i, q in enumerate(spec.queries)]
+    needs, lookups, unknown_queries = _round_two(spec, facts, env)
     round_keys = {n["key"] for n in needs}
     asked |= round_keys
     _check_answers(fetched, asked, round_keys)
@@ -270,7 +316,9 @@ def plan(
     for i, lookup, values, many in lookups:
         _apply_lookup(out, fetched, i, lookup, values, many)
     for i, query in enumerate(spec.queries):
-        value = _query_value(i, query, fetched[f"queries[{i}]"])
+        # Not run (a $path naming nothing): unknown, and a rule over it answers by its
+        # on_unknown.
+        value = None if i in unknown_queries else _query_value(i, query, fetched[f"queries[{i}]"])
         if query.var:
             out.vars[query.var] = value
         else:
