@@ -294,6 +294,8 @@ def ask_wait(env: Mapping[str, str]) -> float:
 
 def _load_asks(path: Path) -> dict[str, Any]:
     try:
+        if path.is_symlink():
+            return {}
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
@@ -320,6 +322,8 @@ def _save_asks(path: Path, asks: dict[str, Any], before: Mapping[str, Any] | Non
         merged = {k: v for k, v in _load_asks(path).items() if k not in ended}
         merged.update(asks)
         live = {k: v for k, v in merged.items() if _expires_at(v) > now}
+        if path.is_symlink():  # never written through: the rename replaces the link
+            path.unlink()
         with contextlib.suppress(FileProblem):
             write_file(path, json.dumps(live), mode=0o600)
     except OSError:
@@ -351,10 +355,16 @@ async def pre(
         ask_wait=ask_wait(os.environ),
         poll_interval=float(os.environ.get("CLAROS_ASK_POLL", "1.0")),
     )
-    asks_path = peers.directory / _ASKS_FILE
-    with contextlib.suppress(ConfigError):
+    asks_path: Path | None = peers.directory / _ASKS_FILE
+    try:
         ensure_private_dir(peers.directory)
-    asks_before = _load_asks(asks_path)
+    except ConfigError as exc:
+        # Not the user's own (another user made /tmp/claros-<uid> first): nothing is read
+        # from it or written there. The call is checked all the same; an ask is not
+        # remembered, so its retry asks again.
+        print(f"claros hook pre: open asks are not remembered: {exc}", file=sys.stderr)
+        asks_path = None
+    asks_before = _load_asks(asks_path) if asks_path else {}
     policy.import_asks(asks_before)
     tool_input = event.get("tool_input")
     # Whole, as Claude Code runs them: a rule decides (and an approval is bound to) exactly
@@ -369,7 +379,8 @@ async def pre(
             agent[field] = value[:256]
     call = Call(app, tool, arguments, agent)
     verdict = await policy.decide(call)
-    _save_asks(asks_path, policy.export_asks(), asks_before)
+    if asks_path:
+        _save_asks(asks_path, policy.export_asks(), asks_before)
     if not verdict.forward:
         return deny_answer(verdict.message or "Blocked by Claros.")
     if verdict.unchecked:
