@@ -305,8 +305,8 @@ def _private_files(path: str) -> None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise StoreError(f"{path} is not a file, not a Claros database")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.fchmod(fd, 0o600)
+        if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.geteuid():
+            os.fchmod(fd, 0o600)  # another user's database is theirs to keep as they chose
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise StoreError(f"cannot make {path} readable by its owner only: {why}") from exc
@@ -315,8 +315,9 @@ def _private_files(path: str) -> None:
     for suffix in _SIDE_FILES[1:]:
         side = Path(path + suffix)
         try:
-            mode = side.lstat().st_mode
-            if stat.S_ISREG(mode) and stat.S_IMODE(mode) & 0o077:
+            info = side.lstat()
+            mine = info.st_uid == os.geteuid()
+            if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) & 0o077 and mine:
                 side.chmod(0o600)
         except FileNotFoundError:
             continue
