@@ -80,18 +80,24 @@ def key_problem(key: str) -> str | None:
     return "the Claros key is not printable ASCII with no spaces around it, as Claros keys are"
 
 
+def _foreign(what: str, place: Path) -> str | None:
+    """Why ``place`` may not be this user's own: another user's, or others may write it
+    (a directory with the sticky bit, like /tmp, keeps others' hands off this user's
+    files). None when it is this user's alone."""
+    info = place.stat()
+    if info.st_uid != os.getuid():
+        return f"{what} belongs to another user (uid {info.st_uid})"
+    sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+    if info.st_mode & 0o022 and not sticky:
+        return f"others may write {what} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
 def _planted(path: Path) -> str | None:
     """Why the file at ``path`` may not be this user's own sign-in: it, or the directory
     it is in, belongs to someone else or others may write it (they could have put it
     there, naming their server). None when it is this user's alone."""
-    for what, place in (("it", path), ("its directory", path.parent)):
-        info = place.stat()
-        if info.st_uid != os.getuid():
-            return f"{what} belongs to another user (uid {info.st_uid})"
-        sticky = place is path.parent and info.st_mode & stat.S_ISVTX  # like /tmp
-        if info.st_mode & 0o022 and not sticky:
-            return f"others may write {what} (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
+    return _foreign("it", path) or _foreign("its directory", path.parent)
 
 
 def _saved(path: Path) -> dict[str, Any] | None:
@@ -277,10 +283,18 @@ def login(
     problem = url_problem(url)
     if problem:
         raise LoginError(f"the Claros URL {problem}", 2)
-    try:  # before anyone approves a code: the key must have somewhere to go
-        check_replaceable(path or credentials_path())
-    except FileProblem as exc:
+    target = path or credentials_path()
+    try:  # before anyone approves a code: the key must have somewhere to go, its own
+        check_replaceable(target)
+        foreign = None
+        if target.exists():
+            foreign = _planted(target)
+        elif target.parent.exists():
+            foreign = _foreign("its directory", target.parent)
+    except (FileProblem, OSError) as exc:
         raise LoginError(f"cannot save the key: {exc}", 2) from None
+    if foreign:
+        raise LoginError(f"cannot save the key in {target}: {foreign}", 2)
     timeout = httpx.Timeout(30.0, connect=10.0)
     with httpx.Client(base_url=url, timeout=timeout, transport=transport) as http:
         started = _start(http)

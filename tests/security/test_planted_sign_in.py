@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from claros_guard import login
+from claros_guard.cli import main
 from tests.guard.http_fakes import JSON, Answer, HttpFake, Request
 
 NOBODY = 65534
@@ -114,3 +115,23 @@ def test_the_directories_a_sign_in_makes_are_private_under_any_umask(tmp_path: P
         assert mode == 0o700, f"{made} is mode {oct(mode)}"
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
     assert login.load_credentials(saved) == {"url": "http://127.0.0.1:9", "key": "ck_1"}
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="planting a file of another user needs root")
+def test_login_neither_follows_nor_writes_into_a_planted_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``claros login`` with no --url took the planted file's server (where the person
+    was then sent to approve a code), and saved the new key into the planted directory."""
+    planted = PlantedClaros()
+    try:
+        config = tmp_path / "config"
+        creds = _plant(config, planted.url, owner=NOBODY)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+        monkeypatch.delenv("CLAROS_URL", raising=False)
+        assert main(["login"]) == 2  # no --url: the saved one would be the planter's
+    finally:
+        planted.stop()
+    assert planted.requests == []
+    err = capsys.readouterr().err
+    assert f"claros login: cannot save the key in {creds}: it belongs to another user" in err
