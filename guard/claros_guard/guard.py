@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -181,7 +181,13 @@ async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
     # Reports Claros cannot take go to disk, per key, and are sent from there later.
     reporter = Reporter(api, Spool(state_dir(), key))
     apps = {
-        a.name: GuardedApp(a, plan.shared, api=api, peers=peers, reporter=reporter)
+        a.name: GuardedApp(
+            replace(a, upstream=replace(a.upstream, withhold=key)),
+            plan.shared,
+            api=api,
+            peers=peers,
+            reporter=reporter,
+        )
         for a in plan.apps
     }
     for app in apps.values():

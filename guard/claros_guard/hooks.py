@@ -51,12 +51,14 @@ that gets that far first sends what the spool holds, at most ``_FLUSH_LINES`` re
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -292,19 +294,49 @@ def ask_wait(env: Mapping[str, str]) -> float:
 
 def _load_asks(path: Path) -> dict[str, Any]:
     try:
+        if path.is_symlink():
+            return {}
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _save_asks(path: Path, asks: dict[str, Any]) -> None:
+def _save_asks(path: Path, asks: dict[str, Any], before: Mapping[str, Any] | None = None) -> None:
+    """Keep this hook's changes to the asks file, and nobody else's lost.
+
+    Claude Code runs the hooks of parallel calls at once: under a lock, the file is read
+    again, the asks this hook ended (in ``before``, the file as it read it, but not in
+    ``asks``) are dropped, ``asks`` are added, expired ones go; then the file is replaced
+    whole (a temporary file, then a rename; 0600). A failure (a full disk) leaves the file
+    as it was: the asks it holds are never lost to half a write."""
+    ended = {k for k in before or {} if k not in asks}
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(asks, fh)
+        lock = path.with_name(path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        now = time.time() * 1000
+        merged = {k: v for k, v in _load_asks(path).items() if k not in ended}
+        merged.update(asks)
+        live = {k: v for k, v in merged.items() if _expires_at(v) > now}
+        if path.is_symlink():  # never written through: the rename replaces the link
+            path.unlink()
+        with contextlib.suppress(FileProblem):
+            write_file(path, json.dumps(live), mode=0o600)
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+def _expires_at(ask: Any) -> float:
+    try:
+        return float(ask["expires_at"])
+    except (KeyError, TypeError, ValueError):
+        return 0.0
 
 
 async def pre(
@@ -323,10 +355,17 @@ async def pre(
         ask_wait=ask_wait(os.environ),
         poll_interval=float(os.environ.get("CLAROS_ASK_POLL", "1.0")),
     )
-    asks_path = peers.directory / _ASKS_FILE
-    with contextlib.suppress(ConfigError):
+    asks_path: Path | None = peers.directory / _ASKS_FILE
+    try:
         ensure_private_dir(peers.directory)
-    policy.import_asks(_load_asks(asks_path))
+    except ConfigError as exc:
+        # Not the user's own (another user made /tmp/claros-<uid> first): nothing is read
+        # from it or written there. The call is checked all the same; an ask is not
+        # remembered, so its retry asks again.
+        print(f"claros hook pre: open asks are not remembered: {exc}", file=sys.stderr)
+        asks_path = None
+    asks_before = _load_asks(asks_path) if asks_path else {}
+    policy.import_asks(asks_before)
     tool_input = event.get("tool_input")
     # Whole, as Claude Code runs them: a rule decides (and an approval is bound to) exactly
     # these. A call too large for the check API is refused by it (413), and so blocked.
@@ -340,7 +379,8 @@ async def pre(
             agent[field] = value[:256]
     call = Call(app, tool, arguments, agent)
     verdict = await policy.decide(call)
-    _save_asks(asks_path, policy.export_asks())
+    if asks_path:
+        _save_asks(asks_path, policy.export_asks(), asks_before)
     if not verdict.forward:
         return deny_answer(verdict.message or "Blocked by Claros.")
     if verdict.unchecked:

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -79,11 +80,38 @@ def key_problem(key: str) -> str | None:
     return "the Claros key is not printable ASCII with no spaces around it, as Claros keys are"
 
 
+def _foreign(what: str, place: Path) -> str | None:
+    """Why ``place`` may not be this user's own: another user's, or others may write it
+    (a directory with the sticky bit, like /tmp, keeps others' hands off this user's
+    files). None when it is this user's alone."""
+    info = place.stat()
+    if info.st_uid != os.getuid():
+        return f"{what} belongs to another user (uid {info.st_uid})"
+    sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+    if info.st_mode & 0o022 and not sticky:
+        return f"others may write {what} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _planted(path: Path) -> str | None:
+    """Why the file at ``path`` may not be this user's own sign-in: it, or the directory
+    it is in, belongs to someone else or others may write it (they could have put it
+    there, naming their server). None when it is this user's alone."""
+    return _foreign("it", path) or _foreign("its directory", path.parent)
+
+
 def _saved(path: Path) -> dict[str, Any] | None:
-    """The saved sign-in; None when there is none; CredentialsError when it is damaged."""
+    """The saved sign-in; None when there is none; CredentialsError when it is damaged or
+    may not be this user's own."""
     try:
         if not path.exists() and not path.is_symlink():
             return None
+        planted = _planted(path)
+        if planted:
+            raise CredentialsError(
+                f"the saved sign-in at {path} is not used: {planted}; remove it and run "
+                "claros login again"
+            )
         data = parse_json(read_text(path, "it"), "it")
     except (OSError, FileProblem) as exc:
         problem = str(exc) if isinstance(exc, FileProblem) else f"cannot read it: {exc.strerror}"
@@ -114,11 +142,23 @@ def load_credentials(path: Path | None = None) -> dict[str, Any] | None:
         return None
 
 
+def _private_dirs(directory: Path) -> None:
+    """``directory`` and each missing parent made 0700 (``mkdir(parents=True)`` gives
+    parents 0777 less the umask: under umask 000 others could swap the directory)."""
+    missing = []
+    for parent in (directory, *directory.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        parent.mkdir(mode=0o700, exist_ok=True)
+
+
 def save_credentials(data: Mapping[str, Any], path: Path | None = None) -> Path:
     """Write the file readable by its owner only (0600, in a 0700 directory), atomically.
     OSError when it cannot be written (its path being a directory, a fifo, ...)."""
     path = path or credentials_path()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private_dirs(path.parent)
     text = json.dumps(dict(data), indent=2, sort_keys=True) + "\n"
     try:
         write_file(path, text, mode=0o600)
@@ -243,10 +283,18 @@ def login(
     problem = url_problem(url)
     if problem:
         raise LoginError(f"the Claros URL {problem}", 2)
-    try:  # before anyone approves a code: the key must have somewhere to go
-        check_replaceable(path or credentials_path())
-    except FileProblem as exc:
+    target = path or credentials_path()
+    try:  # before anyone approves a code: the key must have somewhere to go, its own
+        check_replaceable(target)
+        foreign = None
+        if target.exists():
+            foreign = _planted(target)
+        elif target.parent.exists():
+            foreign = _foreign("its directory", target.parent)
+    except (FileProblem, OSError) as exc:
         raise LoginError(f"cannot save the key: {exc}", 2) from None
+    if foreign:
+        raise LoginError(f"cannot save the key in {target}: {foreign}", 2)
     timeout = httpx.Timeout(30.0, connect=10.0)
     with httpx.Client(base_url=url, timeout=timeout, transport=transport) as http:
         started = _start(http)

@@ -8,7 +8,7 @@
   one well-formed MCP message is answered with a JSON-RPC error and goes no further.
 * ``upstream(spec)``: the wrapped server, a command over stdio (``child``: its own
   process group, stopped as the SDK's ``stdio_client`` stops a server; with the guard's
-  whole environment) or a Streamable HTTP URL.
+  environment less the Claros key) or a Streamable HTTP URL.
 
 ``wire.LineChannel`` (newline-delimited JSON over a Unix socket) carries the guards' talk
 with each other and with the hooks.
@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import anyio
@@ -59,6 +59,19 @@ class UpstreamSpec:
     url: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
+    # The Claros key: no variable holding it reaches the wrapped server (THREATS.md §2:
+    # with it, another process could pass as a guard of this key to the peers).
+    withhold: str | None = field(default=None, repr=False)
+
+    def child_env(self) -> dict[str, str]:
+        """The guard's environment less every variable holding the key, then ``env``."""
+        key = (self.withhold or "").strip()
+
+        def holds_key(value: str) -> bool:  # a key too short to look for in text: as is
+            return bool(key) and (key in value if len(key) >= 16 else value.strip() == key)
+
+        inherited = {name: value for name, value in os.environ.items() if not holds_key(value)}
+        return {**inherited, **dict(self.env)}
 
     def describe(self) -> str:
         if self.url:
@@ -292,7 +305,7 @@ async def upstream(
         raise ValueError("the wrapped server needs a command or a URL")
     async with child_stdio(
         [spec.command, *spec.args],
-        env={**os.environ, **dict(spec.env)},
+        env=spec.child_env(),
         cwd=spec.cwd,
         hurry=hurry or anyio.Event(),
         max_line=MAX_LINE,

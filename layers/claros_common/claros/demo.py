@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from claros.auth import create_key
+from claros.auth import create_key, member_role
 from claros.config import ConfigError, Settings
 from claros.local import LocalServer
 from claros.people import Actor, add_person, make_key
@@ -37,9 +37,47 @@ PERSON = "dana@example.com"
 DEMO = "demo (python -m claros.demo)"  # who the demo's members were added by
 
 
+def _read_keys(path: Path) -> dict[str, str] | None:
+    """The kept keys ({} when there are none); None when the file is there but damaged
+    (cut short by a crash of an older version, edited): it is then kept aside as
+    ``demo-keys.json.damaged`` for a look, and new keys are made."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
+        return {str(k): v for k, v in data.items()}
+    path.replace(path.with_name(path.name + ".damaged"))
+    return None
+
+
+def _write_keys(path: Path, keys: dict[str, str]) -> None:
+    """Written whole or not at all, 0600 from the start: a temporary file, fsync, a
+    rename, fsync of the directory. A crash leaves the old file or the new one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(keys, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        temp.replace(path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 def _keys(settings: Settings) -> dict[str, str]:
     path = Path(settings.data_dir) / "demo-keys.json"
-    keys: dict[str, str] = dict(json.loads(path.read_text())) if path.exists() else {}
+    found = _read_keys(path)
+    keys = found or {}
     if "person" in keys:
         return keys
     services = build_services(settings)
@@ -49,10 +87,24 @@ def _keys(settings: Settings) -> dict[str, str]:
             # Each member joins in one transaction with their member_role entry, as an
             # admin adds them (claros.people): the ledger shows who could act when.
             actor = Actor(WORKSPACE, DEMO)
+            made_before = member_role(store, WORKSPACE, PERSON) is not None
+            if made_before or found is None:
+                # An earlier run made the members and was stopped before it kept their
+                # keys, or the file was damaged: the members stay, with new keys.
+                print(
+                    f"claros demo: {path} was {'damaged' if found is None else 'missing'} "
+                    "for a workspace made before: new keys are made (the old ones still "
+                    "work wherever they are kept)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             keys = {"admin": make_key(services, actor, "admin", person=ADMIN)[1]}
-            # Dana joins: her own sign-in key (she answers her agent's asks with it),
-            # then her agent's key.
-            keys["person"] = str(add_person(services, actor, PERSON)["key"])
+            if made_before:
+                keys["person"] = make_key(services, actor, "person", person=PERSON)[1]
+            else:
+                # Dana joins: her own sign-in key (she answers her agent's asks with it),
+                # then her agent's key.
+                keys["person"] = str(add_person(services, actor, PERSON)["key"])
             keys["agent"] = make_key(services, actor, "agent", person=PERSON)[1]
             keys["service"] = make_key(services, actor, "service")[1]
             keys["audit"] = make_key(services, actor, "audit", person=ADMIN)[1]
@@ -60,9 +112,7 @@ def _keys(settings: Settings) -> dict[str, str]:
             keys["person"] = create_key(store, WORKSPACE, "person", person=PERSON)
     finally:
         services.close()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(keys, fh, indent=2)
+    _write_keys(path, keys)
     return keys
 
 

@@ -3,6 +3,8 @@ between local (SQLite + key file) and AWS (DynamoDB + KMS)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +63,30 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise StoreError(f"cannot make the Claros data directory {data}: {why}") from exc
+        _not_writable_by_others(data)
     return SqliteStore(database)
+
+
+def _not_writable_by_others(data: Path) -> None:
+    """A data directory others may write lets them swap ``claros.db`` for their own (with
+    their admin key in it), between starts or under a running server, whose threads open
+    the file by name: one of this user's is narrowed (group and others lose write), one of
+    another user's is refused (THREATS.md §2)."""
+    try:
+        info = data.stat()
+        if not info.st_mode & 0o022:
+            return
+        if info.st_uid == os.geteuid():
+            data.chmod(stat.S_IMODE(info.st_mode) & ~0o022)
+            return
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise StoreError(f"cannot keep others from writing in {data}: {why}") from exc
+    raise StoreError(
+        f"others may write in the Claros data directory {data} (mode "
+        f"{stat.S_IMODE(info.st_mode):04o}, owned by uid {info.st_uid}): they could swap "
+        "its database; use a directory of your own"
+    )
 
 
 def open_signer(settings: Settings) -> Signer:

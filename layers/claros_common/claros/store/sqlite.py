@@ -17,8 +17,11 @@ appends, each in a savepoint, and commits once; the others wait for their answer
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -277,6 +280,52 @@ def _unusable(path: str, exc: sqlite3.DatabaseError) -> StoreError:
     return _storage_fault(exc) or StoreError(f"cannot open the Claros database {path}: {exc}")
 
 
+# The database and the files SQLite keeps beside it (it gives them the database's mode).
+_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def _private_files(path: str) -> None:
+    """Make the database file readable by its owner only, before SQLite opens it.
+
+    SQLite creates its files 0644 whatever the umask allows (and -wal/-shm with the
+    database's mode): every record and the ask webhook's secret would be readable by
+    every local user who can reach the data directory (THREATS.md §2). So the file is
+    made 0600 first, and a database left wider by an older version is narrowed, with
+    its -wal and -shm. In-memory and URI databases are left alone."""
+    if path == ":memory:" or path.startswith("file:") or not path:
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR):
+            return  # SQLite opens it read-only, or says what is wrong, as before
+        why = exc.strerror or str(exc)
+        raise StoreError(f"cannot open the Claros database {path}: {why}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"{path} is not a file, not a Claros database")
+        if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.geteuid():
+            os.fchmod(fd, 0o600)  # another user's database is theirs to keep as they chose
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise StoreError(f"cannot make {path} readable by its owner only: {why}") from exc
+    finally:
+        os.close(fd)
+    for suffix in _SIDE_FILES[1:]:
+        side = Path(path + suffix)
+        try:
+            info = side.lstat()
+            mine = info.st_uid == os.geteuid()
+            if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) & 0o077 and mine:
+                side.chmod(0o600)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise StoreError(f"cannot make {side} readable by its owner only: {why}") from exc
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Append:
     """One caller's append: (record, its canonical JSON, its sha256) each, and docs."""
@@ -361,6 +410,7 @@ class SqliteStore:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._buckets = BucketCache()
+        _private_files(self.path)
         try:
             self._conn().executescript(_SCHEMA)
             self._index_checks()
