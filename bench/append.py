@@ -76,10 +76,11 @@ def sqlite_pair(writers: int, total: int, root: Path) -> tuple[Result, Result]:
     def plain_conn() -> sqlite3.Connection:
         conn = getattr(local, "conn", None)
         if conn is None:
-            # The same settings the store uses: WAL, synchronous=NORMAL, one txn a row.
+            # The same settings the store uses: WAL, the store's synchronous (FULL by
+            # default: each commit syncs the WAL), one txn a row.
             conn = sqlite3.connect(root / f"plain-{writers}.db", isolation_level=None,
                                    check_same_thread=False, timeout=60)  # fmt: skip
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=" + store.sync.upper())
             local.conn = conn
         return conn
 

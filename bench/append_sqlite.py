@@ -3,9 +3,10 @@ against one transaction per append (``group_commit=False``, the append before it
 run, interleaved (old, new, old, new ...), ``BENCH_ROUNDS`` rounds (default 3); appends/s,
 p50/p99 of one append, appends per transaction, and the ratio new/old.
 
-Both use the store's settings (WAL, synchronous=NORMAL: a commit appends to the WAL and
-syncs only at checkpoints), so what group commit saves here is the write lock's handoffs
-(a waiting writer sleeps in SQLite's busy handler) and one commit per append.
+Both use the store's settings (WAL, synchronous=FULL by default: every commit syncs the
+WAL; ``CLAROS_SQLITE_SYNC=normal`` syncs only at WAL checkpoints), so what group commit
+saves here is one commit, and one sync, per append, and the write lock's handoffs (a
+waiting writer sleeps in SQLite's busy handler).
 """
 
 from __future__ import annotations

@@ -110,6 +110,7 @@ def test_auth_create_with_a_file_as_data_dir(tmp_path: Path) -> None:
         ("CLAROS_STORE", "mongo", "'sqlite' or 'dynamodb'"),
         ("CLAROS_LEDGER_CHECKPOINT_EVERY", "x", "valid integer"),
         ("CLAROS_ASK_TTL_S", "0", "greater than or equal to 1"),
+        ("CLAROS_SQLITE_SYNC", "off", "'full' or 'normal'"),
     ],
 )
 @pytest.mark.parametrize(

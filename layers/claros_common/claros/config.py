@@ -47,6 +47,7 @@ ENV = {
     "judge": "CLAROS_JUDGE",
     "judge_model": "CLAROS_JUDGE_MODEL",
     "mapper_model": "CLAROS_MAPPER_MODEL",
+    "sqlite_sync": "CLAROS_SQLITE_SYNC",
     "role_writes": "CLAROS_ROLE_WRITES",
 }
 
@@ -90,6 +91,7 @@ FIELDS: dict[str, tuple[object, tuple[Any, ...]]] = {
     "judge_model": ("", ("str",)),
     "mapper_model": ("", ("str",)),
     "max_depth": (32, ("int", None, None)),
+    "sqlite_sync": ("full", ("word", ("full", "normal"))),
     "role_writes": (frozenset(ROLE_WRITES), ("role_writes",)),
 }
 
@@ -227,6 +229,7 @@ class Settings:
     judge_model: str
     mapper_model: str
     max_depth: int
+    sqlite_sync: Literal["full", "normal"]
     role_writes: frozenset[RoleWrite]
 
     def __init__(self, **values: object) -> None:

@@ -61,6 +61,11 @@ class SettingsModel(BaseModel):
     # proposer alone, which needs no model.
     mapper_model: str = ""
     max_depth: int = 32
+    # SQLite (local mode): "full" syncs the write-ahead log at every commit, so an
+    # answered check survives a power cut or a system crash too; "normal" syncs only at
+    # WAL checkpoints (faster; a power cut may lose the last answered checks, never the
+    # chain's order). docs/ledger.md, "Storage".
+    sqlite_sync: Literal["full", "normal"] = "full"
     # Which of ROLE_WRITES this process may make (CLAROS_ROLE_WRITES, comma-separated; an
     # empty value: none). Locally every one; the domain code takes them as arguments.
     role_writes: frozenset[RoleWrite] = frozenset(ROLE_WRITES)

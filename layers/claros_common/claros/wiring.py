@@ -64,7 +64,7 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
             why = exc.strerror or str(exc)
             raise StoreError(f"cannot make the Claros data directory {data}: {why}") from exc
         _not_writable_by_others(data)
-    return SqliteStore(database)
+    return SqliteStore(database, sync=settings.sqlite_sync)
 
 
 def _not_writable_by_others(data: Path) -> None:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from claros import jsonutil
 from claros.aggregates import SPANS, fold
@@ -391,9 +391,15 @@ class SqliteStore:
     """A Store on one SQLite file (or ``:memory:``-like temp paths in tests)."""
 
     def __init__(
-        self, path: str | Path, *, group_commit: bool = True, group_wait_s: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        group_commit: bool = True,
+        group_wait_s: float = 30.0,
+        sync: Literal["full", "normal"] = "full",
     ) -> None:
         self.path = str(path)
+        self.sync = sync
         # Appends that arrive together share one transaction (claros.store.group); False:
         # one transaction each, as before (bench/append_sqlite.py measures both).
         self.group_commit = group_commit
@@ -456,9 +462,11 @@ class SqliteStore:
                 raise _unusable(self.path, exc) from exc
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                # NORMAL in WAL mode is durable against application crashes; a power cut
-                # can lose the last transactions but never corrupts or reorders the chain.
-                conn.execute("PRAGMA synchronous=NORMAL")
+                # FULL syncs the WAL at every commit: an answer goes out only once its
+                # entry is on disk, through a power cut too (THREATS.md §6). NORMAL syncs
+                # at WAL checkpoints only: safe against the process crashing, but a power
+                # cut or system crash may lose the last commits (never the chain's order).
+                conn.execute("PRAGMA synchronous=" + ("FULL" if self.sync == "full" else "NORMAL"))
                 conn.execute("PRAGMA busy_timeout=60000")
                 conn.execute("PRAGMA foreign_keys=ON")
             except sqlite3.DatabaseError as exc:
