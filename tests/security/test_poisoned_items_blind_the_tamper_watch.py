@@ -25,8 +25,11 @@ from typing import Any
 import pytest
 
 from claros.canonical import canonical_bytes
+from claros.evidence import retention
 from claros.store.dynamo import record_key
 from claros.tamper import Tampering, tampering_in
+from tests.api.seed import OCT_1, install_clock
+from tests.events import load_event
 from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
     World,
     _entry,
@@ -153,3 +156,31 @@ def test_whatever_the_watch_cannot_read_counts_as_tampering(
     assert (
         tampering_in({**record, "dynamodb": {"Keys": {"seq": {"N": "3"}}}}, _Unreadable()) is None
     )
+
+
+def test_a_prune_record_that_is_not_zlib_does_not_stop_every_prune(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune function's own read of the prune records (``_prune_recorded``) decompressed
+    each one too: a planted one made every prune a 500, before it deleted anything."""
+    clock = install_clock(monkeypatch, OCT_1)
+    _seed(world)
+    world.as_role("CheckFunction").put_item(
+        TableName=world.table("RecordsTable"),
+        Item={"workspace": {"S": WS}, "rid": {"S": "prune#poison"}, "seq": {"N": "1000000"},
+              "body": {"B": b"not zlib at all"}},
+    )  # fmt: skip
+    status, body = world.functions.http(
+        "prune", load_event("prune-put-retention", world.keys.admin)
+    )
+    assert status == 200 and body["days"] == 365, body
+    clock.at(OCT_1 + 400 * 86_400_000)
+    run_check(world.functions, world.keys.agent)  # a new head; 1-3 are over a year old
+    monkeypatch.setattr(retention, "COVER_WAIT_S", 0.0)  # the test signs the prune entry
+    prune = load_event("prune-prune", world.keys.admin)
+    status, body = world.functions.http("prune", prune)
+    assert status == 200 and body["pruned"] is False, body  # its entry is not signed yet
+    world.functions.invoke("checkpoint", world.stream())
+    status, body = world.functions.http("prune", prune)
+    assert status == 200 and body["pruned"] is True, body
+    assert [int(i["seq"]["N"]) for i in _ledger(world)][0] == 3
