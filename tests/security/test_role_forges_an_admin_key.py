@@ -7,12 +7,13 @@ check and outcome roles so that a key's last use is noted in its doc. So a role 
 checks can put a key doc of its own: kind ``admin``, an admin's person and terms (read from
 their member doc, which it may read too). The key it chose then stands on every route.
 
-With it, the role that rewrote an entry acknowledges its own tampering through the admin
-function (``POST /api/evidence/tampering/{id}/acknowledge``), and signing resumes over the
-rewritten chain: what ``test_role_acknowledges_its_own_tampering`` closed for a records
-item, reached through an identity instead. Closing it needs the identity docs (keys, key
-ids, members, sessions) in partitions only the admin and web roles may write, with a key's
-last use kept apart: kept as a strict xfail until then (docs/deploy.md, "Limits").
+With it, the role that rewrote an entry acknowledged its own tampering through the admin
+function (``POST /api/evidence/tampering/{id}/acknowledge``, 201), and signing resumed over
+the rewritten chain: what ``test_role_acknowledges_its_own_tampering`` closed for a records
+item, reached through an identity instead. Now the template denies the check, outcome and
+prune roles every write of the identity docs (``IdentityIsNotTheirs``), and a key's last
+use is noted in a doc of its own (``_#doc#key_use``). The admin and web functions still
+write them: a compromised one can act as an admin can (docs/deploy.md).
 """
 
 # ruff: noqa: F811 - the tests take the role tests' fixtures, imported below, by name
@@ -23,13 +24,16 @@ import hashlib
 import json
 import secrets
 import zlib
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from claros.canonical import canonical_bytes
 from claros.ledger import Entry
 from claros.store.dynamo import record_key
 from tests.events import load_event
+from tests.iam import Request, allowed
 from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
     World,
     _entry,
@@ -72,13 +76,11 @@ def _rewrite_entry_3(world: World, function: str) -> None:
     role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
 
 
-def _forge_admin_key(world: World, function: str) -> str:
-    """What the role can do with its own permissions: read the admin's member doc, put a
-    key doc of kind admin in that person's terms, under the hash of a key it chose."""
-    role = world.as_role(function)
-    state = world.table("StateTable")
-    member = role.get_item(
-        TableName=state,
+def _key_doc(world: World, function: str) -> tuple[str, dict[str, Any]]:
+    """What the role can read with its own permissions: the admin's member doc, whose terms
+    a key doc of kind admin under the hash of a key it chose would need."""
+    member = world.as_role(function).get_item(
+        TableName=world.table("StateTable"),
         Key={"pk": {"S": f"{WS}#doc#member"}, "sk": {"S": ADMIN}},
         ConsistentRead=True,
     )["Item"]
@@ -88,29 +90,21 @@ def _forge_admin_key(world: World, function: str) -> str:
         "workspace": WS, "kind": "admin", "person": ADMIN, "made_by": ADMIN, "label": "",
         "created_at": 1, "term": terms["term"], "admin_term": terms["admin_term"],
     }  # fmt: skip
-    role.put_item(
-        TableName=state,
-        Item={
-            "pk": {"S": "_#doc#key"},
-            "sk": {"S": hashlib.sha256(key.encode()).hexdigest()},
-            "rev": {"N": "1"},
-            "body": {"S": json.dumps(doc)},
-        },
-    )
-    return key
+    item = {
+        "pk": {"S": "_#doc#key"},
+        "sk": {"S": hashlib.sha256(key.encode()).hexdigest()},
+        "rev": {"N": "1"},
+        "body": {"S": json.dumps(doc)},
+    }
+    return key, item
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="identity docs (keys, members, sessions) are *#doc#* items every appending role "
-    "may write: a request role mints itself an admin key (docs/deploy.md, Limits)",
-)
-@pytest.mark.parametrize("function", ["CheckFunction", "OutcomeFunction"])
+@pytest.mark.parametrize("function", ["CheckFunction", "OutcomeFunction", "PruneFunction"])
 def test_a_request_role_cannot_mint_an_admin_key(
     world: World, function: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _seed(world)
-    _rewrite_entry_3(world, function)
+    _rewrite_entry_3(world, "CheckFunction")
     capsys.readouterr()
     world.functions.invoke("checkpoint", world.stream())
     assert _tampered_metric(capsys.readouterr().out) >= 1  # seen, signing stopped
@@ -130,11 +124,13 @@ def test_a_request_role_cannot_mint_an_admin_key(
     ]
     assert ids
 
-    forged = _forge_admin_key(world, function)
-    # Safe behaviour: the key the role chose stands nowhere ...
+    forged, item = _key_doc(world, function)
+    # Safe behaviour: the role may not put the key doc ...
+    with pytest.raises(ClientError, match="AccessDenied"):
+        role.put_item(TableName=world.table("StateTable"), Item=item)
+    # ... so the key it chose stands nowhere, acknowledges nothing, and signing stays stopped.
     status, body = world.functions.http("check", load_event("check-me", forged))
     assert status == 401, ("a key no admin made stands", status, body)
-    # ... so it acknowledges nothing, and signing stays stopped.
     for tamper_id in ids:
         ack = load_event("admin-acknowledge-tampering", forged, tamper_id=tamper_id)
         status, body = world.functions.http("admin", ack)
@@ -143,3 +139,65 @@ def test_a_request_role_cannot_mint_an_admin_key(
         "checkpoint", load_event("checkpoint-checkpoint-now", world.keys.admin)
     )
     assert status == 503, ("signing resumed over the rewritten entry 3", status, body)
+
+
+IDENTITY = [
+    ("_#doc#key", "0" * 64),
+    (f"{WS}#doc#member", ADMIN),
+    (f"{WS}#doc#key_id", "0123456789abcdef"),
+    (f"{WS}#doc#key_list", "0000000000001-0123456789abcdef"),
+    (f"{WS}#doc#key_index", "v1"),
+    ("_#doc#session", "0" * 64),
+    ("_#doc#session_expiry", "9999999999999:" + "0" * 64),
+    ("_#doc#device", "ABCDEFGH"),
+    ("_#doc#device_secret", "0" * 64),
+    ("_#doc#workspace", WS),
+]
+
+
+@pytest.mark.parametrize(
+    ("function", "may"),
+    [("CheckFunction", False), ("OutcomeFunction", False), ("PruneFunction", False),
+     ("EvidenceFunction", False), ("CheckpointFunction", False), ("AdminFunction", True),
+     ("WebFunction", True)],
+)  # fmt: skip
+def test_only_the_admin_and_web_functions_write_identity(
+    world: World, function: str, may: bool
+) -> None:
+    """Every identity doc (put, update, delete), under the template's real policies; a key's
+    last use stays writable by every role that takes keys and writes docs."""
+    statements = world.statements(function)
+    table = world.arns()["StateTable.Arn"]
+    for pk, _ in IDENTITY:
+        for action in ("PutItem", "UpdateItem", "DeleteItem"):
+            request = Request(f"dynamodb:{action}", table, {"dynamodb:LeadingKeys": [pk]})
+            assert allowed(statements, request) is may, (function, action, pk)
+    use = Request("dynamodb:PutItem", table, {"dynamodb:LeadingKeys": ["_#doc#key_use"]})
+    writes_docs = function not in ("EvidenceFunction", "CheckpointFunction")
+    assert allowed(statements, use) is writes_docs, function
+
+
+def test_a_keys_last_use_is_noted_apart_and_shown(world: World) -> None:
+    """The functions still note a key's last use (in its own doc) and the key list shows
+    it; a last use noted in the key's own doc before stays shown."""
+    status, _ = world.functions.http("check", load_event("check-me", world.keys.agent))
+    assert status == 200
+    digest = hashlib.sha256(world.keys.agent.encode()).hexdigest()
+    use = world.client.get_item(
+        TableName=world.table("StateTable"),
+        Key={"pk": {"S": "_#doc#key_use"}, "sk": {"S": digest}},
+        ConsistentRead=True,
+    ).get("Item")
+    assert use is not None and json.loads(use["body"]["S"])["at"] > 0
+    key = world.client.get_item(
+        TableName=world.table("StateTable"),
+        Key={"pk": {"S": "_#doc#key"}, "sk": {"S": digest}},
+        ConsistentRead=True,
+    )["Item"]
+    assert "last_used_at" not in json.loads(key["body"]["S"])  # the key's doc is untouched
+    status, body = world.functions.http(
+        "admin", load_event("admin-api-keys-list", world.keys.admin)
+    )
+    assert status == 200, body
+    [agent] = [k for k in body["keys"] if k["key_id"] == digest[:16]]
+    assert agent["last_used_at"] == json.loads(use["body"]["S"])["at"]
