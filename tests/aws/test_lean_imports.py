@@ -265,9 +265,9 @@ def test_no_function_defines_a_dataclass_at_its_cold_start(function: str) -> Non
 BODYLESS_REQUESTS = [
     ("evidence", "evidence-verify", "", False),
     ("evidence", "evidence-checkpoints", "", False),
-    ("checkpoint", "checkpoint-checkpoint-now", "key_use,verified_state", False),
-    ("checkpoint", "checkpoint-schedule", "key_use,verified_state", False),
-    ("export", "export-report", "key_use", False),
+    ("checkpoint", "checkpoint-checkpoint-now", "verified_state", False),
+    ("checkpoint", "checkpoint-schedule", "verified_state", False),
+    ("export", "export-report", "", False),
     ("prune", "prune-get-retention", "key_use", False),
     ("prune", "prune-prune", "key_use", False),
     ("prune", "prune-put-retention", "key_use", True),

@@ -21,7 +21,8 @@ that check's ask.
 A key stands while it is not revoked, no key it was minted from is revoked (its lineage
 is checked on every request: a revocation reaches every key minted from the revoked one at
 once), and its person is still a member (an admin key: still an admin). Its
-``last_used_at`` is noted at most once a minute, so a check does not write each time.
+last use is noted at most once a minute (``KEY_USE``, a doc apart from the key's:
+roles that note it may not write keys), so a check does not write each time.
 Each key is also listed in its workspace (``key_list`` by creation time, ``key_id`` by
 id) so that keys can be listed and revoked per workspace (``claros.people``).
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # the CLI's only (_parser imports it): every function imports
     import argparse
 
 __all__ = [
+    "KEY_USE",
     "KeyKind",
     "GUARD_KINDS",
     "PERSON_KINDS",
@@ -70,6 +72,7 @@ __all__ = [
     "ensure_workspace",
     "workspaces",
     "hash_key",
+    "last_used",
     "require",
 ]
 
@@ -99,6 +102,10 @@ LAST_USED_EVERY_MS = 60_000  # a key's last use is written at most this often
 # The workspace's own lists of its keys (the key docs themselves live under GLOBAL, by hash).
 KEY_LIST = "key_list"  # "<created_at:013d>-<key_id>" -> {"digest"}
 KEY_IDS = "key_id"  # key_id -> {"digest", "listed"}
+# A key's last use, apart from the key's doc (GLOBAL, by hash -> {"at"}): every function
+# that takes keys notes it, and in AWS only the admin and web roles may write key docs
+# (template.yaml, IdentityIsNotTheirs): a role that may write a key's doc can mint keys.
+KEY_USE = "key_use"
 
 
 # A NamedTuple, not a frozen dataclass: every function imports this module at cold start
@@ -523,17 +530,34 @@ def audit_expiry(info: dict[str, object]) -> int:
     return int(str(info.get("created_at") or 0)) + AUDIT_DAYS * DAY_MS
 
 
+def last_used(doc: Doc, use: Doc | None) -> int | None:
+    """When the key ``doc`` was last used (ms): its ``KEY_USE`` doc, or what its own doc
+    says (keys noted before the last use moved apart)."""
+    times = [t for t in (doc.value.get("last_used_at"), use.value.get("at") if use else None)
+             if isinstance(t, int) and not isinstance(t, bool)]  # fmt: skip
+    return max(times) if times else None
+
+
+# When this process last noted each key's use (by hash), so that a request reads nothing
+# more to decide whether to note it: at most once a minute per key and process.
+_NOTED: dict[str, int] = {}
+_NOTED_MAX = 10_000
+
+
 def _note_use(store: Store, doc: Doc, now: int) -> None:
-    """Write the key's last use, at most once a minute. Best effort: a request that lost
-    the race to another (or to a revocation, which wins) or that meets a read-only or full
-    disk, or a function whose role may not write docs (AWS: the evidence readers), is
-    answered all the same."""
-    last = doc.value.get("last_used_at")
-    if isinstance(last, int) and 0 <= now - last < LAST_USED_EVERY_MS:
+    """Write the key's last use (``KEY_USE``, never the key's own doc), at most once a
+    minute per key in this process (a function instance). Best effort: a request that
+    meets a read-only or full disk, or a function whose role may not write docs (AWS: the
+    evidence readers), is answered all the same."""
+    last = _NOTED.get(doc.key)
+    if last is not None and 0 <= now - last < LAST_USED_EVERY_MS:
         return
-    value = {**doc.value, "last_used_at": now}
+    if len(_NOTED) >= _NOTED_MAX:
+        _NOTED.clear()
+    _NOTED[doc.key] = now
+    write = DocWrite(GLOBAL, KEY_USE, doc.key, {"at": now})
     try:
-        store.write_docs([DocWrite(GLOBAL, "key", doc.key, value, doc.rev)])
+        store.write_docs([write])
     except (ConflictError, StorageUnavailableError):
         pass
     except Exception:  # noqa: BLE001 - a timestamp never fails the request it notes

@@ -109,10 +109,10 @@ def _prune(args: argparse.Namespace, settings: Settings) -> int:
         if args.workspace and services.store.head(args.workspace) is None:
             return _no_ledger(args.workspace)
         for name in names:
-            if retention_days(services.store, name) is None:
-                print(f"workspace {name}: no retention is set: every record is kept")
-                continue
             try:
+                if retention_days(services.store, name) is None:
+                    print(f"workspace {name}: no retention is set: every record is kept")
+                    continue
                 done = prune(services, name)
             except ClarosError as exc:
                 print(f"claros.ledger: workspace {name}: {exc.message}", file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -62,7 +63,8 @@ class Tampering(NamedTuple):
     @property
     def seq(self) -> int | None:
         seq = self.key.get("seq")
-        return int(seq) if seq is not None else None
+        # A planted item's seq may be anything a number or string can be (1.5, "x").
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,12 +122,18 @@ class PruneReads:
         return found
 
 
-def _plain(value: Mapping[str, Any]) -> Any:
-    """A stream image's attribute value as plain JSON (S, N, B)."""
+def _plain(value: Any) -> Any:
+    """A stream image's attribute value as plain JSON (S, N, B): a whole number as an int,
+    any other number as the string DynamoDB gives (a planted item's seq may be 1.5)."""
+    if not isinstance(value, Mapping):
+        return None
     if "S" in value:
         return value["S"]
     if "N" in value:
-        return int(value["N"])
+        try:
+            return int(value["N"])
+        except (TypeError, ValueError):
+            return str(value["N"])
     return None
 
 
@@ -179,6 +187,64 @@ def tampering_in(
     items: Items | None = None,
     reads: PruneReads | None = None,
 ) -> Tampering | None:
+    """``_judged``, failing closed: a ``MODIFY`` or ``REMOVE`` whose items the watch cannot
+    read as it expects (an item a role planted, a prune record that is not one) is
+    tampering, never an error. An error would fail the batch, Lambda would retry it and
+    then send it to the stream failure queue, and the change would never stop signing
+    (``tests/security/test_poisoned_items_blind_the_tamper_watch.py``). AWS's own errors
+    (a throttled read) still raise: the batch is retried and judged then."""
+    try:
+        return _judged(record, log_, items, reads)
+    except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError, zlib.error) as exc:
+        found = _unreadable(record)
+        if found is None:
+            raise
+        log.error("a stream record the tamper watch could not read counts as tampering: %r", exc)
+        return found
+
+
+def _unreadable(record: Mapping[str, Any]) -> Tampering | None:
+    """A tampering for a ``MODIFY`` or ``REMOVE`` of a ledger or records item that could
+    not be judged, with its keys as far as they read; None when the record names no
+    workspace (then the error stands)."""
+    event = str(record.get("eventName", ""))
+    data = record.get("dynamodb")
+    if event not in ("MODIFY", "REMOVE") or not isinstance(data, Mapping):
+        return None
+    keys = data.get("Keys")
+    if not isinstance(keys, Mapping):
+        return None
+    workspace = _plain(keys.get("workspace"))
+    if not isinstance(workspace, str):
+        return None
+    if "rid" in keys:
+        table, key = "records", {"rid": _plain(keys["rid"])}
+    else:
+        table, key = "ledger", {"seq": _plain(keys.get("seq"))}
+    return Tampering(
+        _tamper_id(record), workspace.split("#", 1)[0], table, event, key, _seen_at(data)
+    )
+
+
+def _tamper_id(record: Mapping[str, Any]) -> str:
+    source = str(record.get("eventID") or repr(sorted(dict(record).items())))
+    return "tmp_" + hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def _seen_at(data: Mapping[str, Any]) -> int:
+    when = data.get("ApproximateCreationDateTime")
+    try:
+        return int(float(when) * 1000) if when is not None else 0
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _judged(
+    record: Mapping[str, Any],
+    log_: TamperLog,
+    items: Items | None = None,
+    reads: PruneReads | None = None,
+) -> Tampering | None:
     """The tampering one stream record shows, if any (THREATS.md §3): a change to a ledger
     or records item (both refuse updates and deletes) that no prune accounts for. With
     ``items`` (the tables as they are now), a record that cannot be a change of those
@@ -227,11 +293,7 @@ def tampering_in(
         return None
     if items is not None and not _could_be(event, table, items.item(table, keys), data):
         return None
-    source = str(record.get("eventID") or repr(sorted(dict(record).items())))
-    ident = "tmp_" + hashlib.sha256(source.encode()).hexdigest()[:24]
-    when = data.get("ApproximateCreationDateTime")
-    seen_at = int(float(when) * 1000) if when is not None else 0
-    return Tampering(ident, workspace, table, event, key, seen_at)
+    return Tampering(_tamper_id(record), workspace, table, event, key, _seen_at(data))
 
 
 # A prune drops only what is older than the floor (RETENTION_FLOOR_DAYS); the checkpoint
@@ -405,8 +467,8 @@ class DynamoTamperLog:
         return (int(first[0]["sk"]["S"]), int(first[0]["ts"]["N"])) if first else None
 
     def pruned_through(self, workspace: str) -> int:
-        import zlib
-
+        """A ``prune#...`` item that does not read as a prune's record (any role that
+        appends may put one) is passed over: it can only lower what is excused."""
         through = 0
         for item in self._items(
             {
@@ -418,8 +480,14 @@ class DynamoTamperLog:
                 },
             }
         ):
-            body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
-            through = max(through, int(body.get("through_seq", 0)))
+            try:
+                body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
+                seq = body.get("through_seq", 0)
+            except (KeyError, TypeError, ValueError, AttributeError, zlib.error):
+                log.warning("a prune record that is none: %s", item.get("rid"))
+                continue
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                through = max(through, seq)
         return through
 
 

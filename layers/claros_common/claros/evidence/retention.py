@@ -44,8 +44,30 @@ _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
 
 
 def retention_days(store: Store, workspace: str) -> int | None:
+    """The workspace's retention in days (None: none is set), as a prune may use it:
+    ConflictError when the stored setting is not one ``set_retention`` could have written
+    (below the floor, above ``MAX_DAYS``, not a whole number). The setting is a doc, and in
+    AWS every role that appends may write docs (template.yaml): a prune never trusts it
+    past the bounds every verifier holds it to."""
     doc = store.get_doc(workspace, SETTINGS, KEY)
-    return int(doc.value["days"]) if doc else None
+    if doc is None:
+        return None
+    problem = _setting_problem(doc.value.get("days"))
+    if problem is not None:
+        raise ConflictError(problem)
+    return int(doc.value["days"])
+
+
+def _setting_problem(days: object) -> str | None:
+    """Why a stored retention setting is refused, or None when it is one an admin could
+    have set (``set_retention``'s bounds)."""
+    if isinstance(days, bool) or not isinstance(days, int) or not FLOOR_DAYS <= days <= MAX_DAYS:
+        return (
+            f"the stored retention setting ({days!r} days) is not one PUT "
+            f"/api/evidence/retention accepts ({FLOOR_DAYS} to {MAX_DAYS} days: "
+            f"{_FLOOR_REASON}); nothing is pruned until an admin sets the retention again"
+        )
+    return None
 
 
 def set_retention(store: Store, principal: Principal, days: int | None) -> dict[str, Any]:
@@ -94,10 +116,14 @@ def get_retention(store: Store, workspace: str) -> dict[str, Any]:
     if doc is None:
         body["message"] = "no retention is set: every record is kept"
     else:
+        days = doc.value.get("days")
         body.update(
-            days=doc.value["days"], set_by=doc.value.get("set_by"), set_at=doc.value.get("set_at")
+            days=days if isinstance(days, int) and not isinstance(days, bool) else None,
+            set_by=doc.value.get("set_by"),
+            set_at=doc.value.get("set_at"),
         )
-        body["message"] = f"records older than {doc.value['days']} days may be pruned"
+        problem = _setting_problem(days)
+        body["message"] = problem or f"records older than {days} days may be pruned"
     if first is not None and first.seq > 1:
         body["pruned_through"] = first.seq - 1
         anchor = _checkpoint_at(store, workspace, first.seq - 1)
@@ -157,6 +183,9 @@ def prune_through(
     a checkpoint signed at ``last``, a ``prune`` entry naming it and ``days`` (covered by
     a checkpoint of its own), then the deletes."""
     store, workspace = services.store, last.workspace
+    problem = _setting_problem(days)
+    if problem is not None:
+        raise ConflictError(problem)
     # Sign first: the deletes are allowed only at a signed checkpoint, and the chain
     # verifies from it afterwards. In AWS the prune role may not sign (only the signer
     # role may): the prune goes through the last checkpoint signed at or below the cut.
