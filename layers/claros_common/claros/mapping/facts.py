@@ -104,9 +104,17 @@ def _merge(base: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _merge_into(facts: dict[str, Any], into: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record at ``into``. At the top level (``into: ""``) it is merged over the call's
+    arguments (the app's values win). At a named field it *is* that field: whatever the
+    agent sent under that name is set aside, never merged, or a field the record leaves
+    out (an ``approved_by`` the app omits when unset) would be the agent's word for the
+    app's (tests/security/test_agent_fills_in_what_the_record_left_out.py)."""
     if not into:
         return _merge(facts, record)
     head, _, rest = into.partition(".")
+    if not rest:
+        facts[head] = copy.deepcopy(dict(record))
+        return facts
     inner = facts.get(head)
     facts[head] = _merge_into(dict(inner) if isinstance(inner, Mapping) else {}, rest, record)
     return facts
