@@ -257,7 +257,14 @@ def plan(
             need["template"] = copy.deepcopy(spec.fetch.arguments)
             out.need = [need]
             return out
-        facts = _merge_into(facts, spec.fetch.into, _record(fetched, "fetch"))
+        record = _record(fetched, "fetch")
+        if not record:
+            # A read that found nothing: merged, it would leave every fact to the agent.
+            raise BadRequestError(
+                "fetched.fetch is an empty record ({}): the read found nothing, so no fact "
+                "came from the app; a missing record blocks the write"
+            )
+        facts = _merge_into(facts, spec.fetch.into, record)
     for name, text in spec.derived.items():
         value = evaluate(parse_derived(text), facts).value
         out.derived[name] = value
