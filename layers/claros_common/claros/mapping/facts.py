@@ -138,6 +138,18 @@ def _record(fetched: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+def _value_key(i: int, value: Any) -> str:
+    """The need key of a lookup's value: its canonical JSON, except a number, written as it
+    came. Canonical JSON writes a number as its double, so two ids past 2**53 (or two
+    fractions past a double's digits) that round to one would share a key, one read and
+    one record (tests/security/test_lookup_reads_one_record_for_two_ids.py)."""
+    if isinstance(value, int | Decimal | float) and not isinstance(value, bool):
+        text = str(value) if not isinstance(value, float) else repr(value)
+    else:
+        text = canonical(value)
+    return f"lookups[{i}]:{text}"
+
+
 def _lookup_needs(
     i: int, spec: LookupSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[Any], bool]:
@@ -146,15 +158,15 @@ def _lookup_needs(
     for value in values:
         if value is None or isinstance(value, dict | list):
             continue
-        distinct.setdefault(canonical(value), value)
+        distinct.setdefault(_value_key(i, value), value)
     if len(distinct) > MAX_DISTINCT:
         raise BadRequestError(
             f"lookups[{i}] ({spec.key}) has {len(distinct)} distinct values; at most "
             f"{MAX_DISTINCT} are read for one check"
         )
     needs = []
-    for text, value in distinct.items():
-        need = {"key": f"lookups[{i}]:{text}", "kind": "lookup", "tool": spec.tool,
+    for key, value in distinct.items():
+        need = {"key": key, "kind": "lookup", "tool": spec.tool,
                 "arguments": _substitute(spec.arguments, facts, env, value)}  # fmt: skip
         if spec.app:
             need["app"] = spec.app
@@ -302,13 +314,13 @@ def _apply_lookup(
     for value in values:
         if value is None or isinstance(value, dict | list):
             continue
-        key = f"lookups[{i}]:{canonical(value)}"
+        key = _value_key(i, value)
         records.setdefault(key, _record(fetched, key))
 
     def per_value(path: str) -> Any:
         picked = []
         for value in values:
-            key = f"lookups[{i}]:{canonical(value)}" if value is not None else None
+            key = _value_key(i, value) if value is not None else None
             record = records.get(key) if key else None
             picked.append(get_path(record, path) if record is not None else None)
         return picked if many else (picked[0] if picked else None)
