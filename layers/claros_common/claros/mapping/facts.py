@@ -192,6 +192,17 @@ def _query_need(
     return need
 
 
+def _lacks(value: Any, facts: Any, env: Mapping[str, Any]) -> bool:
+    """Whether a ``where`` names a ``$path`` the facts have no value for (null or missing)."""
+    if isinstance(value, dict):
+        return any(_lacks(v, facts, env) for v in value.values())
+    if isinstance(value, list):
+        return any(_lacks(v, facts, env) for v in value)
+    if is_substitution(value) and value != "$" and value not in env:
+        return get_path(facts, value[1:]) is None
+    return False
+
+
 def _query_value(i: int, spec: QuerySpec, value: Any) -> Any:
     where = f"fetched.queries[{i}]"
     if spec.op == "count":
@@ -287,7 +298,15 @@ def plan(
         lookup_needs, values, many = _lookup_needs(i, lookup, facts, env)
         needs += lookup_needs
         lookups.append((i, lookup, values, many))
-    needs += [_query_need(i, q, facts, env) for i, q in enumerate(spec.queries)]
+    # A query whose where names a value the facts do not have is not run: counted, its
+    # rows would be those where the field is null (none, usually), and a rule would be
+    # decided on that count. Its value is unknown instead (null), as a missing fact is.
+    unknown_queries = {i for i, q in enumerate(spec.queries) if _lacks(q.where, facts, env)}
+    needs += [
+        _query_need(i, q, facts, env)
+        for i, q in enumerate(spec.queries)
+        if i not in unknown_queries
+    ]
     round_keys = {n["key"] for n in needs}
     asked |= round_keys
     _check_answers(fetched, asked, round_keys)
@@ -297,7 +316,7 @@ def plan(
     for i, lookup, values, many in lookups:
         _apply_lookup(out, fetched, i, lookup, values, many)
     for i, query in enumerate(spec.queries):
-        value = _query_value(i, query, fetched[f"queries[{i}]"])
+        value = None if i in unknown_queries else _query_value(i, query, fetched[f"queries[{i}]"])
         if query.var:
             out.vars[query.var] = value
         else:
