@@ -150,7 +150,14 @@ class NeedResolver:
             return await self._lookup(app, tool, arguments)
         result = await self._read(app, tool, arguments, kind)
         if kind == "fetch":
-            return record_of(result, tool)
+            record = record_of(result, tool)
+            if not record:
+                # Found nothing: taken as the record, every fact would be the agent's own.
+                raise ReadFailedError(
+                    f"{tool} returned an empty record ({{}}): the record the call names was "
+                    "not found"
+                )
+            return record
         where = need.get("where") or {}
         if not isinstance(where, dict):
             raise ReadFailedError(f"{tool}: where is not an object")

@@ -16,7 +16,8 @@ record: the write is blocked, or forwarded unchecked with ``--fail-open``.
 ``result``, ``items``, ``rows``, ``results``, ``records``, ``data`` that is a list, or else
 the only member that is a list. Anything else is an error.
 
-A result with ``isError: true`` is a failed read, whatever it holds.
+A result with ``isError: true`` is a failed read, whatever it holds. A fetch's record that
+is empty (``{}``, a read that found nothing) is a failed read too (``needs``).
 """
 
 from __future__ import annotations

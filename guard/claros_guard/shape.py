@@ -4,7 +4,8 @@ per line, in the shape MCP defines, or a JSON-RPC error naming what was refused 
 A write must never reach the wrapped server unchecked because of its shape, so the guard
 accepts only what it can classify exactly as it will forward it:
 
-* one JSON object per line, UTF-8, no key twice, no NaN or Infinity; no batches (MCP sends
+* one JSON object per line, UTF-8, no key twice, no NaN or Infinity, no number past a
+  double (``1e400``, which Python reads as infinity); no batches (MCP sends
   one message per line, and the guard checks each message alone);
 * an id that is a string or an integer (null, objects, fractions and booleans are not ids:
   the SDK would read such a request as a notification, and pass it on);
@@ -23,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import typing
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -133,12 +136,49 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _TooLarge(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent as Python reads it, unless it is past a
+    double (``1e400``): Python reads that as infinity, which no JSON writer writes, so the
+    guard could not ask Claros about the call; another reader takes it as a huge number."""
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise _TooLarge(text)
+    return value
+
+
+def _too_large(text: str, exc: _TooLarge) -> Refusal:
+    """The refusal of a message holding a number past a double, under its id when it has a
+    usable one (read again with exact numbers, only to find it)."""
+    shown = exc.text if len(exc.text) <= 40 else exc.text[:39] + "…"
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_float=Decimal)
+        id = _id(value) if isinstance(value, dict) else None
+    except (ValueError, Refusal):
+        id = None
+    return Refusal(
+        id,
+        INVALID_PARAMS,
+        f"a number too large for a double ({shown})",
+        "readers disagree on it (infinity to one, a huge number to another), so the guard "
+        "cannot check the call the server would run",
+    )
+
+
 def parse_line(line: bytes) -> SessionMessage:
     """One line from the agent as a message; raises ``Refusal``."""
     try:
+        text = line.decode("utf-8")
         value = json.loads(
-            line.decode("utf-8"), object_pairs_hook=_object, parse_constant=_no_constant
+            text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite
         )
+    except _TooLarge as exc:
+        raise _too_large(text, exc) from exc
     except UnicodeDecodeError as exc:
         raise Refusal(None, PARSE_ERROR, "a line that is not UTF-8", str(exc)) from exc
     except _DuplicateKey as exc:

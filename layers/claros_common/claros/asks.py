@@ -6,9 +6,10 @@ are a workspace admin. Otherwise it goes to the asking rules' owners, never to t
 (owning one of two asking rules does not make the other's call theirs); when no one else
 owns an asking rule, to the workspace admins.
 
-An approval is bound to the exact call (sha256 of app, tool and canonical arguments), to
-the rule versions asked, and to an expiry, and it is used once: the guard repeats the check
-with ``approval: <ask_id>``. Only a person answers (a person key or an admin key, never an
+An approval is bound to the exact call (sha256 of app, tool and the arguments as sent:
+:func:`call_hash`), to the facts the asking rules read (:func:`facts_hash`), to the rule
+versions asked, and to an expiry, and it is used once: the guard repeats the check with
+``approval: <ask_id>``. Only a person answers (a person key or an admin key, never an
 agent's or a service key), and never with the key that asked or any key derived from it
 (minted from it, directly or not, or a web session opened with one of those).
 """
@@ -16,17 +17,22 @@ agent's or a service key), and never with the key that asked or any key derived 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from claros import cursors
 from claros.ask_queue import close_writes, open_writes
 from claros.auth import PERSON_KINDS, Principal, member_role
-from claros.canonical import canonical_bytes
+from claros.canonical import CanonicalError
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from claros.paths import get_path
+from claros.rules.expr import parse_when
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
@@ -40,6 +46,8 @@ __all__ = [
     "answer_ask",
     "ask_view",
     "call_hash",
+    "exact_sha256",
+    "facts_hash",
     "my_asks_page",
     "open_ask",
     "use_approval",
@@ -50,10 +58,81 @@ COLLECTION = "ask"
 _ASK_ID = re.compile(r"^ask_[0-9a-f]{28}$")
 
 
+def _exact(value: Any, out: list[str]) -> None:
+    """``value`` as JSON that keeps everything a server may read: empty values (the ledger's
+    canonical JSON leaves out null, "", [] and {}, so ``"mfa_devices": []`` would vanish)
+    and numbers as written (canonical JSON writes the double, so two ids past 2**53 that
+    round to one double, or 0.1 and 0.10000000000000000001, would be one number)."""
+    if isinstance(value, str):
+        out.append(json.dumps(value))  # ASCII escapes: a lone surrogate is text too
+    elif value is True or value is False or value is None:
+        out.append("true" if value is True else "false" if value is False else "null")
+    elif isinstance(value, int | Decimal | float):
+        out.append(_exact_number(value))
+    elif isinstance(value, Mapping):
+        out.append("{")
+        for i, key in enumerate(sorted(value, key=str)):
+            if not isinstance(key, str):
+                raise CanonicalError(f"object key is not a string: {key!r}")
+            out.append("," if i else "")
+            out.append(json.dumps(key))
+            out.append(":")
+            _exact(value[key], out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append("," if i else "")
+            _exact(item, out)
+        out.append("]")
+    else:
+        raise CanonicalError(f"not a JSON value: {type(value).__name__}")
+
+
+def _exact_number(value: int | Decimal | float) -> str:
+    if isinstance(value, int):
+        return str(int(value))
+    if not (value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)):
+        raise CanonicalError(f"number out of range: {value}")
+    return str(value) if isinstance(value, Decimal) else repr(value)
+
+
+def exact_sha256(value: Any) -> str:
+    """sha256 of ``value`` written exactly (:func:`_exact`): what an approval binds to."""
+    out: list[str] = []
+    _exact(value, out)
+    return hashlib.sha256("".join(out).encode()).hexdigest()
+
+
 def call_hash(app: str, tool: str, arguments: Mapping[str, Any]) -> str:
-    return hashlib.sha256(
-        canonical_bytes({"app": app, "tool": tool, "arguments": arguments})
-    ).hexdigest()
+    """The call an approval covers: app, tool and the arguments exactly as sent (two calls
+    that differ in any way a server could see never share it)."""
+    return exact_sha256({"app": app, "tool": tool, "arguments": arguments})
+
+
+def facts_read(rules: Sequence[Mapping[str, Any]]) -> list[str] | None:
+    """The fields the asking rules' ``when`` read, sorted; None when one of them has no
+    ``when`` (the judge reads every fact and the context)."""
+    fields: set[str] = set()
+    for rule in rules:
+        when = rule["rule"].get("when")
+        if not when:
+            return None
+        fields |= parse_when(str(when)).fields()
+    return sorted(fields)
+
+
+def facts_hash(
+    rules: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], context: Mapping[str, Any]
+) -> str:
+    """What the asking rules decided on: the value of every field their ``when`` read (the
+    record fetched for the call included), or, for a rule the judge decides, every fact and
+    the context. A record changed after the person approved (an invoice raised from 600 to
+    600,000 by another write) changes it, and the approval no longer applies."""
+    fields = facts_read(rules)
+    if fields is None:
+        return exact_sha256({"facts": facts, "context": context})
+    return exact_sha256({path: get_path(facts, path) for path in fields})
 
 
 def _mine(person: str) -> str:
@@ -98,6 +177,7 @@ def open_ask(
     rules: Sequence[Mapping[str, Any]],
     on_behalf_of: str | None,
     messages: list[dict[str, str]],
+    decided_on: str,
 ) -> tuple[dict[str, Any], list[DocWrite]]:
     """The ask doc and the writes that open it (in the check's own transaction)."""
     store, workspace = services.store, principal.workspace
@@ -119,6 +199,7 @@ def open_ask(
         "app": app,
         "tool": tool,
         "call_hash": call_hash(app, tool, arguments),
+        "facts_hash": decided_on,
         "rules": [{"id": r["id"], "version": r["version"], "hash": r["hash"]} for r in rules],
         "owners": owners,
         "routed_to": routed_to,
@@ -303,6 +384,7 @@ def answer_ask(
         "opened_at": ask["opened_at"],
         "decided_at": now,
         "call_hash": ask["call_hash"],
+        "facts_hash": ask.get("facts_hash"),
         "rules": ask["rules"],
         "on_behalf_of": ask.get("on_behalf_of"),
         "expires_at": updated.get("approval_expires_at"),
@@ -328,8 +410,10 @@ def use_approval(
     tool: str,
     arguments: Mapping[str, Any],
     deciding: Sequence[Mapping[str, Any]],
+    decided_on: str,
 ) -> tuple[dict[str, Any], DocWrite]:
-    """Check an approval against the call it is used for; the write marks it used."""
+    """Check an approval against the call it is used for and the facts its rules read now
+    (``decided_on``: :func:`facts_hash`); the write marks it used."""
     workspace = principal.workspace
     ask, rev = get_ask(store, workspace, ask_id)
     if ask["key_id"] != principal.key_id:
@@ -342,6 +426,13 @@ def use_approval(
         raise ConflictError(f"approval {ask_id} expired; ask again")
     if ask["call_hash"] != call_hash(app, tool, arguments):
         raise ConflictError(f"approval {ask_id} was given for a different call")
+    if ask.get("facts_hash") != decided_on:
+        read = facts_read(deciding)
+        what = ", ".join(read) if read else "the facts the judge read"
+        raise ConflictError(
+            f"approval {ask_id} was given on other facts than the call has now ({what} read "
+            "otherwise when it was asked); ask again"
+        )
     asked = {(r["id"], r["version"], r["hash"]) for r in ask["rules"]}
     now_deciding = {(r["id"], r["version"], r["hash"]) for r in deciding}
     if not now_deciding <= asked:

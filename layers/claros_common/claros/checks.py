@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from claros.agent_info import AgentInfo, Strict, Via
-from claros.asks import ask_view, open_ask, use_approval
+from claros.asks import ask_view, facts_hash, open_ask, use_approval
 from claros.auth import Principal, check_email, member_role
 from claros.check_rows import approved_repeat, call_index_key, timeline_collection
 from claros.checkpoints import record
@@ -131,10 +131,15 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
     check_id = new_id("chk")
     writes: list[DocWrite] = []
     approved: dict[str, Any] | None = None
+    decided_on = (
+        facts_hash(decision.deciding, facts.facts, facts.context)
+        if decision.result == "ask"
+        else ""
+    )
     if req.approval and decision.result == "ask":
         ask, used = use_approval(
             store, principal, req.approval, app=req.app, tool=req.tool,
-            arguments=req.arguments, deciding=decision.deciding,
+            arguments=req.arguments, deciding=decision.deciding, decided_on=decided_on,
         )  # fmt: skip
         writes.append(used)
         approved = {k: ask.get(k) for k in ("ask_id", "decided_by", "authority", "decided_at")}
@@ -175,7 +180,7 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
         opened, ask_writes = open_ask(
             services, principal, check_id=check_id, app=req.app, tool=req.tool,
             arguments=req.arguments, rules=decision.deciding, on_behalf_of=on_behalf_of,
-            messages=decision.messages(),
+            messages=decision.messages(), decided_on=decided_on,
         )  # fmt: skip
         row["ask_id"] = opened["ask_id"]
         writes += ask_writes

@@ -121,9 +121,17 @@ def _merge(base: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _merge_into(facts: dict[str, Any], into: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record at ``into``. At the top level (``into: ""``) it is merged over the call's
+    arguments (the app's values win). At a named field it *is* that field: whatever the
+    agent sent under that name is set aside, never merged, or a field the record leaves
+    out (an ``approved_by`` the app omits when unset) would be the agent's word for the
+    app's (tests/security/test_agent_fills_in_what_the_record_left_out.py)."""
     if not into:
         return _merge(facts, record)
     head, _, rest = into.partition(".")
+    if not rest:
+        facts[head] = copy.deepcopy(dict(record))
+        return facts
     inner = facts.get(head)
     facts[head] = _merge_into(dict(inner) if isinstance(inner, Mapping) else {}, rest, record)
     return facts
@@ -147,6 +155,18 @@ def _record(fetched: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+def _value_key(i: int, value: Any) -> str:
+    """The need key of a lookup's value: its canonical JSON, except a number, written as it
+    came. Canonical JSON writes a number as its double, so two ids past 2**53 (or two
+    fractions past a double's digits) that round to one would share a key, one read and
+    one record (tests/security/test_lookup_reads_one_record_for_two_ids.py)."""
+    if isinstance(value, int | Decimal | float) and not isinstance(value, bool):
+        text = str(value) if not isinstance(value, float) else repr(value)
+    else:
+        text = canonical(value)
+    return f"lookups[{i}]:{text}"
+
+
 def _lookup_needs(
     i: int, spec: LookupSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[Any], bool]:
@@ -155,15 +175,15 @@ def _lookup_needs(
     for value in values:
         if value is None or isinstance(value, dict | list):
             continue
-        distinct.setdefault(canonical(value), value)
+        distinct.setdefault(_value_key(i, value), value)
     if len(distinct) > MAX_DISTINCT:
         raise BadRequestError(
             f"lookups[{i}] ({spec.key}) has {len(distinct)} distinct values; at most "
             f"{MAX_DISTINCT} are read for one check"
         )
     needs = []
-    for text, value in distinct.items():
-        need = {"key": f"lookups[{i}]:{text}", "kind": "lookup", "tool": spec.tool,
+    for key, value in distinct.items():
+        need = {"key": key, "kind": "lookup", "tool": spec.tool,
                 "arguments": _substitute(spec.arguments, facts, env, value)}  # fmt: skip
         if spec.app:
             need["app"] = spec.app
@@ -301,7 +321,14 @@ def plan(
             need["template"] = copy.deepcopy(spec.fetch.arguments)
             out.need = [need]
             return out
-        facts = _merge_into(facts, spec.fetch.into, _record(fetched, "fetch"))
+        record = _record(fetched, "fetch")
+        if not record:
+            # A read that found nothing: merged, it would leave every fact to the agent.
+            raise BadRequestError(
+                "fetched.fetch is an empty record ({}): the read found nothing, so no fact "
+                "came from the app; a missing record blocks the write"
+            )
+        facts = _merge_into(facts, spec.fetch.into, record)
     for name, text in spec.derived.items():
         value = evaluate(parse_derived(text), facts).value
         out.derived[name] = value
@@ -335,13 +362,13 @@ def _apply_lookup(
     for value in values:
         if value is None or isinstance(value, dict | list):
             continue
-        key = f"lookups[{i}]:{canonical(value)}"
+        key = _value_key(i, value)
         records.setdefault(key, _record(fetched, key))
 
     def per_value(path: str) -> Any:
         picked = []
         for value in values:
-            key = f"lookups[{i}]:{canonical(value)}" if value is not None else None
+            key = _value_key(i, value) if value is not None else None
             record = records.get(key) if key else None
             picked.append(get_path(record, path) if record is not None else None)
         return picked if many else (picked[0] if picked else None)
