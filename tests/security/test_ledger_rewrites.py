@@ -22,6 +22,8 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
+from claros.errors import ConflictError
+from claros.evidence import retention
 from claros.evidence.activity import DAY_MS
 from claros.evidence.retention import prune
 from claros.evidence.verify import verify_workspace
@@ -152,7 +154,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 def test_prune_below_the_floor_is_caught(
     server: LocalServer, http: httpx.Client, keys: Keys, services: Services, clock: Clock,
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     _checks(http, keys.agent, 6)  # 300 days ago
     clock.at(NOW - 10 * DAY_MS)
@@ -160,6 +162,10 @@ def test_prune_below_the_floor_is_caught(
     clock.at(NOW)
     # The retention as the database's holder can set it: past the API's 183-day floor.
     services.store.write_docs([DocWrite(WORKSPACE, "settings", "retention", {"days": 90})])
+    with pytest.raises(ConflictError, match="is not one PUT /api/evidence/retention accepts"):
+        prune(services, WORKSPACE)  # Claros's own prune holds the floor
+    # The holder runs a build of their own that does not: the verifiers still see it.
+    monkeypatch.setattr(retention, "_setting_problem", lambda days: None)
     done = prune(services, WORKSPACE)
     assert done["pruned"] is True and done["through_seq"] == 6
     want = MISSING.format(n=6)
