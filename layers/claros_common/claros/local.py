@@ -87,6 +87,7 @@ def _allowed_methods(path: str) -> list[str]:
 
 
 _LINE_BREAK = re.compile(r"[\r\n\x00]")
+_DIGITS = re.compile(r"[0-9]+")  # a Content-Length (int() also reads "+1", "1_0", "١")
 
 
 def _header_breaking_out(result: dict[str, Any]) -> str | None:
@@ -134,6 +135,26 @@ class _Handler(BaseHTTPRequestHandler):
         # A streamed answer goes out in several writes; without this, Nagle's algorithm
         # and the client's delayed ACK add ~40 ms to them on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # What an error found before the request line's version is read goes out as: the
+    # stdlib's default, HTTP/0.9, writes no status line, only the body.
+    default_request_version = "HTTP/1.1"
+
+    def parse_request(self) -> bool:
+        """The stdlib's, but an HTTP/0.9 request (``GET /``, no version) is refused at once
+        (the stdlib waited for headers HTTP/0.9 does not send, until the timeout)."""
+        raw: bytes = self.raw_requestline  # type: ignore[attr-defined]  # set by the stdlib
+        words = str(raw, "iso-8859-1").rstrip("\r\n").split()
+        if len(words) == 2:
+            self.requestline = " ".join(words)
+            self.command, self.request_version = "", self.default_request_version
+            self.close_connection = True
+            self.send_error(
+                HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+                "HTTP/0.9 is not served: send HTTP/1.1 (or HTTP/1.0)",
+            )
+            return False
+        return super().parse_request()
 
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue``: the interim answer goes out now (the write buffer
@@ -218,22 +239,39 @@ class _Handler(BaseHTTPRequestHandler):
             {"Allow": ", ".join(allowed)},
         )
 
+    def _body_length(self) -> int | None:
+        """The body's length as the one Content-Length says, or None once the request is
+        refused. Only one reading is possible: a proxy in front and this server must agree
+        on where the request ends (RFC 9112 section 6.3), or what follows it is smuggled."""
+        codings = self.headers.get_all("Transfer-Encoding") or []
+        if codings:
+            # No transfer coding is decoded here (not chunked, not "gzip, chunked"): with
+            # one, the body's length is not Content-Length, whatever else came.
+            self._error(
+                411,
+                f"send the body with a Content-Length, not Transfer-Encoding "
+                f"({', '.join(codings)[:100]!r})",
+            )
+            return None
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            self._error(400, "more than one Content-Length; send one")
+            return None
+        text = lengths[0].strip(" \t") if lengths else "0"
+        if not _DIGITS.fullmatch(text):
+            self._error(400, "Content-Length is not a number (ASCII digits only)")
+            return None
+        return int(text) if len(text) <= 18 else 10**18
+
     def _handle(self) -> None:
         limit = self.server.services.settings.max_body_bytes
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            self._error(411, "send the body with a Content-Length, not chunked")
-            return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self._error(400, "Content-Length is not a number")
-            return
-        if length < 0:
-            self._error(400, "Content-Length is negative")
+        length = self._body_length()
+        if length is None:
             return
         if length > limit:
             # Do not read it; the connection is closed after the answer.
-            self._error(413, f"body is {length} bytes; the limit is {limit}")
+            size = f"{length}" if length < 10**18 else "over 10**18"
+            self._error(413, f"body is {size} bytes; the limit is {limit}")
             return
         try:
             target = self.path.encode("latin-1").decode("utf-8")
