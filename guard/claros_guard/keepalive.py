@@ -353,12 +353,21 @@ class KeepAlivePool:
             if len(answers) < len(parsers):
                 closed = httpx.RemoteProtocolError("the server closed the connection")
                 return answers, closed, True
+            keep = keep and not extra  # bytes past the last answer answer nothing sent
             return answers, None, True
         except (OSError, h11.RemoteProtocolError) as exc:
+            keep = False  # an answer half read: what is left of it is no next answer's
             ended = httpx.RemoteProtocolError(
                 f"the connection ended before a whole answer: {exc!r}"
             )
             return answers, ended, False
+        except BaseException:
+            # Cut off mid-answer (the pipeline's time ran out, a task cancelled): the rest
+            # of this answer, and the answers after it, would come to the next request
+            # sent on the connection, which would read another request's answer as its
+            # own (a check given another call's allow). Closed, never kept.
+            keep = False
+            raise
         finally:
             if keep and not self._closed and len(self._idle) < _KEEP_IDLE:
                 self._idle.append(conn)
@@ -398,7 +407,12 @@ class KeepAlivePool:
             conn.writer.write(data)
             await conn.writer.drain()
             answer = await _read_answer(conn.reader, parser, seen)
-            seen.keep = parser.our_state is h11.DONE and parser.their_state is h11.DONE
+            # Bytes read past the answer answer nothing sent: the connection is not reused.
+            seen.keep = (
+                parser.our_state is h11.DONE
+                and parser.their_state is h11.DONE
+                and not parser.trailing_data[0]
+            )
             return answer
         except (OSError, h11.RemoteProtocolError) as exc:
             if not seen.got_any and not fresh:
