@@ -219,6 +219,7 @@ class HttpClarosApi:
     ) -> None:
         self.retries = retries
         self.retry_budget_s = retry_budget_s
+        self._timeout = timeout
         self._sleep = sleep
         self._clock = clock
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
@@ -271,7 +272,19 @@ class HttpClarosApi:
     async def _bounded(
         self, method: str, path: str, content: bytes | None, headers: Mapping[str, str] | None
     ) -> httpx.Response:
-        """httpx's answer, read up to ``MAX_ANSWER_BYTES`` (as the lean client does)."""
+        """httpx's answer, read up to ``MAX_ANSWER_BYTES`` and within the timeout, the
+        whole answer (as the lean client does; httpx's timeout is per read, so an answer
+        sent a byte at a time held the call for ever)."""
+        assert self._http is not None
+        try:
+            with anyio.fail_after(self._timeout):
+                return await self._read(method, path, content, headers)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(f"no whole answer within {self._timeout:g} s") from exc
+
+    async def _read(
+        self, method: str, path: str, content: bytes | None, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
         assert self._http is not None
         async with self._http.stream(method, path, content=content, headers=headers) as got:
             parts: list[bytes] = []
