@@ -42,6 +42,7 @@ from claros_guard.errors import (
 )
 from claros_guard.keepalive import (
     Answer,
+    AnswerTooLarge,
     KeepAlivePool,
     Outgoing,
     RequestTooLarge,
@@ -51,6 +52,7 @@ from claros_guard.keepalive import (
 from claros_guard.login import CredentialsError, usable_connection
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "ClarosApi",
     "HttpClarosApi",
     "Report",
@@ -68,6 +70,11 @@ DEFAULT_TIMEOUT = 10.0
 # sent: Claros would refuse it unread, and a large one breaks the connection before that
 # 413 can be read, which looked like an outage and let --fail-open forward the write.
 MAX_BODY_BYTES = 1_000_000
+# The most of one answer from Claros the guard reads (its answers are a few KB; a tool
+# registration's, with every mapping, stays well under a megabyte). Past it the answer is
+# dropped and the request fails as unavailable: an endless answer held every byte in
+# memory until the timeout.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 # An overloaded Claros (503 + Retry-After) is asked again at most this many times, and
 # never past this many seconds after the first try: an agent's tool call waits that long
 # at worst before it is blocked (or forwarded with --fail-open).
@@ -212,6 +219,7 @@ class HttpClarosApi:
     ) -> None:
         self.retries = retries
         self.retry_budget_s = retry_budget_s
+        self._timeout = timeout
         self._sleep = sleep
         self._clock = clock
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
@@ -227,7 +235,7 @@ class HttpClarosApi:
         if transport is None and not proxied(self.url):
             self._pool = KeepAlivePool(
                 self.url, auth, timeout=timeout, connect_timeout=min(timeout, 5.0),
-                max_body=MAX_BODY_BYTES,
+                max_body=MAX_BODY_BYTES, max_answer=MAX_ANSWER_BYTES,
             )  # fmt: skip
         else:
             self._http = httpx.AsyncClient(
@@ -253,13 +261,44 @@ class HttpClarosApi:
         if self._pool is not None:
             return await self._pool.request(method, path, body, headers)
         assert self._http is not None
-        if body is None:
-            return await self._http.request(method, path, headers=headers)
-        content = encoded(body)
-        if len(content) > MAX_BODY_BYTES:
-            raise RequestTooLarge(len(content), MAX_BODY_BYTES)
-        headers = {**(headers or {}), "Content-Type": "application/json"}
-        return await self._http.request(method, path, content=content, headers=headers)
+        content: bytes | None = None
+        if body is not None:
+            content = encoded(body)
+            if len(content) > MAX_BODY_BYTES:
+                raise RequestTooLarge(len(content), MAX_BODY_BYTES)
+            headers = {**(headers or {}), "Content-Type": "application/json"}
+        return await self._bounded(method, path, content, headers)
+
+    async def _bounded(
+        self, method: str, path: str, content: bytes | None, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        """httpx's answer, read up to ``MAX_ANSWER_BYTES`` and within the timeout, the
+        whole answer (as the lean client does; httpx's timeout is per read, so an answer
+        sent a byte at a time held the call for ever)."""
+        assert self._http is not None
+        try:
+            with anyio.fail_after(self._timeout):
+                return await self._read(method, path, content, headers)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(f"no whole answer within {self._timeout:g} s") from exc
+
+    async def _read(
+        self, method: str, path: str, content: bytes | None, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        assert self._http is not None
+        async with self._http.stream(method, path, content=content, headers=headers) as got:
+            parts: list[bytes] = []
+            held = 0
+            async for part in got.aiter_bytes():
+                held += len(part)
+                if held > MAX_ANSWER_BYTES:
+                    raise AnswerTooLarge(MAX_ANSWER_BYTES)
+                parts.append(part)
+            framing = ("content-encoding", "content-length", "transfer-encoding")
+            kept = [(k, v) for k, v in got.headers.multi_items() if k.lower() not in framing]
+            return httpx.Response(
+                got.status_code, headers=kept, content=b"".join(parts), request=got.request
+            )
 
     async def _send(
         self,
@@ -283,6 +322,8 @@ class HttpClarosApi:
             return ClarosRefusedError(413, str(exc))
         if isinstance(exc, httpx.TimeoutException):
             return ClarosUnavailableError(f"Claros at {self.url} did not answer in time")
+        if isinstance(exc, AnswerTooLarge):
+            return ClarosUnavailableError(f"Claros at {self.url} answered with {exc}")
         return ClarosUnavailableError(f"cannot reach Claros at {self.url}: {exc}")
 
     def _judge(self, response: Response, what: str) -> Any:

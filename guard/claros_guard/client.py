@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -11,7 +12,14 @@ from claros_guard.login import CredentialsError, usable_connection
 if TYPE_CHECKING:
     from claros_guard.keepalive import Answer
 
-__all__ = ["ApiError", "Client", "ClientError"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "AnswerTooLarge",
+    "ApiError",
+    "Client",
+    "ClientError",
+    "bounded_request",
+]
 
 
 class ClientError(Exception):
@@ -48,11 +56,66 @@ def error_reason(response: httpx.Response | Answer, *, max_details: int | None =
 
 
 CONNECT_TIMEOUT = 10.0
+# The most of one answer a command reads (a page of the ledger stops near 4 MB).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+_FRAMING = ("content-encoding", "content-length", "transfer-encoding")
+
+
+class AnswerTooLarge(httpx.HTTPError):
+    """An answer over ``MAX_ANSWER_BYTES``, not read further."""
+
+
+def bounded_request(
+    http: httpx.Client, timeout: float, method: str, path: str, **kwargs: Any
+) -> httpx.Response:
+    """``http.request``, but the whole answer within ``timeout`` (httpx's own timeout is
+    per read: an answer sent a byte at a time held a command for ever) and at most
+    ``MAX_ANSWER_BYTES`` of it. Read in a thread this one waits on; past the timeout,
+    ``httpx.ReadTimeout`` (the thread, a daemon, ends at its next read's timeout or with
+    the command)."""
+    ended: list[httpx.Response | BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            ended.append(_read(http, method, path, **kwargs))
+        except BaseException as exc:  # handed to the waiting thread
+            ended.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="claros-request", daemon=True).start()
+    if not done.wait(timeout):
+        raise httpx.ReadTimeout(f"no whole answer within {timeout:g} s")
+    if isinstance(ended[0], BaseException):
+        raise ended[0]
+    return ended[0]
+
+
+def _read(http: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    too_large = f"over {MAX_ANSWER_BYTES} bytes; not read further"
+    with http.stream(method, path, **kwargs) as got:
+        declared = got.headers.get("content-length", "")
+        if declared.isdigit() and len(declared) < 20 and int(declared) > MAX_ANSWER_BYTES:
+            raise AnswerTooLarge(too_large)
+        parts: list[bytes] = []
+        held = 0
+        for part in got.iter_bytes():
+            held += len(part)
+            if held > MAX_ANSWER_BYTES:
+                raise AnswerTooLarge(too_large)
+            parts.append(part)
+        kept = [(k, v) for k, v in got.headers.multi_items() if k.lower() not in _FRAMING]
+        return httpx.Response(
+            got.status_code, headers=kept, content=b"".join(parts), request=got.request
+        )
 
 
 class Client:
-    """``timeout``: how long Claros may take to answer one request; connecting may take
-    at most ``CONNECT_TIMEOUT`` of it, so a server that is not there fails fast."""
+    """``timeout``: how long Claros may take to answer one request, the whole answer
+    (httpx's own timeout is per read: an answer sent a byte at a time held a command for
+    ever); connecting may take at most ``CONNECT_TIMEOUT`` of it, so a server that is not
+    there fails fast. An answer is read up to ``MAX_ANSWER_BYTES``."""
 
     def __init__(self, url: str | None, key: str | None, *, timeout: float = 30) -> None:
         # Given, else $CLAROS_URL / $CLAROS_KEY, else the key `claros login` saved.
@@ -79,7 +142,9 @@ class Client:
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self.http.request(method, path, **kwargs)
+            response = bounded_request(self.http, self.timeout, method, path, **kwargs)
+        except AnswerTooLarge as exc:
+            raise ClientError(f"{self.url} answered {method} {path} with {exc}") from exc
         except httpx.TimeoutException as exc:
             raise ClientError(
                 f"Claros at {self.url} did not answer in time ({self.timeout:g} s)"

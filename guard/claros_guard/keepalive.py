@@ -40,7 +40,15 @@ import h11
 import httpx
 import orjson
 
-__all__ = ["Answer", "AnswerHeaders", "KeepAlivePool", "Outgoing", "loads", "proxied"]
+__all__ = [
+    "Answer",
+    "AnswerHeaders",
+    "AnswerTooLarge",
+    "KeepAlivePool",
+    "Outgoing",
+    "loads",
+    "proxied",
+]
 
 _MAX_HEAD = 64 * 1024  # bytes of a status line and headers
 _KEEP_IDLE = 4  # connections kept for the next requests
@@ -191,9 +199,11 @@ class KeepAlivePool:
         timeout: float,
         connect_timeout: float,
         max_body: int | None = None,
+        max_answer: int | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         self.max_body = max_body
+        self.max_answer = max_answer
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.host = parts.hostname
@@ -345,7 +355,7 @@ class KeepAlivePool:
                 seen = _Seen()
                 if extra:
                     parser.receive_data(extra)
-                answers.append(await _read_answer(conn.reader, parser, seen))
+                answers.append(await _read_answer(conn.reader, parser, seen, self.max_answer))
                 keep = parser.our_state is h11.DONE and parser.their_state is h11.DONE
                 extra, _closed = parser.trailing_data
                 if not keep:
@@ -353,12 +363,21 @@ class KeepAlivePool:
             if len(answers) < len(parsers):
                 closed = httpx.RemoteProtocolError("the server closed the connection")
                 return answers, closed, True
+            keep = keep and not extra  # bytes past the last answer answer nothing sent
             return answers, None, True
         except (OSError, h11.RemoteProtocolError) as exc:
+            keep = False  # an answer half read: what is left of it is no next answer's
             ended = httpx.RemoteProtocolError(
                 f"the connection ended before a whole answer: {exc!r}"
             )
             return answers, ended, False
+        except BaseException:
+            # Cut off mid-answer (the pipeline's time ran out, a task cancelled): the rest
+            # of this answer, and the answers after it, would come to the next request
+            # sent on the connection, which would read another request's answer as its
+            # own (a check given another call's allow). Closed, never kept.
+            keep = False
+            raise
         finally:
             if keep and not self._closed and len(self._idle) < _KEEP_IDLE:
                 self._idle.append(conn)
@@ -397,8 +416,13 @@ class KeepAlivePool:
         try:
             conn.writer.write(data)
             await conn.writer.drain()
-            answer = await _read_answer(conn.reader, parser, seen)
-            seen.keep = parser.our_state is h11.DONE and parser.their_state is h11.DONE
+            answer = await _read_answer(conn.reader, parser, seen, self.max_answer)
+            # Bytes read past the answer answer nothing sent: the connection is not reused.
+            seen.keep = (
+                parser.our_state is h11.DONE
+                and parser.their_state is h11.DONE
+                and not parser.trailing_data[0]
+            )
             return answer
         except (OSError, h11.RemoteProtocolError) as exc:
             if not seen.got_any and not fresh:
@@ -430,6 +454,16 @@ class RequestTooLarge(httpx.LocalProtocolError):
         self.size, self.limit = size, limit
 
 
+class AnswerTooLarge(httpx.RemoteProtocolError):
+    """An answer over the pool's limit: not read further, its connection closed (an
+    answer that never ends held every byte in memory until the timeout)."""
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        said = f" (Content-Length: {size})" if size is not None else ""
+        super().__init__(f"an answer over {limit} bytes{said}; not read further")
+        self.limit = limit
+
+
 @dataclass
 class _Seen:
     got_any: bool = False  # a byte of an answer came (else a kept connection was stale)
@@ -437,9 +471,22 @@ class _Seen:
     keep: bool = False  # the connection may carry the next request
 
 
-async def _read_answer(reader: asyncio.StreamReader, parser: h11.Connection, seen: _Seen) -> Answer:
+def _check_declared(answer: h11.Response, limit: int | None) -> None:
+    """An answer whose Content-Length is over ``limit`` is refused before its body."""
+    if limit is None:
+        return
+    for name, value in answer.headers:
+        if name == b"content-length" and value.isdigit() and len(value) < 20:
+            if int(value) > limit:
+                raise AnswerTooLarge(limit, int(value))
+
+
+async def _read_answer(
+    reader: asyncio.StreamReader, parser: h11.Connection, seen: _Seen, limit: int | None
+) -> Answer:
     answer: h11.Response | None = None
     parts: list[bytes] = []
+    held = 0
     while True:
         event = parser.next_event()
         if event is h11.NEED_DATA:
@@ -448,8 +495,12 @@ async def _read_answer(reader: asyncio.StreamReader, parser: h11.Connection, see
             parser.receive_data(chunk)  # b"": the server closed the connection
         elif isinstance(event, h11.Response):
             answer = event
+            _check_declared(event, limit)
         elif isinstance(event, h11.Data):
             parts.append(bytes(event.data))
+            held += len(event.data)
+            if limit is not None and held > limit:
+                raise AnswerTooLarge(limit)
         elif isinstance(event, h11.EndOfMessage):
             if answer is None:  # pragma: no cover - h11 gives the Response first
                 raise h11.RemoteProtocolError("an answer without a status line")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import stat
@@ -223,9 +224,30 @@ class LoginError(Exception):
         self.code = code
 
 
+REQUEST_TIMEOUT_S = 30.0  # one request of the flow, its whole answer
+MAX_INTERVAL_S = 60.0  # between two polls, whatever the server says
+MAX_WAIT_S = 3600.0  # for the approval, whatever the server says
+
+
+def _seconds(url: str, body: Mapping[str, Any], name: str, default: float) -> float:
+    """``body[name]`` as seconds (``default`` when absent); a value that is not a finite
+    number means the URL is not Claros."""
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        shown = repr(value)[:40]
+        raise LoginError(
+            f"{url} did not answer like Claros: {name} is not a number of seconds ({shown})", 2
+        )
+    return float(value)
+
+
 def _post(http: httpx.Client, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+    from claros_guard.client import bounded_request
+
     try:
-        response = http.post(path, json=dict(body))
+        response = bounded_request(http, REQUEST_TIMEOUT_S, "POST", path, json=dict(body))
     except httpx.HTTPError as exc:
         raise LoginError(f"cannot reach Claros at {http.base_url}: {exc}", 2) from exc
     try:
@@ -247,8 +269,10 @@ def _start(http: httpx.Client) -> dict[str, Any]:
 def _wait(
     http: httpx.Client, started: Mapping[str, Any], sleep: Callable[[float], None]
 ) -> dict[str, Any]:
-    interval = float(started.get("interval") or 5)
-    deadline = time.monotonic() + float(started.get("expires_in") or 600)
+    url = str(http.base_url).rstrip("/")
+    interval = min(max(_seconds(url, started, "interval", 5), 1.0), MAX_INTERVAL_S)
+    life = min(max(_seconds(url, started, "expires_in", 600), 1.0), MAX_WAIT_S)
+    deadline = time.monotonic() + life
     while time.monotonic() < deadline:
         sleep(interval)
         status, body = _post(http, "/v1/device/token", {"device_code": started["device_code"]})
@@ -258,7 +282,9 @@ def _wait(
         if error == "authorization_pending":
             continue
         if error == "slow_down":
-            interval = float(body.get("interval") or interval + 5)
+            assert isinstance(body, dict)
+            asked = _seconds(url, body, "interval", interval + 5)
+            interval = min(max(asked, 1.0), MAX_INTERVAL_S)
             continue
         if error == "access_denied":
             raise LoginError("the sign-in was denied in the web app")
@@ -299,7 +325,8 @@ def login(
     with httpx.Client(base_url=url, timeout=timeout, transport=transport) as http:
         started = _start(http)
         page = started.get("verification_uri_complete") or started.get("verification_uri")
-        minutes = int(started.get("expires_in") or 600) // 60
+        life = _seconds(url, started, "expires_in", 600)
+        minutes = int(min(max(life, 1.0), MAX_WAIT_S)) // 60
         print(
             "To sign this machine in, open this page where you are signed in to Claros:\n\n"
             f"    {page}\n\n"

@@ -7,19 +7,28 @@ thread signs a checkpoint whenever a tail stays unsigned too long.
 
 At the socket: a connection that sends nothing for ``CONNECTION_TIMEOUT_S`` (30 s) is
 closed, whether it idles between keep-alive requests or sends a shorter body than its
-Content-Length said (408 then); a write that cannot go out for as long gives up the same
-way. The request line and each header line are at most 64 KiB, with at most 100 headers
-(414 and 431). Every error, the stdlib's included (an unknown method: 501; OPTIONS, TRACE
-and CONNECT: 405 with Allow), is the API's JSON error shape, or the web app's error page
-for a browser on /app. A client that goes away mid-answer costs one log line.
+Content-Length said (408 then); a request, request line to body, must arrive whole
+within as long of its first byte, however steadily it trickles in (408); a write that
+cannot go out for as long gives up the same way. The request line and each header line
+are at most 64 KiB, with at most 100 headers (414 and 431). A body is framed by one
+Content-Length of ASCII digits, never a Transfer-Encoding (400, 411), so no proxy in
+front reads a request's end elsewhere. At most ``connection_cap()`` connections are open
+(one thread each); when full, the one that has waited longest on its client is closed to
+make room (503 when all are busy answering). Every error, the stdlib's included (an
+unknown method: 501; OPTIONS, TRACE and CONNECT: 405 with Allow; HTTP/0.9 and HTTP/2:
+505), is the API's JSON error shape with a status line, or the web app's error page for
+a browser on /app. A client that goes away mid-answer costs one log line.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import io
 import logging
 import re
+import resource
 import socket
 import sys
 import threading
@@ -41,11 +50,12 @@ from claros.checkpoints import due_checkpoints
 from claros.web import pages
 from claros.wiring import Services
 
-__all__ = ["CONNECTION_TIMEOUT_S", "LocalServer", "serve"]
+__all__ = ["CONNECTION_TIMEOUT_S", "MAX_CONNECTIONS", "LocalServer", "connection_cap", "serve"]
 
 log = logging.getLogger("claros.local")
 
 CONNECTION_TIMEOUT_S = 30.0  # a connection silent this long (reading or writing) is closed
+MAX_CONNECTIONS = 1000  # open at once (one thread each), or half the open-file limit
 _STREAM_CHUNK = 256 * 1024  # bytes of a streamed body written per chunk
 _TEXT_TYPES = ("application/json", "application/x-ndjson", "text/")
 # The API's error codes for the statuses the socket layer answers itself.
@@ -68,7 +78,41 @@ _MESSAGES = {
 }
 _WRITE_BUFFER = 64 * 1024  # an answer up to this size goes out in one write
 _SPARE_RESOLVERS = 64  # resolvers kept for the next connections
+_LINGER_S = 2.0  # after an error answer, what the client still sends is read this long
+_LINGER_BYTES = 4 * 1024 * 1024  # ... or up to this much
 _GONE = (ConnectionError, TimeoutError)  # the client reset, closed, or stopped reading
+
+
+def connection_cap() -> int:
+    """How many connections the server holds open at once: ``MAX_CONNECTIONS``, or half
+    the process's open-file limit when that is lower (the rest is for the database, the
+    key files and the listening socket), and never under 8."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover - every POSIX system has it
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 2))
+
+
+def _linger(sock: socket.socket) -> None:
+    """Before closing after an error answer, read (and drop) what the client still sends
+    for up to ``_LINGER_S``: closed with unread bytes, the socket sends a reset, and the
+    client's system drops the answer it had not read yet (a 413 or a 408 lost)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)  # the answer, then the end of it
+        deadline = time.monotonic() + _LINGER_S
+        drained = 0
+        while drained < _LINGER_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            drained += len(chunk)
 
 
 @functools.cache
@@ -87,6 +131,7 @@ def _allowed_methods(path: str) -> list[str]:
 
 
 _LINE_BREAK = re.compile(r"[\r\n\x00]")
+_DIGITS = re.compile(r"[0-9]+")  # a Content-Length (int() also reads "+1", "1_0", "١")
 
 
 def _header_breaking_out(result: dict[str, Any]) -> str | None:
@@ -118,6 +163,66 @@ class _LambdaContext:
         return 30_000
 
 
+class _Paced(io.RawIOBase):
+    """One connection's bytes from the client, read against two clocks: the wait for a
+    request's first byte (``idle_s`` per read) and the whole request, head and body,
+    which must arrive within ``request_s`` of its first byte (a client sending a byte
+    now and then, each within ``idle_s``, used to hold its thread for ever).
+
+    It also says whether the connection waits on its client (``waiting_since``: since
+    when), which the server reads to pick the connection to close when it is full."""
+
+    def __init__(self, sock: socket.socket, idle_s: float, request_s: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._idle_s = idle_s
+        self._request_s = request_s
+        self._deadline: float | None = None
+        self.waiting_since: float | None = time.monotonic()
+        self.evicted = False
+        self.too_slow = False  # the last read found the request's time up
+        self.linger = False  # an error was answered with the request maybe not all read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        timeout = self._idle_s
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                self.too_slow = True
+                raise TimeoutError(f"the request did not arrive whole within {self._request_s:g} s")
+            timeout = min(timeout, left)
+        try:
+            if timeout == self._idle_s:  # as set for the answer's writes (one syscall less)
+                got = self._sock.recv_into(buffer)
+            else:
+                self._sock.settimeout(timeout)
+                try:
+                    got = self._sock.recv_into(buffer)
+                finally:
+                    self._sock.settimeout(self._idle_s)  # what the answer's writes wait
+        except TimeoutError:
+            # Mid-request (not idle before one): the client is told why it is closed.
+            self.too_slow = self._deadline is not None
+            raise
+        if not got and self.evicted:
+            raise ConnectionAbortedError("closed to make room for another connection")
+        if got and self._deadline is None:
+            self._deadline = time.monotonic() + self._request_s
+        return got
+
+    def close_socket(self) -> None:
+        """End the connection from another thread: a read it waits in returns at once."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def request_read(self) -> None:
+        """The request is whole: the next one's clock starts at its own first byte."""
+        self._deadline = None
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
     server: _Server
@@ -131,9 +236,32 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.connection_timeout_s)
+        self.paced = self.server.paced(self.connection)
+        self.rfile.close()  # the stdlib's; the same socket read through the clocks instead
+        self.rfile = io.BufferedReader(self.paced)
         # A streamed answer goes out in several writes; without this, Nagle's algorithm
         # and the client's delayed ACK add ~40 ms to them on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # What an error found before the request line's version is read goes out as: the
+    # stdlib's default, HTTP/0.9, writes no status line, only the body.
+    default_request_version = "HTTP/1.1"
+
+    def parse_request(self) -> bool:
+        """The stdlib's, but an HTTP/0.9 request (``GET /``, no version) is refused at once
+        (the stdlib waited for headers HTTP/0.9 does not send, until the timeout)."""
+        raw: bytes = self.raw_requestline  # type: ignore[attr-defined]  # set by the stdlib
+        words = str(raw, "iso-8859-1").rstrip("\r\n").split()
+        if len(words) == 2:
+            self.requestline = " ".join(words)
+            self.command, self.request_version = "", self.default_request_version
+            self.close_connection = True
+            self.send_error(
+                HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+                "HTTP/0.9 is not served: send HTTP/1.1 (or HTTP/1.0)",
+            )
+            return False
+        return super().parse_request()
 
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue``: the interim answer goes out now (the write buffer
@@ -146,6 +274,18 @@ class _Handler(BaseHTTPRequestHandler):
         # Formatted only when it is logged: the stdlib calls this on every request.
         if log.isEnabledFor(logging.INFO):
             log.info("%s %s", self.address_string(), format % args)
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        if self.paced.too_slow and self.close_connection:
+            # The stdlib closes a connection whose request line or headers time out
+            # without a word; this one started a request, so it gets the reason.
+            self.paced.too_slow = False
+            self.command, self.request_version = "", self.default_request_version
+            self.requestline = getattr(self, "requestline", "")
+            timeout = self.server.connection_timeout_s
+            self._error(408, f"the request did not arrive whole within {timeout:g} s")
+        self.server.waiting(self.paced)  # for the next request (or the close)
 
     def handle(self) -> None:
         try:
@@ -194,6 +334,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer an error the socket layer finds, and close the connection (what is left
         of the request, if anything, is not read)."""
         self.close_connection = True
+        paced: _Paced | None = getattr(self, "paced", None)
+        if paced is not None:
+            paced.linger = True
         if self._wants_page():
             page = pages.error_page(pages.Chrome(None, None), status, message)
             html_headers = {**PAGE_HEADERS, "Content-Type": "text/html; charset=utf-8"}
@@ -218,22 +361,39 @@ class _Handler(BaseHTTPRequestHandler):
             {"Allow": ", ".join(allowed)},
         )
 
+    def _body_length(self) -> int | None:
+        """The body's length as the one Content-Length says, or None once the request is
+        refused. Only one reading is possible: a proxy in front and this server must agree
+        on where the request ends (RFC 9112 section 6.3), or what follows it is smuggled."""
+        codings = self.headers.get_all("Transfer-Encoding") or []
+        if codings:
+            # No transfer coding is decoded here (not chunked, not "gzip, chunked"): with
+            # one, the body's length is not Content-Length, whatever else came.
+            self._error(
+                411,
+                f"send the body with a Content-Length, not Transfer-Encoding "
+                f"({', '.join(codings)[:100]!r})",
+            )
+            return None
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            self._error(400, "more than one Content-Length; send one")
+            return None
+        text = lengths[0].strip(" \t") if lengths else "0"
+        if not _DIGITS.fullmatch(text):
+            self._error(400, "Content-Length is not a number (ASCII digits only)")
+            return None
+        return int(text) if len(text) <= 18 else 10**18
+
     def _handle(self) -> None:
         limit = self.server.services.settings.max_body_bytes
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            self._error(411, "send the body with a Content-Length, not chunked")
-            return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self._error(400, "Content-Length is not a number")
-            return
-        if length < 0:
-            self._error(400, "Content-Length is negative")
+        length = self._body_length()
+        if length is None:
             return
         if length > limit:
             # Do not read it; the connection is closed after the answer.
-            self._error(413, f"body is {length} bytes; the limit is {limit}")
+            size = f"{length}" if length < 10**18 else "over 10**18"
+            self._error(413, f"body is {size} bytes; the limit is {limit}")
             return
         try:
             target = self.path.encode("latin-1").decode("utf-8")
@@ -243,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             raw = self.rfile.read(length) if length else b""
         except TimeoutError:
+            self.paced.too_slow = False  # answered here
             self._error(
                 408, f"the body did not arrive within {self.server.connection_timeout_s:g} s"
             )
@@ -251,6 +412,9 @@ class _Handler(BaseHTTPRequestHandler):
             log.info("%s sent %d of %d body bytes", self.address_string(), len(raw), length)
             self._error(400, f"the body ended after {len(raw)} of its {length} bytes")
             return
+        self.paced.request_read()
+        if not self.server.busy(self.paced):
+            raise ConnectionAbortedError("closed to make room for another connection")
         event = self._event(target, raw)
         with accepting() as pending:
             result = self.server.resolver().resolve(event, _LambdaContext())
@@ -378,11 +542,20 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(
-        self, address: tuple[str, int], services: Services, connection_timeout_s: float
+        self,
+        address: tuple[str, int],
+        services: Services,
+        connection_timeout_s: float,
+        max_connections: int,
     ) -> None:
         super().__init__(address, _Handler)
         self.services = services
         self.connection_timeout_s = connection_timeout_s
+        self.max_connections = max_connections
+        # Each open connection (its thread's) and how it reads; guarded by _open_lock.
+        self._open: dict[socket.socket, _Paced] = {}
+        self._open_lock = threading.Lock()
+        self.refused_full = 0  # connections answered 503: every one was busy
         self._local = threading.local()
         # Resolvers a finished connection gave back: building one (every route declared)
         # costs milliseconds, which a client opening a connection per request (a hook run)
@@ -398,6 +571,80 @@ class _Server(ThreadingHTTPServer):
             log.info("%s went away: %s", client_address, exc.__class__.__name__)
         else:
             log.exception("error serving %s", client_address)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A new connection gets a thread, up to ``max_connections`` open. When full, the
+        connection that has waited longest on its client (idle between requests, or
+        sending its request slowly) is closed to make room; when every one is busy with
+        a request, the new one is answered 503 and closed."""
+        paced = _Paced(request, self.connection_timeout_s, self.connection_timeout_s)
+        with self._open_lock:
+            # One already picked to be closed is on its way out: not counted.
+            if sum(not p.evicted for p in self._open.values()) >= self.max_connections:
+                waiting = [p for p in self._open.values() if p.waiting_since is not None]
+                if not waiting:
+                    self.refused_full += 1
+                    self._refuse_full(request)
+                    return
+                victim = min(waiting, key=lambda p: p.waiting_since or 0.0)
+                victim.evicted = True
+                victim.waiting_since = None  # not picked twice
+                victim.close_socket()
+            self._open[request] = paced
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            with self._open_lock:
+                self._open.pop(request, None)
+            raise
+
+    def _refuse_full(self, request: socket.socket) -> None:
+        """Answer 503 without waiting on the client (a small answer the socket buffer
+        takes at once), then close."""
+        body = jsonutil.dumpb(
+            {"error": "overloaded",
+             "message": f"the server has {self.max_connections} connections open, all busy;"
+                        " retry shortly"}
+        )  # fmt: skip
+        head = (
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        log.warning("refused a connection: all %d are busy", self.max_connections)
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(head + body)
+            request.shutdown(socket.SHUT_WR)
+        self.close_request(request)  # no lingering here: this is the accepting thread
+
+    def paced(self, request: socket.socket) -> _Paced:
+        with self._open_lock:
+            return self._open[request]
+
+    def busy(self, paced: _Paced) -> bool:
+        """The connection's request is whole and being answered: not one to close. False
+        when it was picked to be closed already."""
+        with self._open_lock:
+            if paced.evicted:
+                return False
+            paced.waiting_since = None
+            return True
+
+    def waiting(self, paced: _Paced) -> None:
+        with self._open_lock:
+            if not paced.evicted:
+                paced.waiting_since = time.monotonic()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            paced = self._open.pop(request, None)
+        if paced is not None and paced.linger:
+            _linger(request)
+        super().shutdown_request(request)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
 
     def resolver(self) -> ClarosResolver:
         app: ClarosResolver | None = getattr(self._local, "app", None)
@@ -434,6 +681,7 @@ class LocalServer:
         port: int = 8787,
         *,
         connection_timeout_s: float = CONNECTION_TIMEOUT_S,
+        max_connections: int | None = None,
     ) -> None:
         self.services = services
         # The counts the Lambdas send as metrics (e.g. ``Overloaded``: 503s because the
@@ -442,7 +690,8 @@ class LocalServer:
         self._metrics_lock = threading.Lock()
         if not services.counts_metrics:
             services.metric = self._count
-        self.httpd = _Server((host, port), services, connection_timeout_s)
+        cap = max_connections if max_connections is not None else connection_cap()
+        self.httpd = _Server((host, port), services, connection_timeout_s, cap)
         self.host, self.port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
