@@ -71,6 +71,23 @@ def passes_at_once(event: Mapping[str, Any]) -> bool:
     return mcp_parts(name) is None and name not in WRITE_TOOLS
 
 
+_INFINITY = float("inf")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused past a double: Claude Code's
+    JSON (JavaScript's) never holds one (it writes Infinity as null), and Python would
+    read it as infinity, which no check can be made on."""
+    value = float(text)
+    if value in (_INFINITY, -_INFINITY):
+        raise ValueError(f"a number too large for a double ({text[:24]})")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def parse_event(stdin: str | bytes) -> dict[str, Any]:
     """The hook's JSON object; ValueError saying what is wrong with it."""
     if isinstance(stdin, bytes):
@@ -79,7 +96,7 @@ def parse_event(stdin: str | bytes) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
     try:
-        event = json.loads(stdin or "{}")
+        event = json.loads(stdin or "{}", parse_float=_finite, parse_constant=_no_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError as exc:

@@ -12,6 +12,8 @@ guard cannot check the call the server would run.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from tests.guard import conftest as guard_fixtures
 from tests.guard.conftest import Workspace
 from tests.security.raw_guard import CheckLog, RawGuard
 from tests.security.test_guard_shape import INVALID_PARAMS, refusal
+from tests.security.test_hooks_never_loosen import CLAROS
 
 claros = guard_fixtures.claros  # the guard tests' fixtures: one Claros, a workspace
 workspace = guard_fixtures.workspace
@@ -53,3 +56,33 @@ def test_a_number_past_a_double_is_refused_with_its_reason(
     assert guard.upstream_saw("refund_create") == []
     assert "Traceback" not in guard.stderr()
     guard.still_serves(check_log, "after")
+
+
+@pytest.mark.parametrize("fail_open", ["0", "1"])
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity"])
+def test_a_hook_input_past_a_double_is_denied_even_failing_open(
+    workspace: Workspace, number: str, fail_open: str
+) -> None:
+    """Claude Code's hook JSON never holds such a number (JavaScript writes Infinity and
+    NaN as null), so one is input Claude Code did not send: ``pre`` denies it, as any
+    other, also under CLAROS_FAIL_OPEN=1, which is for Claros being out of reach. Before,
+    the hook failed on it unexpectedly, and failing open gave no decision."""
+    event = (
+        '{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "toolu_1", '
+        f'"tool_name": "Write", "tool_input": {{"file_path": "/repo/a", "content": "x", '
+        f'"mode": {number}}}}}'
+    )
+    done = subprocess.run(
+        [str(CLAROS), "hook", "pre"],
+        input=event,
+        env={**workspace.env, "CLAROS_FAIL_OPEN": fail_open},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny", answer
+    assert "not JSON Claude Code sends" in answer["permissionDecisionReason"]
+    assert "Traceback" not in done.stderr
