@@ -392,7 +392,7 @@ def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
             if action.startswith("kms:")
         }
         # No IAM policy grants kms:Sign: the key policy KmsSigner writes names the signer
-        # role (tests/security/test_aws_roles_cannot_rewrite.py evaluates both).
+        # role (tests/security/aws/test_aws_roles_cannot_rewrite.py evaluates both).
         assert "kms:Sign" not in kms and "kms:ScheduleKeyDeletion" not in kms, logical_id
         if logical_id in SIGNERS:
             assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias"} <= kms

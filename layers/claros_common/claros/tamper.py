@@ -191,7 +191,7 @@ def tampering_in(
     read as it expects (an item a role planted, a prune record that is not one) is
     tampering, never an error. An error would fail the batch, Lambda would retry it and
     then send it to the stream failure queue, and the change would never stop signing
-    (``tests/security/test_poisoned_items_blind_the_tamper_watch.py``). AWS's own errors
+    (``tests/security/aws/test_poisoned_items_blind_the_tamper_watch.py``). AWS's own errors
     (a throttled read) still raise: the batch is retried and judged then."""
     try:
         return _judged(record, log_, items, reads)

@@ -219,7 +219,7 @@ def _record_body(item: Item) -> dict[str, Any]:
 def _prune_says(item: Item) -> object:
     """The ``through_seq`` a ``prune#...`` records item names, or None when it does not
     read as a prune's record: every role that appends may put one (an item that is not
-    zlib made every prune a 500; tests/security/test_poisoned_items_blind_the_tamper_watch.py).
+    zlib made every prune a 500; tests/security/aws/test_poisoned_items_blind_the_tamper_watch.py).
     """
     try:
         body = _record_body(item)

@@ -34,25 +34,18 @@ from claros.ledger import Entry
 from claros.store.dynamo import record_key
 from tests.events import load_event
 from tests.iam import Request, allowed
-from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
     _entry,
     _item,
     _ledger,
     _seed,
     _tampered_metric,
-    world,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     ADMIN,
     STACK_WARNINGS,
     WS,
-    functions,
-    keys,
-    run_check,
-    stack,
-    stack_store,
-    stream_batches,
 )
 
 pytestmark = STACK_WARNINGS

@@ -24,7 +24,7 @@ from claros.ledger import Entry
 from claros.store.dynamo import record_key
 from claros.tamper import ACK_KIND
 from tests.events import load_event
-from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+from tests.security.aws.test_aws_roles_cannot_rewrite import (
     REQUEST_SERVING,
     World,
     _entry,
@@ -32,17 +32,11 @@ from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtu
     _ledger,
     _seed,
     _tampered_metric,
-    world,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     STACK_WARNINGS,
     WS,
-    functions,
-    keys,
     run_check,
-    stack,
-    stack_store,
-    stream_batches,
 )
 
 pytestmark = STACK_WARNINGS

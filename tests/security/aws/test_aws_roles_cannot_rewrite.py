@@ -36,19 +36,14 @@ from tests.iam import (
     role_of,
     role_statements,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     STACK_WARNINGS,
     WS,
     Functions,
     Json,
     Keys,
     Stack,
-    functions,
-    keys,
     run_check,
-    stack,
-    stack_store,
-    stream_batches,
     translate,
 )
 

@@ -15,19 +15,13 @@ from __future__ import annotations
 import pytest
 
 from tests.iam import Request, allowed, role_of
-from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+from tests.security.aws.test_aws_roles_cannot_rewrite import (
     SIGNER,
     World,
     _functions,
-    world,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     STACK_WARNINGS,
-    functions,
-    keys,
-    stack,
-    stack_store,
-    stream_batches,
 )
 
 pytestmark = STACK_WARNINGS

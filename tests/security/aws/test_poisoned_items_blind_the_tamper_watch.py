@@ -30,23 +30,17 @@ from claros.store.dynamo import record_key
 from claros.tamper import Tampering, tampering_in
 from tests.api.seed import OCT_1, install_clock
 from tests.events import load_event
-from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
     _entry,
     _ledger,
     _seed,
     _tampered_metric,
-    world,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     STACK_WARNINGS,
     WS,
-    functions,
-    keys,
     run_check,
-    stack,
-    stack_store,
-    stream_batches,
 )
 
 pytestmark = STACK_WARNINGS

@@ -23,22 +23,16 @@ import pytest
 
 from claros.canonical import canonical_bytes
 from tests.api.seed import OCT_1, install_clock
-from tests.security.test_aws_roles_cannot_rewrite import (  # noqa: F401 - fixtures
+from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
     _ledger,
     _seed,
     _tampered_metric,
-    world,
 )
-from tests.stack import (  # noqa: F401 - fixtures, used through ``world``
+from tests.stack import (
     STACK_WARNINGS,
     WS,
-    functions,
-    keys,
     run_check,
-    stack,
-    stack_store,
-    stream_batches,
 )
 
 pytestmark = STACK_WARNINGS

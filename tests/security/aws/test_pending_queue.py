@@ -16,8 +16,7 @@ from claros.canonical import canonical_bytes
 from claros.store.dynamo import DynamoStore, record_key
 from claros.store.dynamo_pending import pending_pk
 from tests.aws import STORE_TABLES
-from tests.security.test_aws_roles_cannot_rewrite import World, world  # noqa: F401
-from tests.stack import functions, keys, stack, stack_store, stream_batches  # noqa: F401
+from tests.security.aws.test_aws_roles_cannot_rewrite import World
 from tests.store.test_pending_appends import Racing
 from tests.store.test_pending_appends import _verifies as _chain
 
