@@ -201,6 +201,20 @@ def _read_number(text: str) -> Decimal | Ambiguous | None:
     return AMBIGUOUS if ambiguous else number
 
 
+def read_currency(text: str) -> str | None:
+    """The ISO code a money-like string is written in (``"5 KWD"``, ``"€9"``), or None: no
+    currency written, or not money."""
+    if len(text) > 4 * _MAX_MONEY_STRING:
+        return None
+    return _read_currency(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _read_currency(text: str) -> str | None:
+    parsed = _parse(text)
+    return None if parsed is None else parsed[1]
+
+
 def parse_money(text: str) -> tuple[Decimal, str | None] | None:
     """The amount and currency of a money-like string, or None.
 

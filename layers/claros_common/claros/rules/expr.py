@@ -42,6 +42,10 @@ decided, or **unknown** (``None``, with the fields it depends on in :attr:`Outco
   ``" 500"``, ``"1.200,50 EUR"``, ``"5e2"``. ``"1.000"`` and ``"1,000"`` are not read (their
   reading depends on the locale); nor are ``"NaN"``, ``"Infinity"``, ``"1e999999"`` or
   anything longer than 64 characters. A string that is not a number stays a string.
+* Currencies are never converted: a comparison or arithmetic of two amounts whose strings
+  name different currencies (``"5 KWD" < "10 EUR"``, through arithmetic too) is unknown,
+  naming the fields of both sides. A bare number has no currency (``"$5" == 5``). A
+  ``derived`` value with one currency among its operands is written in it (``"6 KWD"``).
 * Unknown: arithmetic, a comparison or ``in`` whose operand is missing or null, or of a type
   the operation cannot use (a word against a number, a boolean against a string, a list
   where a number is needed, an ambiguous number); a division by zero (it names the divisor's
@@ -63,11 +67,12 @@ decided, or **unknown** (``None``, with the fields it depends on in :attr:`Outco
 
 Why evaluation cannot hang: there is no loop, function call, exponentiation or recursion in
 the language. The parsed tree has at most :data:`MAX_TOKENS` tokens' worth of nodes and each
-node is evaluated at most once; arithmetic is capped at 34 digits; a field lookup follows its
-fixed path. The only work that grows with the facts is a list membership or substring test
-(linear in the list or string) and structural equality of lists/objects, which stops after
-:data:`MAX_DEPTH` levels of nesting and after 100,000 list/object comparisons per
-evaluation (then it is unknown, naming the fields compared).
+node is evaluated at most once (its currency read at most twice); arithmetic is capped at
+34 digits; a field lookup follows its fixed path. The only work that grows with the facts
+is a list membership or substring test (linear in the list or string) and structural
+equality of lists/objects, which stops after :data:`MAX_DEPTH` levels of nesting and after
+100,000 list/object comparisons per evaluation (then it is unknown, naming the fields
+compared).
 Recursion in the parser and evaluator is bounded by :data:`MAX_DEPTH` times a small
 constant (a few hundred frames at worst).
 """
@@ -89,7 +94,7 @@ from decimal import (
 )
 from typing import Any, Literal, NamedTuple, TypeAlias
 
-from claros.rules.amounts import Ambiguous, read_number
+from claros.rules.amounts import Ambiguous, read_currency, read_number
 
 __all__ = [
     "MAX_DEPTH",
@@ -789,12 +794,13 @@ class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
     the decimal context and the step budget of the current expression."""
 
-    __slots__ = ("ctx", "facts", "fields", "numbers", "steps")
+    __slots__ = ("ctx", "currencies", "facts", "fields", "numbers", "steps")
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
         self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
+        self.currencies: dict[str, str | None] = {}  # path -> the currency written in it
         self.ctx = _context()
         self.steps = 0
 
@@ -812,6 +818,15 @@ class _Evaluator:
         except KeyError:
             number = self.numbers[path] = _number_of(self.lookup(path, segments))
             return number
+
+    def currency(self, path: str, segments: tuple[str | int, ...]) -> str | None:
+        """The ISO code a field's money-like string is written in; None for anything else."""
+        try:
+            return self.currencies[path]
+        except KeyError:
+            value = self.lookup(path, segments)
+            code = self.currencies[path] = read_currency(value) if type(value) is str else None
+            return code
 
     def resolve(self, segments: tuple[str | int, ...]) -> Any:
         current: Any = self.facts
@@ -858,6 +873,8 @@ class _Evaluator:
                 return True
             x, y = read_number(a), read_number(b)
             if type(x) is Decimal and type(y) is Decimal:
+                if _other_currencies(read_currency(a), read_currency(b)):
+                    return None  # amounts in two currencies: Claros does not convert
                 return bool(x == y)
             # A word never equals another string; two numbers one can't read are unknown.
             return False if x is None or y is None else None
@@ -984,11 +1001,18 @@ def _compile_top(
     """The whole expression: (value, unknown fields in the order of the text); the value is
     None when it cannot be decided (for a `when`: anything but a boolean)."""
     run, path, when = _compile(root), _blame(root), kind == "when"
+    currency = None if when else _compile_currency(root)
 
     def top(ev: _Evaluator, fields: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
         value = run(ev)
         if value is True or value is False:
             return value, ()
+        if currency is not None and type(value) is Decimal:
+            code = currency(ev)
+            if type(code) is str:
+                # A derived amount keeps the currency its operands are written in, so a
+                # rule comparing it with an amount in another currency is unknown too.
+                return _written_in(value, code), ()
         if isinstance(value, _Unknown):
             blame = value.blame
         elif when or value is None:
@@ -999,6 +1023,13 @@ def _compile_top(
         return None, tuple(p for p in fields if p in named)
 
     return top
+
+
+def _written_in(value: Decimal, code: str) -> str:
+    """``value`` as a money string in ``code`` that reads back as exactly ``value``: "6 KWD";
+    "1.2345E+1 KWD" where "12.345 KWD" would be ambiguous (docs/rules.md)."""
+    text = f"{value} {code}"
+    return text if read_number(text) == value else f"{value:E} {code}"
 
 
 def _compile(node: _Node) -> _Run:
@@ -1046,7 +1077,9 @@ def _compile_list(node: _List) -> _Run:
 
 
 def _compile_number(node: _Node) -> _Num:
-    """``node``'s value as a number: a Decimal, else _Unknown naming what it could not read."""
+    """``node``'s value as a number: a Decimal, else _Unknown naming what it could not read.
+    Arithmetic under it is compiled without its own currency check: the arithmetic at the
+    top checks its whole tree once."""
     if isinstance(node, _Field):
         path, segments = node.path, node.segments
         blame = _Unknown((path,))
@@ -1067,9 +1100,11 @@ def _compile_number(node: _Node) -> _Num:
             return constant
 
         return lit_number
+    if isinstance(node, _Arith):
+        return _compile_arith_raw(node)  # a Decimal or _Unknown already
+    if isinstance(node, _Neg):
+        return _compile_neg_raw(node)
     run = _COMPILERS[type(node)](node)
-    if isinstance(node, _Arith | _Neg):
-        return run  # a Decimal or _Unknown already
 
     def other_number(ev: _Evaluator) -> Decimal | _Unknown:
         value = run(ev)
@@ -1082,6 +1117,10 @@ def _compile_number(node: _Node) -> _Num:
 
 
 def _compile_neg(node: _Neg) -> _Run:
+    return _unmixed(node, _compile_neg_raw(node))
+
+
+def _compile_neg_raw(node: _Neg) -> _Run:
     number, paths = _compile_number(node.operand), _paths(node.operand)
 
     def neg(ev: _Evaluator) -> Decimal | _Unknown:
@@ -1100,6 +1139,10 @@ _Step: TypeAlias = "tuple[bool, Callable[[Context, Decimal, Decimal], Decimal], 
 
 
 def _compile_arith(node: _Arith) -> _Run:
+    return _unmixed(node, _compile_arith_raw(node))
+
+
+def _compile_arith_raw(node: _Arith) -> _Run:
     children = [node.first]
     steps: list[_Step] = []
     for name, child in node.rest:
@@ -1166,6 +1209,125 @@ def _either(x: Decimal | _Unknown, y: Decimal | _Unknown) -> _Unknown:
     return x if isinstance(x, _Unknown) else y  # type: ignore[return-value]
 
 
+# currencies: two amounts written in different currencies are neither compared nor
+# combined (Claros does not convert; "5 KWD" < "10 EUR" is unknown, not 5 < 10). A bare
+# number carries no currency: "$5" == 5 stays true.
+
+_Cur: TypeAlias = "Callable[[_Evaluator], str | None | _Unknown]"
+
+
+def _other_currencies(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and a != b
+
+
+def _compile_currency(node: _Node) -> _Cur | None:
+    """The currency ``node``'s number is written in, as a function giving the ISO code,
+    None (none written) or _Unknown (its arithmetic mixes two); None when ``node`` can
+    never carry one (a bare number, a word, a condition)."""
+    if isinstance(node, _Field):
+        path, segments = node.path, node.segments
+
+        def field_currency(ev: _Evaluator) -> str | None:
+            try:
+                return ev.currencies[path]
+            except KeyError:
+                return ev.currency(path, segments)
+
+        return field_currency
+    if isinstance(node, _Lit):
+        code = read_currency(node.value) if type(node.value) is str else None
+        if code is None:
+            return None
+
+        def lit_currency(ev: _Evaluator) -> str | None:
+            return code
+
+        return lit_currency
+    if isinstance(node, _Neg):
+        return _compile_currency(node.operand)
+    if isinstance(node, _Arith):
+        return _arith_currency(node)
+    return None
+
+
+def _arith_currency(node: _Arith) -> _Cur | None:
+    parts: list[_Cur] = []
+    for child in (node.first, *(child for _, child in node.rest)):
+        part = _compile_currency(child)
+        if part is not None:
+            parts.append(part)
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    mixed = _Unknown(_paths(node))
+
+    def arith_currency(ev: _Evaluator) -> str | None | _Unknown:
+        found: str | None = None
+        for part in parts:
+            code = part(ev)
+            if isinstance(code, _Unknown):
+                return code
+            if code is not None:
+                if found is not None and code != found:
+                    return mixed
+                found = code
+        return found
+
+    return arith_currency
+
+
+def _can_mix(node: _Node) -> bool:
+    """Whether arithmetic under ``node`` combines two operands that may carry a currency."""
+    if isinstance(node, _Neg):
+        return _can_mix(node.operand)
+    if not isinstance(node, _Arith):
+        return False
+    children = (node.first, *(child for _, child in node.rest))
+    carriers = 0
+    for child in children:
+        if _can_mix(child):
+            return True
+        if _compile_currency(child) is not None:
+            carriers += 1
+    return carriers >= 2
+
+
+def _unmixed(node: _Arith | _Neg, run: _Run) -> _Run:
+    """Arithmetic ``run``, unknown when it combines amounts in two currencies."""
+    currency = _compile_currency(node) if _can_mix(node) else None
+    if currency is None:
+        return run
+
+    def unmixed(ev: _Evaluator) -> Decimal | _Unknown:
+        value: Decimal | _Unknown = run(ev)
+        if type(value) is not Decimal:
+            return value
+        code = currency(ev)
+        return code if isinstance(code, _Unknown) else value
+
+    return unmixed
+
+
+def _same_currency(left: _Node, right: _Node, run: _Run) -> _Run:
+    """Comparison ``run``, unknown when its two sides are amounts in two currencies."""
+    left_currency, right_currency = _compile_currency(left), _compile_currency(right)
+    if left_currency is None or right_currency is None:
+        return run
+    mixed = _Unknown(_paths(left) + _paths(right))
+
+    def same_currency(ev: _Evaluator) -> bool | _Unknown:
+        result: bool | _Unknown = run(ev)
+        if result is not True and result is not False:
+            return result
+        a, b = left_currency(ev), right_currency(ev)
+        if isinstance(a, _Unknown):
+            return a
+        if isinstance(b, _Unknown):
+            return b
+        return mixed if _other_currencies(a, b) else result
+
+    return same_currency
+
+
 # comparisons
 
 
@@ -1191,7 +1353,7 @@ def _compile_cmp(node: _Cmp) -> _Run:
             b = run_right(ev) if right_field else y
             return _order(test, a, b, left_path, right_path)
 
-        return ordered
+        return _same_currency(left, right, ordered)
     negated = op == "!="
     if _is_null(left) or _is_null(right):
         # `x == null`: true when x is missing or null. Decided whatever x holds.
@@ -1216,7 +1378,7 @@ def _compile_cmp(node: _Cmp) -> _Run:
             return _Unknown(_why(a, left_path) + _why(b, right_path))
         return same is not negated
 
-    return equality
+    return _same_currency(left, right, equality)
 
 
 def _quick_number(node: _Node, run: _Run) -> _Run:
