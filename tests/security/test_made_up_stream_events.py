@@ -40,7 +40,7 @@ def world(dynamo_store: DynamoStore, tmp_path: Path) -> Services:
         records_table=s.records_table, state_table=s.state_table, checkpoint_every=1000,
         inline_checkpoints=False,
     )  # fmt: skip
-    tamper = DynamoTamperLog(s.client, s.state_table, s.records_table)
+    tamper = DynamoTamperLog(s.client, s.state_table, s.records_table, s.ledger_table)
     services = Services(settings, s, FileSigner(tmp_path / "data"), tamper=tamper)
     for i in range(3):
         s.append(WS, "check", f"c{i}", {"result": "allow", "n": i})
@@ -177,6 +177,10 @@ def test_a_remove_below_a_prune_is_excused_only_when_old_enough_to_be_pruned(
         })  # fmt: skip
     clock.at(signed_at + days_since_signed * 86_400_000)
     assert world.tamper is not None
+    for seq in (1, 2):  # a prefix, as a prune removes
+        s.client.delete_item(
+            TableName=s.ledger_table, Key={"workspace": {"S": WS}, "seq": {"N": str(seq)}}
+        )
     record = event("REMOVE", s.ledger_table, {"workspace": {"S": WS}, "seq": {"N": "2"}})
     found = tampering_in(record["Records"][0], world.tamper)
     assert (found is not None) is tampered, found
@@ -229,3 +233,5 @@ def test_a_prunes_removes_in_one_batch_read_the_log_once_per_checkpoint(
     # The prune records once; the checkpoints at 4, 8 and 10, once each.
     assert read.count(s.records_table) == 1, read
     assert read.count(s.state_table) == 3, read
+    # The ledger's first entry (none left: a prefix was cut), once.
+    assert read.count(s.ledger_table) == 1, read

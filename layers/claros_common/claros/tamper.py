@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from claros import jsonutil
@@ -92,6 +93,18 @@ class TamperLog(Protocol):
         """The first checkpoint at ``seq`` or after: its seq and when it was signed (ms)."""
         ...
 
+    def first_entry(self, workspace: str) -> int | None:
+        """The lowest seq the workspace's ledger holds now (None: it holds none)."""
+        ...
+
+
+# A prune deletes a page of entries at a time, the page's records first, each in batches of
+# 25 retried while DynamoDB leaves some unprocessed: for that long, entries at or below an
+# item it removed are still there. The watch waits for them (in steps, at most this long in
+# all per stream batch) before it calls the REMOVE a hole in the chain.
+PAGE_WAIT_S = 10.0
+_PAGE_WAIT_STEP_S = 0.25
+
 
 class PruneReads:
     """What the prune test of ``REMOVE`` events reads, each read once per stream batch. A
@@ -100,12 +113,30 @@ class PruneReads:
     for every one. Within a batch the reads are taken after every event in it happened, so
     a prune that removed an item of the batch is in the records already. The checkpoint
     found for seq s is the first at or after every seq from s to its own: the next events
-    of a prune (ascending seqs) reuse it."""
+    of a prune (ascending seqs) reuse it. The ledger's first entry only rises while a
+    prune runs (it deletes from the bottom, appends go on at the top), so one read serves
+    the batch until an event asks for a higher one."""
 
-    def __init__(self, log_: TamperLog) -> None:
+    def __init__(self, log_: TamperLog, sleep: Callable[[float], None] = time.sleep) -> None:
         self.log = log_
         self._through: dict[str, int] = {}
         self._covering: dict[str, tuple[int, int, int]] = {}  # workspace: (from, seq, ts)
+        self._first: dict[str, int | None] = {}
+        self._sleep = sleep
+        self._waited = 0.0
+
+    def entry_at_or_below(self, workspace: str, seq: int) -> bool:
+        """Whether the ledger still holds an entry at or below ``seq`` once a prune's page in
+        flight has had time to land (``PAGE_WAIT_S``): then removing ``seq`` cut a hole in
+        the chain, where a prune drops a prefix."""
+        if workspace not in self._first:
+            self._first[workspace] = self.log.first_entry(workspace)
+        first = self._first[workspace]
+        while first is not None and first <= seq and self._waited < PAGE_WAIT_S:
+            self._sleep(_PAGE_WAIT_STEP_S)
+            self._waited += _PAGE_WAIT_STEP_S
+            first = self._first[workspace] = self.log.first_entry(workspace)
+        return first is not None and first <= seq
 
     def pruned_through(self, workspace: str) -> int:
         if workspace not in self._through:
@@ -304,15 +335,20 @@ _PRUNABLE_AFTER_MS = (RETENTION_FLOOR_DAYS - 1) * 86_400_000
 
 def _prunable(reads: PruneReads, workspace: str, seq: int) -> bool:
     """Whether a prune may have removed entry (or record) ``seq``: the workspace's prunes
-    go through it, and a checkpoint signed longer ago than the retention floor covers it.
-    The prune records alone prove nothing: every role that appends may put one (one saying
-    ``through_seq`` 10**12 excused every delete). The signed checkpoint's time is the
-    signer's own, so a delete of anything younger than the floor is tampering, whatever
-    the records say (verify then also wants the prune entry: ``pruned_start_problem``)."""
+    go through it, a checkpoint signed longer ago than the retention floor covers it, and
+    no entry at or below it is left. The prune records alone prove nothing: every role
+    that appends may put one (one saying ``through_seq`` 10**12 excused every delete). The
+    signed checkpoint's time is the signer's own, so a delete of anything younger than the
+    floor is tampering, whatever the records say (verify then also wants the prune entry:
+    ``pruned_start_problem``). A prune drops a prefix of the chain (a record with its
+    entry), so the prune role removing one entry or record from inside it, older than the
+    floor, is tampering too (``tests/security/aws/test_prune_role_deletes_inside_the_chain``)."""
     if seq > reads.pruned_through(workspace):
         return False
     covering = reads.first_checkpoint_from(workspace, seq)
-    return covering is not None and covering[1] <= now_ms() - _PRUNABLE_AFTER_MS
+    if covering is None or covering[1] > now_ms() - _PRUNABLE_AFTER_MS:
+        return False
+    return not reads.entry_at_or_below(workspace, seq)
 
 
 def _could_be(
@@ -403,10 +439,13 @@ class GuardedSigner:
 class DynamoTamperLog:
     """Tampering records in the state table (``{workspace}#tampering``, sk = id)."""
 
-    def __init__(self, client: Any, state_table: str, records_table: str) -> None:
+    def __init__(
+        self, client: Any, state_table: str, records_table: str, ledger_table: str
+    ) -> None:
         self.client = client
         self.state_table = state_table
         self.records_table = records_table
+        self.ledger_table = ledger_table
 
     def record(self, tampering: Tampering) -> bool:
         from botocore.exceptions import ClientError
@@ -465,6 +504,19 @@ class DynamoTamperLog:
         )
         first = got.get("Items") or []
         return (int(first[0]["sk"]["S"]), int(first[0]["ts"]["N"])) if first else None
+
+    def first_entry(self, workspace: str) -> int | None:
+        got = self.client.query(
+            TableName=self.ledger_table,
+            KeyConditionExpression="workspace = :w",
+            ExpressionAttributeValues={":w": {"S": workspace}},
+            ProjectionExpression="#seq",
+            ExpressionAttributeNames={"#seq": "seq"},
+            ConsistentRead=True,
+            Limit=1,
+        )
+        first = got.get("Items") or []
+        return int(first[0]["seq"]["N"]) if first else None
 
     def pruned_through(self, workspace: str) -> int:
         """A ``prune#...`` item that does not read as a prune's record (any role that

@@ -152,7 +152,10 @@ def open_tamper_log(settings: Settings, store: Store) -> TamperLog | None:
     if settings.store != "dynamodb":
         return None
     return DynamoTamperLog(
-        getattr(store, "client", None) or _dynamodb(), settings.state_table, settings.records_table
+        getattr(store, "client", None) or _dynamodb(),
+        settings.state_table,
+        settings.records_table,
+        settings.ledger_table,
     )
 
 

@@ -9,8 +9,10 @@ the item removed is one: the prune function's role (internet-facing: POST
 check from seven months ago, leaving the entries before it. The stream raises no
 ``LedgerTampered`` and signing goes on; only a full verify shows the gap.
 
-Closing it needs the watch to tell a prefix cut from a hole while a prune's pages of
-deletes (records first, then their entries) are still landing: kept as a strict xfail.
+Closed: a prune drops a prefix, so the watch also wants no entry left at or below what was
+removed (claros.tamper.PruneReads.entry_at_or_below). A prune's page of deletes (records
+first, then their entries, in batches of 25) may still be landing when the stream delivers
+its first events: the watch waits for it, bounded (``PAGE_WAIT_S`` per stream batch).
 """
 
 # ruff: noqa: F811 - the tests take the role tests' fixtures, imported below, by name
@@ -21,7 +23,9 @@ import zlib
 
 import pytest
 
+from claros import tamper
 from claros.canonical import canonical_bytes
+from claros.tamper import DynamoTamperLog, PruneReads, tampering_in
 from tests.api.seed import OCT_1, install_clock
 from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
@@ -32,6 +36,7 @@ from tests.security.aws.test_aws_roles_cannot_rewrite import (
 from tests.stack import (
     STACK_WARNINGS,
     WS,
+    Json,
     run_check,
 )
 
@@ -40,14 +45,9 @@ pytestmark = STACK_WARNINGS
 DAY_MS = 86_400_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tamper watch excuses any REMOVE below a forged prune record's through_seq "
-    "once a checkpoint older than the floor covers it, a hole as well as a prefix",
-)
-def test_the_prune_role_cannot_cut_a_hole_in_the_chain(
-    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _cut_a_hole(world: World, monkeypatch: pytest.MonkeyPatch) -> Json:
+    """Entry 2 of 1-4 removed under a prune record of the prune role's own, everything older
+    than the floor; the stream batch that carries the REMOVE."""
     clock = install_clock(monkeypatch, OCT_1)
     _seed(world)  # seq 1-3, a checkpoint at seq 2 signed at OCT_1
     clock.at(OCT_1 + 200 * DAY_MS)  # seven months on: past the 183-day floor
@@ -69,6 +69,65 @@ def test_the_prune_role_cannot_cut_a_hole_in_the_chain(
     )
     assert not pruner.refused, pruner.refused
     assert [int(i["seq"]["N"]) for i in _ledger(world)] == [1, 3, 4]
+    return world.stream()
+
+
+def test_the_prune_role_cannot_cut_a_hole_in_the_chain(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batch = _cut_a_hole(world, monkeypatch)
+    monkeypatch.setattr(tamper, "PAGE_WAIT_S", 0.0)  # entry 1 stays: waiting changes nothing
     capsys.readouterr()
-    world.functions.invoke("checkpoint", world.stream())
+    world.functions.invoke("checkpoint", batch)
     assert _tampered_metric(capsys.readouterr().out) >= 1, "a hole in the chain went unseen"
+    found = world.verify_report()["tampering"]
+    assert [(t["table"], t["event"], t["key"]) for t in found] == [
+        ("ledger", "REMOVE", {"seq": 2})
+    ], found
+
+
+def _removes(batch: Json) -> list[Json]:
+    return [r for r in batch["Records"] if r["eventName"] == "REMOVE"]
+
+
+def test_a_prune_page_still_landing_is_no_hole(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same REMOVE judged while the rest of its page is still being deleted: the watch
+    waits, the page lands (entry 1 goes), and the cut is a prefix after all."""
+    batch = _cut_a_hole(world, monkeypatch)
+    log_ = DynamoTamperLog(
+        world.client, world.table("StateTable"), world.table("RecordsTable"),
+        world.table("LedgerTable"),
+    )  # fmt: skip
+    waits: list[float] = []
+
+    def page_lands(seconds: float) -> None:
+        waits.append(seconds)
+        world.client.delete_item(
+            TableName=world.table("LedgerTable"),
+            Key={"workspace": {"S": WS}, "seq": {"N": "1"}},
+        )
+
+    (remove,) = _removes(batch)
+    assert tampering_in(remove, log_, reads=PruneReads(log_, sleep=page_lands)) is None
+    assert waits == [0.25]
+
+
+def test_a_page_that_never_lands_is_a_hole_after_the_wait(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = _cut_a_hole(world, monkeypatch)
+    log_ = DynamoTamperLog(
+        world.client, world.table("StateTable"), world.table("RecordsTable"),
+        world.table("LedgerTable"),
+    )  # fmt: skip
+    waits: list[float] = []
+    reads = PruneReads(log_, sleep=waits.append)
+    (remove,) = _removes(batch)
+    found = tampering_in(remove, log_, reads=reads)
+    assert found is not None and found.key == {"seq": 2}
+    # The wait is per batch: the next event of it is judged at once.
+    assert sum(waits) == tamper.PAGE_WAIT_S
+    assert tampering_in(remove, log_, reads=reads) is not None
+    assert sum(waits) == tamper.PAGE_WAIT_S
