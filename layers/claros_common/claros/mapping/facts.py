@@ -313,6 +313,14 @@ def plan(
     asked: set[str] = set()
     if spec.fetch:
         asked.add("fetch")
+        missing = _missing(spec.fetch.arguments, arguments, env)
+        if missing is not None:
+            # Read with null, the app answers some other record (or none): not the one
+            # the write names, whose facts Claros then does not have.
+            raise BadRequestError(
+                f"the call has no {missing[1:]}, which the mapping's fetch reads its record by "
+                f"({spec.fetch.tool}): a missing record blocks the write"
+            )
         if "fetch" not in fetched:
             _check_answers(fetched, asked, set())
             need = _fetch_need(spec.fetch, arguments, env)
