@@ -297,6 +297,9 @@ def test_stream_batches_sign_every_nth_entry(
     # An entry off the multiple: nothing to sign.
     run_check(functions, keys.agent)
     assert functions.invoke("checkpoint", _stream_batch(stack, stream_batches)) == {"signed": []}
+    # A batch with no records (a filtered-out batch, a hand-made invoke) signs nothing: it
+    # is no API request, and must not be served as one.
+    assert functions.invoke("checkpoint", {"Records": []}) == {"signed": []}
 
 
 def test_schedule_signs_the_tail_once_it_is_old(

@@ -213,17 +213,29 @@ class Tail(NamedTuple):
 
 
 def unsigned_tails(store: Store) -> Iterator[Tail]:
-    """Each workspace whose chain has entries after its last checkpoint."""
+    """Each workspace whose chain has entries after its last checkpoint. A workspace whose
+    items do not read (an item a role planted: IAM cannot hold a put to the store's shape)
+    is logged and passed over: it must not keep every other workspace unsigned."""
     for workspace in workspaces(store):
-        head = store.head(workspace)
-        if head is None:
+        try:
+            tail = _tail(store, workspace)
+        except Exception:  # whatever one workspace's items hold
+            log.exception("CHECKPOINT REFUSED for workspace %s: its chain does not read", workspace)
             continue
-        last = store.latest_checkpoint(workspace)
-        last_seq = last.seq if last else 0
-        if head.seq <= last_seq:
-            continue
-        oldest = next(iter(store.entries(workspace, since=last_seq, limit=1)), head)
-        yield Tail(head, last_seq, oldest.ts)
+        if tail is not None:
+            yield tail
+
+
+def _tail(store: Store, workspace: str) -> Tail | None:
+    head = store.head(workspace)
+    if head is None:
+        return None
+    last = store.latest_checkpoint(workspace)
+    last_seq = last.seq if last else 0
+    if head.seq <= last_seq:
+        return None
+    oldest = next(iter(store.entries(workspace, since=last_seq, limit=1)), head)
+    return Tail(head, last_seq, oldest.ts)
 
 
 def sign_due(
@@ -243,7 +255,7 @@ def sign_due(
             continue
         try:
             signed.append(sign_checkpoint(store, signer, tail.head, anchor))
-        except SigningError:
+        except Exception:  # a SigningError, or items that do not read
             # One workspace whose chain does not verify (or whose signing is stopped) must
             # not keep the others unsigned; it is logged and stays unsigned.
             log.exception("CHECKPOINT REFUSED for workspace %s", tail.head.workspace)

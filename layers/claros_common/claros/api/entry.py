@@ -110,7 +110,11 @@ def make_handler(build: Callable[[Services], ClarosResolver]) -> LambdaHandler:
     def lambda_handler(event: Mapping[str, Any], context: Any) -> Any:
         services, app = resolver()
         records = event.get("Records")
-        if records and records[0].get("eventSource") == "aws:dynamodb":
+        # A stream batch: records from DynamoDB, or none (never an API request: those carry
+        # requestContext, and a hand-made invoke without one must not reach the router).
+        if isinstance(records, list) and all(
+            isinstance(r, Mapping) and r.get("eventSource") == "aws:dynamodb" for r in records
+        ):
             from claros.api.checkpoint import on_stream  # the checkpoint function's only
 
             signed = on_stream(services, event)
