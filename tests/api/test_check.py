@@ -97,6 +97,8 @@ BAD_BODIES: list[tuple[str, bytes, int, str]] = [
     ("bad-utf8", b'{"app": "\xff"}', 400, "malformed JSON"),
     ("nan", b'{"app":"shop","tool":"t","agent":{"name":"a"},"arguments":{"x":NaN}}', 400,
      "NaN is not a JSON number"),
+    ("huge-integer", b'{"app":"shop","tool":"t","agent":{"name":"a"},"arguments":{"x":'
+     + b"9" * 5000 + b"}}", 400, "malformed JSON: a whole number of more than 4,300 digits"),
 ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from decimal import Decimal
 from types import ModuleType
 from typing import Any
@@ -56,7 +57,14 @@ def loads(text: str | bytes) -> Any:
         raise TypeError(f"the JSON object must be str or bytes, not {type(text).__name__}")
     elif text.startswith("\ufeff"):  # as json.loads refuses it
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _DECODER.decode(text)
+    try:
+        return _DECODER.decode(text)
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+        # Python's own words name sys.set_int_max_str_digits(), which a client cannot use.
+        limit = sys.get_int_max_str_digits()
+        raise ValueError(f"a whole number of more than {limit:,} digits") from None
 
 
 def _default(value: Any) -> Any:
