@@ -23,23 +23,13 @@ from tests.api.conftest import Keys, bearer, check_body, put_rule
 from tests.api.test_fetching_facts import apps, put_mapping  # noqa: F401 - apps: a fixture
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.security.test_empty_record_lets_the_agent_state_the_facts import (
+    FETCH_INVOICE,
+    STOP_OVER_500,
+)
 
 SERVERS = Path(__file__).resolve().parent / "servers"
 TWO_KEYS = [sys.executable, str(SERVERS / "two_keys_invoices.py")]
-
-FETCH_INVOICE = {
-    "app": "accounting",
-    "tool": "invoice_submit",
-    "fetch": {"tool": "invoice_read", "arguments": {"name": "$name"}, "into": ""},
-}
-STOP_OVER_500 = {
-    "id": "big-invoice",
-    "app": "accounting",
-    "tools": ["invoice_submit"],
-    "response": "stop",
-    "when": "grand_total > 500",
-    "message": "Invoices over 500 are submitted by people",
-}
 
 
 @pytest.mark.anyio

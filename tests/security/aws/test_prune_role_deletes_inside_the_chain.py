@@ -86,6 +86,13 @@ def test_the_prune_role_cannot_cut_a_hole_in_the_chain(
     ], found
 
 
+def _tamper_log(world: World) -> DynamoTamperLog:
+    return DynamoTamperLog(
+        world.client, world.table("StateTable"), world.table("RecordsTable"),
+        world.table("LedgerTable"),
+    )  # fmt: skip
+
+
 def _removes(batch: Json) -> list[Json]:
     return [r for r in batch["Records"] if r["eventName"] == "REMOVE"]
 
@@ -96,10 +103,7 @@ def test_a_prune_page_still_landing_is_no_hole(
     """The same REMOVE judged while the rest of its page is still being deleted: the watch
     waits, the page lands (entry 1 goes), and the cut is a prefix after all."""
     batch = _cut_a_hole(world, monkeypatch)
-    log_ = DynamoTamperLog(
-        world.client, world.table("StateTable"), world.table("RecordsTable"),
-        world.table("LedgerTable"),
-    )  # fmt: skip
+    log_ = _tamper_log(world)
     waits: list[float] = []
 
     def page_lands(seconds: float) -> None:
@@ -118,10 +122,7 @@ def test_a_page_that_never_lands_is_a_hole_after_the_wait(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batch = _cut_a_hole(world, monkeypatch)
-    log_ = DynamoTamperLog(
-        world.client, world.table("StateTable"), world.table("RecordsTable"),
-        world.table("LedgerTable"),
-    )  # fmt: skip
+    log_ = _tamper_log(world)
     waits: list[float] = []
     reads = PruneReads(log_, sleep=waits.append)
     (remove,) = _removes(batch)

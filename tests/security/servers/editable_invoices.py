@@ -5,10 +5,9 @@ tool call is appended to ``$EXAMPLE_CALL_LOG``."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
+from call_log import call_logger
 from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -19,11 +18,7 @@ INVOICES: dict[str, dict[str, Any]] = {
 }
 
 
-def _log(tool: str, arguments: dict[str, Any]) -> None:
-    path = os.environ.get("EXAMPLE_CALL_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:  # noqa: PTH123
-            fh.write(json.dumps({"app": "accounting", "tool": tool, "arguments": arguments}) + "\n")
+_log = call_logger("accounting")
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

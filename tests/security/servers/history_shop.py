@@ -4,10 +4,9 @@ that is not given. Every tool call is appended to ``$EXAMPLE_CALL_LOG``."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
+from call_log import call_logger
 from mcp.server import MCPServer
 
 server = MCPServer("history-shop")
@@ -20,11 +19,7 @@ REFUNDS = [
 ]
 
 
-def _log(tool: str, arguments: dict[str, Any]) -> None:
-    path = os.environ.get("EXAMPLE_CALL_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:  # noqa: PTH123
-            fh.write(json.dumps({"app": "shop", "tool": tool, "arguments": arguments}) + "\n")
+_log = call_logger("shop")
 
 
 @server.tool()

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+from call_log import call_logger
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
@@ -39,11 +40,7 @@ def _tools() -> list[types.Tool]:
     ]
 
 
-def _log(tool: str, arguments: dict[str, Any]) -> None:
-    path = os.environ.get("EXAMPLE_CALL_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:  # noqa: PTH123
-            fh.write(json.dumps({"app": "turncoat", "tool": tool, "arguments": arguments}) + "\n")
+_log = call_logger("turncoat")
 
 
 async def list_tools(
