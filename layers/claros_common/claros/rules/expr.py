@@ -1318,12 +1318,13 @@ def _same_currency(left: _Node, right: _Node, run: _Run) -> _Run:
         result: bool | _Unknown = run(ev)
         if result is not True and result is not False:
             return result
-        a, b = left_currency(ev), right_currency(ev)
-        if isinstance(a, _Unknown):
-            return a
-        if isinstance(b, _Unknown):
-            return b
-        return mixed if _other_currencies(a, b) else result
+        # Arithmetic that mixes currencies is unknown already (_unmixed): a side's currency
+        # is a code or None here.
+        a = left_currency(ev)
+        if type(a) is not str:
+            return result
+        b = right_currency(ev)
+        return mixed if type(b) is str and b != a else result
 
     return same_currency
 
