@@ -191,6 +191,21 @@ def _lookup_needs(
     return needs, values, many
 
 
+def _where(
+    where: Mapping[str, Any], facts: Mapping[str, Any], env: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``where`` with its ``$path`` values substituted. A field's value that is an object
+    (``customer: {"id": "C-7"}``) goes as ``{"eq": ...}``: the guard reads an object there as
+    operators (``{"gte": ...}``), which only the mapping writes, never the call's values."""
+    out: dict[str, Any] = {}
+    for field, condition in where.items():
+        value = _substitute(condition, facts, env)
+        if is_substitution(condition) and isinstance(value, Mapping):
+            value = {"eq": value}
+        out[field] = value
+    return out
+
+
 def _query_need(
     i: int, spec: QuerySpec, facts: Mapping[str, Any], env: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -199,7 +214,7 @@ def _query_need(
         "kind": "query",
         "tool": spec.tool,
         "arguments": _substitute(spec.arguments, facts, env),
-        "where": _substitute(spec.where, facts, env),
+        "where": _where(spec.where, facts, env),
         "op": spec.op,
     }
     if spec.field:
