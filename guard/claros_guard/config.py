@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -114,7 +116,7 @@ def load_config(path: str) -> FileConfig:
     except FileProblem as exc:
         raise ConfigError(str(exc)) from None
     try:
-        return FileConfig.model_validate(data)
+        config = FileConfig.model_validate(data)
     except RecursionError:
         raise ConfigError(f"{path} is nested too deeply to be read") from None
     except ValidationError as exc:
@@ -123,3 +125,22 @@ def load_config(path: str) -> FileConfig:
             for e in exc.errors()[:5]
         )
         raise ConfigError(f"{path}: {problems}") from exc
+    if config.claros.key is not None:
+        _key_kept_private(path)
+    return config
+
+
+def _key_kept_private(path: str) -> None:
+    """A config that holds the key itself must be its owner's alone to read, as ssh asks of
+    a private key: with the usual umask it is 0644, and every user of the machine could
+    check, ask and report as this agent (THREATS.md, 2)."""
+    try:
+        mode = stat.S_IMODE(Path(path).stat().st_mode)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if mode & 0o077:
+        raise ConfigError(
+            f"{path} holds a Claros key (claros.key) that others on this machine may read "
+            f"(mode {mode:04o}): chmod 600 {path}, or keep the key in the environment "
+            "(claros.key_env, CLAROS_KEY by default)"
+        )
