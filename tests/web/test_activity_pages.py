@@ -153,7 +153,7 @@ def test_answer_the_ask_from_the_check_page(
         agent=AgentInfo(name="claude-code")))  # fmt: skip
     assert asked["result"] == "ask"
     dana = sign_in(create_key(services.store, WS, "person", person=DANA))
-    # Dana owns refund-half, but Sam's check is not hers to see in Activity; the admin is.
+    # Dana owns refund-half, but Sam's check is not hers in Activity; the admin answers.
     admin = sign_in(seeded.admin_key)
     page = admin.get(f"/app/checks/{asked['check_id']}")
     assert page.status_code == 200 and "Approve" in page.text
@@ -164,7 +164,11 @@ def test_answer_the_ask_from_the_check_page(
     assert done.status_code == 303, done.text
     shown = admin.get(done.headers["location"]).text
     assert "You approved the ask." in shown and "fine" in shown and "approved" in shown
-    assert dana.get(f"/app/checks/{asked['check_id']}").status_code == 404
+    # The ask was routed to her (she owns refund-half), so its check is hers to see whole
+    # (tests/security/test_agent_hides_an_argument_from_the_approver.py); Activity still
+    # lists only her own and her agents' checks.
+    assert dana.get(f"/app/checks/{asked['check_id']}").status_code == 200
+    assert asked["check_id"] not in dana.get("/app/activity").text
 
 
 def test_a_member_sees_their_own_activity_and_cannot_name_another(

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from claros import cursors
 from claros.asks import COLLECTION as ASKS
-from claros.auth import Principal
+from claros.auth import PERSON_KINDS, Principal, member_role
 from claros.coverage import outcome_view
 from claros.errors import BadRequestError, ForbiddenError
 from claros.store.base import CheckQuery, Store, check_matches
@@ -33,6 +33,7 @@ __all__ = [
     "RESULTS",
     "SCAN_LIMIT",
     "ActivityRequest",
+    "asked_of",
     "list_activity",
     "may_see",
     "parse_activity",
@@ -164,6 +165,21 @@ def may_see(principal: Principal, row: Mapping[str, Any]) -> bool:
     if sees_everything(principal):
         return True
     return bool(principal.person) and row.get("on_behalf_of") == principal.person
+
+
+def asked_of(store: Store, principal: Principal, row: Mapping[str, Any]) -> bool:
+    """Whether the check asked a question this person may answer (it is routed to them,
+    they own one of its rules, or they are a workspace admin): they see the whole call
+    they are asked about, not only the first arguments an ask card shows."""
+    ask_id, person = row.get("ask_id"), principal.person
+    if not ask_id or not person or principal.kind not in PERSON_KINDS:
+        return False
+    doc = store.get_doc(principal.workspace, ASKS, str(ask_id))
+    if doc is None or doc.value.get("check_id") != row.get("check_id"):
+        return False
+    if person in (doc.value.get("routed_to") or []) or person in (doc.value.get("owners") or []):
+        return True
+    return member_role(store, principal.workspace, person) == "admin"
 
 
 def _scoped(principal: Principal, query: CheckQuery) -> CheckQuery:

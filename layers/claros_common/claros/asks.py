@@ -316,6 +316,18 @@ def my_asks_page(
         after = page[-1].key
 
 
+def _owns_every_rule(store: Store, workspace: str, person: str, ask: Mapping[str, Any]) -> bool:
+    """Whether ``person`` is an owner of every rule version the ask was opened under (as
+    those versions were written: the ask holds only to them, claros.asks.use_approval)."""
+    rules = ask.get("rules") or []
+    for rule in rules:
+        version = store.get_record(workspace, "rule_version", f"{rule['id']}@{rule['version']}")
+        owners = ((version or {}).get("rule") or {}).get("owners") or []
+        if person not in owners:
+            return False
+    return bool(rules)
+
+
 def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> str:
     person = principal.person
     if not person or principal.kind not in PERSON_KINDS:
@@ -330,16 +342,17 @@ def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> st
             "cannot answer that check's ask"
         )
     if person == ask.get("on_behalf_of"):
-        if ask["route"] == "self":
-            return "self"
-        # Routed past them: they do not own every asking rule, so their own agent's call
-        # is not theirs to approve, even under the rule they do own. Only an admin (made
-        # one since the ask opened) may.
+        # Their own agent's call is theirs to approve while they may answer for every
+        # asking rule: they own each one, or they are a workspace admin. Decided now, not
+        # when the ask opened: an admin demoted since answers it no more ("self" routed it
+        # to her then), and one made admin since may (routed past her then).
         if member_role(store, principal.workspace, person) == "admin":
-            return "admin"
+            return "self" if ask["route"] == "self" else "admin"
+        if ask["route"] == "self" and _owns_every_rule(store, principal.workspace, person, ask):
+            return "self"
         raise ForbiddenError(
             f"{person} may not answer an ask from their own agent under rules they do not "
-            f"own (it is routed to {', '.join(ask['routed_to'])})"
+            f"own, not being a workspace admin (it is routed to {', '.join(ask['routed_to'])})"
         )
     if person in (ask.get("owners") or []):
         return "owner"

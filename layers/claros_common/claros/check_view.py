@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from claros.activity import may_see
+from claros.activity import asked_of, may_see
 from claros.asks import COLLECTION as ASKS
 from claros.asks import ask_view
 from claros.auth import Principal
@@ -118,7 +118,7 @@ def check_detail(store: Store, principal: Principal, check_id: str) -> dict[str,
     caller may not see does not exist for them (404, as one that does not exist)."""
     workspace = principal.workspace
     row = store.get_record(workspace, "check", check_id)
-    if row is None or not may_see(principal, row):
+    if row is None or not (may_see(principal, row) or asked_of(store, principal, row)):
         raise NotFoundError(f"no check {check_id!r}")
     outcome = store.get_record(workspace, "outcome", check_id)
     entry = store.record_entry(workspace, "check", check_id)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from claros.activity import asked_of, may_see
 from claros.auth import PERSON_KINDS, Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
@@ -44,6 +46,31 @@ def check_overrides(store: Store, workspace: str, check_id: str) -> list[dict[st
     return [d.value for d in docs]
 
 
+def _owners(record: Mapping[str, Any] | None) -> list[Any]:
+    return list(((record or {}).get("rule") or {}).get("owners") or [])
+
+
+def _may_file(
+    store: Store, principal: Principal, check: Mapping[str, Any], req: OverrideRequest
+) -> bool:
+    """Who files a verdict on a check: an admin on any; a person on a check they may see
+    (made for them, or asking them: claros.activity), and a rule's owner about their rule:
+    ``missed`` naming a rule they own now, ``wrong_stop`` / ``right_stop`` on a check one
+    of their rules (as that version was written) matched. Not on anyone else's."""
+    if may_see(principal, check) or asked_of(store, principal, check):
+        return True
+    person, workspace = principal.person, principal.workspace
+    if req.verdict == "missed":
+        current = store.get_doc(workspace, "rule", req.rule_id) if req.rule_id else None
+        return current is not None and person in _owners(current.value)
+    for rule in check.get("rules") or []:
+        if isinstance(rule, Mapping) and rule.get("matched"):
+            ref = f"{rule.get('id')}@{rule.get('version')}"
+            if person in _owners(store.get_record(workspace, "rule_version", ref)):
+                return True
+    return False
+
+
 def record_override(
     services: Services, principal: Principal, check_id: str, req: OverrideRequest
 ) -> dict[str, Any]:
@@ -51,7 +78,8 @@ def record_override(
     if not principal.person or principal.kind not in PERSON_KINDS:
         raise ForbiddenError("overrides are made by people: use your person key")
     check = store.get_record(workspace, "check", check_id)
-    if check is None:
+    if check is None or not _may_file(store, principal, check, req):
+        # A check the person may not file on does not exist for them (as on its page).
         raise NotFoundError(f"no check {check_id!r}")
     if principal.derives_from(str(check.get("key_id"))):
         raise ForbiddenError(

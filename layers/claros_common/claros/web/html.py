@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,6 +27,7 @@ __all__ = [
     "render",
     "short_hash",
     "time_tag",
+    "visible",
 ]
 
 
@@ -136,6 +139,37 @@ def badge(text: str | None, tone: str | None = None) -> Safe:
     )
 
 
+# Characters drawn as nothing or that reorder the text around them (format characters:
+# zero-width spaces and joiners, bidirectional overrides and isolates, tag characters; line
+# and paragraph separators; control characters but tab and line breaks). An agent writes
+# the arguments an approver reads: with these, what a page shows would not be what the
+# call says, so a page shows each as a marked escape instead.
+_MAYBE_HIDDEN = re.compile(r"[^\t\n\r\x20-\x7e]")
+_HIDDEN_CATEGORIES = frozenset({"Cf", "Zl", "Zp", "Cc"})
+
+
+def _shown(match: re.Match[str]) -> str:
+    char = match.group(0)
+    if unicodedata.category(char) not in _HIDDEN_CATEGORIES:
+        return char
+    point = ord(char)
+    code = f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}"
+    name = unicodedata.name(char, "CONTROL CHARACTER")
+    return render(
+        '<span class="hidden-char" title="U+{point} {name}: drawn as nothing or reorders the '
+        'text">{code}</span>',
+        point=f"{point:04X}",
+        name=name,
+        code=code,
+    )
+
+
+def visible(value: object) -> Safe:
+    """``value`` as text, escaped, with every character that hides or reorders text shown
+    as its ``\\uXXXX`` escape, marked and named (what an agent wrote, as it is)."""
+    return Safe(_MAYBE_HIDDEN.sub(_shown, esc(value)))
+
+
 def json_block(value: Mapping[str, Any] | list[Any] | Any) -> Safe:
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    return render('<pre class="json">{text}</pre>', text=text)
+    return render('<pre class="json">{text}</pre>', text=visible(text))

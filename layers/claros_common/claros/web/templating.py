@@ -67,6 +67,7 @@ def environment() -> jinja2.Environment:
         short_hash=html.short_hash,
         badge=html.badge,
         json_block=html.json_block,
+        visible=html.visible,
         money=_money,
         urlencode_path=_path_part,
     )
