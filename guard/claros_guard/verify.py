@@ -861,29 +861,79 @@ def ask_for_checkpoint(client: Any) -> str:
     return f"asked for a checkpoint at the head: seq {seq}"
 
 
-def verify_online(
-    client: Any, saved: Saved | None, pins: Pins, progress: Progress, *, ask: bool = False
-) -> Result:
-    asked = ask_for_checkpoint(client) if ask else None
-    keys_body = client.json("GET", "/v1/ledger/pubkey")
-    key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
-    if not isinstance(keys_body.get("workspace"), str):
-        raise client.unlike("GET /v1/ledger/pubkey named no workspace", keys_body)
-    workspace = str(keys_body["workspace"])
-    if saved is not None and saved.workspace != workspace:
-        raise VerifyError(
-            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
-            f"this key's workspace is {workspace}"
-        )
-    keys = [
-        _shaped(client, PublicKey.from_json, k, "GET /v1/ledger/pubkey gave a key")
-        for k in key_list
-    ]  # fmt: skip
-    checkpoints = _checkpoints_of(client)
-    progress.total = max((cp.seq for cp in checkpoints), default=0) or None
-    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
-    check = SavedCheck(saved, keys, "the server") if saved is not None else None
+# The kinds of key Claros gives every record to (claros.api.evidence.RECORD_READERS).
+RECORD_READERS = frozenset({"admin", "audit"})
+# How many entries given without their record are named one by one; the rest are counted.
+NOT_GIVEN_NAMED = 20
+
+
+def key_reads_records(client: Any) -> bool | None:
+    """Whether Claros gives this key every record (``GET /v1/me``: an admin or audit
+    key); None when the server does not say (an older one)."""
+    from claros_guard.client import ApiError
+
+    try:
+        me = client.json("GET", "/v1/me")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    kind = me.get("kind") if isinstance(me, dict) else None
+    if not isinstance(kind, str):
+        raise client.unlike("GET /v1/me named no kind of key", me)
+    return kind in RECORD_READERS
+
+
+class NotGiven:
+    """Entries a page gave without their record (``event`` left out), counted, the first
+    few kept: for a key that reads records, each is a record nobody compared."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[Entry] = []
+
+    def add(self, entry: Entry) -> None:
+        self.count += 1
+        if len(self.first) < NOT_GIVEN_NAMED:
+            self.first.append(entry)
+
+    def failures(self) -> list[Failure]:
+        out = [
+            Failure(
+                e.seq,
+                e.kind,
+                f"record {e.ref_id} was not given: the server left it out of its line, so "
+                "it was not compared (this key reads records)",
+            )
+            for e in self.first
+        ]
+        if self.count > len(self.first):
+            out.append(
+                Failure(
+                    None,
+                    None,
+                    f"{self.count - len(self.first):,} more records were not given, so not "
+                    "compared",
+                )
+            )
+        return out
+
+
+class _Given(NamedTuple):
+    """What the pages gave: entries with their record, entries without one (and of
+    those, the ones whose record only a reader of records is given)."""
+
+    with_records: int
+    without: int
+    not_given: NotGiven
+
+
+def _feed_pages(
+    client: Any, verifier: ChainVerifier, check: SavedCheck | None, progress: Progress
+) -> _Given:
+    """Every line of ``GET /v1/ledger/entries``, page by page, into ``verifier``."""
     with_records = without = 0
+    not_given = NotGiven()
     try:
         for line in _online_pages(client, progress):
             if line.startswith(KEPT_LINE):
@@ -904,14 +954,49 @@ def verify_online(
             else:
                 verifier.feed(parsed.entry)
                 without += 1
+                if parsed.entry.kind not in READ_KINDS:
+                    not_given.add(parsed.entry)
             if check is not None:
                 check.observe(parsed.entry)
             progress.update(verifier.report.entries)
     finally:
         progress.close()
-    reads_records = with_records > 0 or not without
+    return _Given(with_records, without, not_given)
+
+
+def verify_online(
+    client: Any, saved: Saved | None, pins: Pins, progress: Progress, *, ask: bool = False
+) -> Result:
+    asked = ask_for_checkpoint(client) if ask else None
+    # What the key is, from Claros: an admin or audit key is given every record, so a
+    # page that leaves one out hides it (the pages alone cannot tell an agent key's).
+    reader = key_reads_records(client)
+    keys_body = client.json("GET", "/v1/ledger/pubkey")
+    key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
+    if not isinstance(keys_body.get("workspace"), str):
+        raise client.unlike("GET /v1/ledger/pubkey named no workspace", keys_body)
+    workspace = str(keys_body["workspace"])
+    if saved is not None and saved.workspace != workspace:
+        raise VerifyError(
+            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
+            f"this key's workspace is {workspace}"
+        )
+    keys = [
+        _shaped(client, PublicKey.from_json, k, "GET /v1/ledger/pubkey gave a key")
+        for k in key_list
+    ]  # fmt: skip
+    checkpoints = _checkpoints_of(client)
+    progress.total = max((cp.seq for cp in checkpoints), default=0) or None
+    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
+    check = SavedCheck(saved, keys, "the server") if saved is not None else None
+    given = _feed_pages(client, verifier, check, progress)
+    # A key Claros says reads records, or one given any record, was to be given all:
+    # every entry without its record is one that was not compared, and says so.
+    reads_records = bool(reader) or given.with_records > 0 or not given.without
     verifier.check_kept = reads_records  # a key that reads no records gets no kept lines
     report = verifier.finish()
+    if reads_records:
+        report.failures.extend(given.not_given.failures())
     by_seq = {cp.seq: cp for cp in checkpoints}
     lines = [pins.line(verifier)]
     if check is not None:
