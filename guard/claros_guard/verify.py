@@ -627,6 +627,9 @@ class _ExportReader:
 
     def finish(self) -> Result:
         verifier = self.verifier or self._start()
+        made = self.header.get("exported_at")
+        if isinstance(made, int) and not isinstance(made, bool):
+            verifier.made_at = made
         report = verifier.finish()
         report.failures.extend(self.extra)
         lines = [self._check_header(report), self._check_signature(report, verifier)]

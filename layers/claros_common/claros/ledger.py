@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from claros.checkpoint_table import CheckpointTable, Span
 from claros.chunked import ChunkedLines
 
 __all__ = [
+    "CLOCK_SKEW_MS",
     "KINDS",
     "NEVER_PRUNED",
     "PRUNE_KIND",
@@ -90,6 +92,9 @@ PRUNE_KIND = "prune"
 # No retention may be shorter (six months, as EU AI Act Art 26(6) asks of deployers): a
 # prune entry naming less accounts for nothing.
 RETENTION_FLOOR_DAYS = 183
+# How far apart the clocks of two writers of one ledger may be (Lambdas on several
+# machines): a time read off an entry or checkpoint is compared with this margin.
+CLOCK_SKEW_MS = 5 * 60 * 1000
 # Records every key may read (an agent key's verify checks the prunes and rotations too):
 # they hold nothing but seqs, hashes and public keys.
 READ_KINDS = frozenset({PRUNE_KIND, PUBLIC_KEY_KIND})
@@ -553,6 +558,9 @@ class ChainVerifier:
         # they count for nothing until finish() finds the prune that accounts for them.
         self._kept: list[tuple[int, str, str, str]] = []
         self._kept_keys: list[tuple[int, PublicKey]] = []
+        # When what is verified was made (an export's exported_at), if known: no prune
+        # entry in it can be stamped later.
+        self.made_at: int | None = None
         # Matched in bytes, or in place in a buffer of shared memory (claros verify's workers).
         self._fast: Callable[[Any, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
@@ -948,6 +956,7 @@ class ChainVerifier:
             bad = min(k[0] for k in self._kept if k[0] >= first)
             self._fail(bad, None, f"kept record at seq {bad}, inside the log (from seq {first})")
         verified = [(entry.seq, self._check_prune(entry, record)) for entry, record in self._prunes]
+        self._check_prune_clocks()
         self._account_kept([(seq, through) for seq, through in verified if through is not None])
         start = self._first
         if start is not None and start.seq > 1:
@@ -959,6 +968,34 @@ class ChainVerifier:
         if self._pinned is not None:
             self._check_pins()
         return rep
+
+    def _check_prune_clocks(self) -> None:
+        """A prune drops what is older than its retention by the clock that stamps its
+        entry; a clock set ahead for it (and back) drops younger entries under a retention
+        that looks right. It shows: a checkpoint signs entries written before it, so one
+        signed after the prune entry is never stamped before it (beyond the writers' skew),
+        and neither is the export the prune entry is in."""
+        table = self._checkpoints
+        for entry, _ in self._prunes:
+            floor = entry.ts - CLOCK_SKEW_MS
+            for at in range(table.index_after(entry.seq), len(table.seqs)):
+                if table.ts_at(at) < floor:
+                    self._fail(
+                        table.seqs[at],
+                        "checkpoint",
+                        f"signed at {_utc(table.ts_at(at))}, stamped before the prune entry at "
+                        f"seq {entry.seq} ({_utc(entry.ts)}) that it covers: the prune's clock "
+                        "was ahead, so the entries it dropped may be younger than its retention",
+                    )
+                    break
+            if self.made_at is not None and entry.ts > self.made_at + CLOCK_SKEW_MS:
+                self._fail(
+                    entry.seq,
+                    entry.kind,
+                    f"the prune entry ({_utc(entry.ts)}) is stamped after the export was made "
+                    f"({_utc(self.made_at)}): the prune's clock was ahead, so the entries it "
+                    "dropped may be younger than its retention",
+                )
 
     def _check_pins(self) -> None:
         """Every checkpoint signed by a pinned key, or by one a trusted checkpoint's
@@ -1063,6 +1100,14 @@ class ChainVerifier:
         if not self._prunes:
             return "the log has no prune entry, so nothing was kept"
         return f"no prune entry goes through seq {seq}"
+
+
+def _utc(ms: int) -> str:
+    """A time in ms since 1970 as UTC text (the ms as they are when out of range)."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
 
 
 def _kept_by(seq: int, prunes: Iterable[tuple[int, int]]) -> int | None:
