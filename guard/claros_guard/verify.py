@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple, TypeVar
 
-from claros.chunked import ChunkedLines
+from claros.chunked import ChunkedLines, LineTooLong
 from claros.evidence.lines import (
     EXPORT_FORMAT,
     LineError,
@@ -74,6 +74,10 @@ __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
 SAVED_FORMAT = "claros-checkpoints/1"
 PAGE = 10_000
+# The longest line an export may hold: a record is at most a request body (1 MB by
+# default, CLAROS_MAX_BODY_BYTES; 400 KB compressed in DynamoDB). A longer line is read no
+# further, so a crafted export cannot take the auditor's memory (a line costs ~4x its size).
+MAX_LINE = 64 << 20
 
 
 class VerifyError(Exception):
@@ -755,9 +759,14 @@ def verify_export(
     reader = _ExportReader(name, saved, pins, progress, keep, count)
     parallel = ParallelEntries(reader.workers) if count > 1 else None
     try:
-        reader.read(ChunkedLines(handle.read), parallel, handle)
+        reader.read(ChunkedLines(handle.read, max_line=MAX_LINE), parallel, handle)
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except LineTooLong as exc:
+        raise VerifyError(
+            f"{path} is not an export Claros wrote: {exc} (an export's lines are at most "
+            f"{MAX_LINE >> 20} MB; a record is far smaller)"
+        ) from None
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
