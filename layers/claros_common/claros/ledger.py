@@ -151,6 +151,19 @@ def _whole(value: Any, name: str) -> int:
     return value
 
 
+_INT64 = 1 << 63
+
+
+def _stored_int(data: Mapping[str, Any], name: str) -> int:
+    """``_int``, and within what a checkpoint table keeps (a 64-bit integer, as every
+    store keeps seqs and times): a larger one is a ValueError, not an OverflowError where
+    it is kept."""
+    value = _int(data, name)
+    if not 0 <= value < _INT64:
+        raise ValueError(f"field {name} must be a whole number from 0 to {_INT64 - 1}")
+    return value
+
+
 _HEX64 = frozenset("0123456789abcdef")
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -266,9 +279,9 @@ class Checkpoint(NamedTuple):
     def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
         return cls(
             workspace=_str(data, "workspace"),
-            seq=_int(data, "seq"),
+            seq=_stored_int(data, "seq"),
             hash=_hex64(data, "hash"),
-            ts=_int(data, "ts"),
+            ts=_stored_int(data, "ts"),
             key_id=_str(data, "key_id"),
             signature=_str(data, "signature"),
         )
