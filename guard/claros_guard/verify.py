@@ -54,6 +54,7 @@ from claros.ledger import (
     Checkpoint,
     Entry,
     Failure,
+    Failures,
     PublicKey,
     VerifyReport,
     kept_from_json,
@@ -358,6 +359,9 @@ class Result(NamedTuple):
             print(f"  {line}", file=out)
         for failure in rep.failures:
             print(f"FAIL: {failure}", file=out)
+        unlisted = getattr(rep.failures, "unlisted", 0)
+        if unlisted:
+            print(f"FAIL: and {unlisted:,} more failures, not listed", file=out)
         n = len(rep.failures)
         status = "OK" if self.ok else f"FAIL ({n} failure{'s' if n != 1 else ''})"
         print(f"{status}: {self.what}", file=out)
@@ -395,7 +399,7 @@ class _ExportReader:
         self._keys_seen = -1
         # Rule and mapping versions kept below a prune's cut: (seq, kind, ref_id, record).
         self.kept: list[tuple[int, str, str, Any]] = []
-        self.extra: list[Failure] = []
+        self.extra: list[Failure] = Failures()  # the first ones listed, the others counted
         self.verifier: ChainVerifier | None = None
         self.saved_check: SavedCheck | None = None
         self.signature: dict[str, Any] | None = None

@@ -36,6 +36,7 @@ __all__ = [
     "ZERO_HASH",
     "ChainVerifier",
     "Checkpoint",
+    "Failures",
     "Entry",
     "Failure",
     "PublicKey",
@@ -358,6 +359,39 @@ class Failure(NamedTuple):
         return self._asdict()
 
 
+# How many failures a verify keeps to list (the rest are counted): a crafted export of
+# millions of short bad lines would otherwise take ~250 bytes of memory for each byte
+# pair (a 4 MB file took 490 MB), and print them all.
+MAX_FAILURES_LISTED = 1000
+
+
+class Failures(list[Failure]):
+    """A verify's failures: the first ``MAX_FAILURES_LISTED`` kept, the others counted
+    (``unlisted``); ``len`` counts them all, so a verify that failed stays failed."""
+
+    def __init__(self, items: Iterable[Failure] = ()) -> None:
+        super().__init__()
+        self.unlisted = 0
+        self.extend(items)
+
+    def append(self, failure: Failure) -> None:
+        if list.__len__(self) < MAX_FAILURES_LISTED:
+            super().append(failure)
+        else:
+            self.unlisted += 1
+
+    def extend(self, items: Iterable[Failure]) -> None:
+        for failure in items:
+            self.append(failure)
+        self.unlisted += getattr(items, "unlisted", 0)
+
+    def __len__(self) -> int:
+        return list.__len__(self) + self.unlisted
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
 class VerifyReport:
     """What verifying a chain found; filled in as it goes (a plain class: the dataclass it
     was cost every function's cold start ~1 ms to define, and only verifying makes one)."""
@@ -379,7 +413,7 @@ class VerifyReport:
         # Records kept below a prune's cut (rule and mapping versions), checked against
         # the prune entries that list them.
         self.kept_records = 0
-        self.failures: list[Failure] = []
+        self.failures: list[Failure] = Failures()
 
     def __repr__(self) -> str:
         return f"VerifyReport({self.to_json()!r})"
@@ -409,7 +443,12 @@ class VerifyReport:
             "unsigned_tail": self.unsigned_tail,
             "kept_records": self.kept_records,
             "failures": [f.to_json() for f in self.failures],
+            **({"failures_unlisted": unlisted} if (unlisted := _unlisted(self.failures)) else {}),
         }
+
+
+def _unlisted(failures: list[Failure]) -> int:
+    return failures.unlisted if isinstance(failures, Failures) else 0
 
 
 def pruned_start_problem(
