@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple, TypeVar
 
-from claros.chunked import ChunkedLines
+from claros.chunked import ChunkedLines, LineTooLong
 from claros.evidence.lines import (
     EXPORT_FORMAT,
     LineError,
@@ -54,6 +54,7 @@ from claros.ledger import (
     Checkpoint,
     Entry,
     Failure,
+    Failures,
     PublicKey,
     VerifyReport,
     kept_from_json,
@@ -74,6 +75,13 @@ __all__ = ["SAVED_FORMAT", "VerifyError", "add_parser", "main", "run"]
 
 SAVED_FORMAT = "claros-checkpoints/1"
 PAGE = 10_000
+# The longest line an export may hold: a record is at most a request body (1 MB by
+# default, CLAROS_MAX_BODY_BYTES; 400 KB compressed in DynamoDB). A longer line is read no
+# further, so a crafted export cannot take the auditor's memory (a line costs ~4x its size).
+MAX_LINE = 64 << 20
+# How many lines not in an export's shape (not JSON, an unknown type, a line out of its
+# place) are read before the file is taken for no export at all (exit 2).
+MAX_BAD_LINES = 1000
 
 
 class VerifyError(Exception):
@@ -354,6 +362,9 @@ class Result(NamedTuple):
             print(f"  {line}", file=out)
         for failure in rep.failures:
             print(f"FAIL: {failure}", file=out)
+        unlisted = getattr(rep.failures, "unlisted", 0)
+        if unlisted:
+            print(f"FAIL: and {unlisted:,} more failures, not listed", file=out)
         n = len(rep.failures)
         status = "OK" if self.ok else f"FAIL ({n} failure{'s' if n != 1 else ''})"
         print(f"{status}: {self.what}", file=out)
@@ -391,7 +402,7 @@ class _ExportReader:
         self._keys_seen = -1
         # Rule and mapping versions kept below a prune's cut: (seq, kind, ref_id, record).
         self.kept: list[tuple[int, str, str, Any]] = []
-        self.extra: list[Failure] = []
+        self.extra: list[Failure] = Failures()  # the first ones listed, the others counted
         self.verifier: ChainVerifier | None = None
         self.saved_check: SavedCheck | None = None
         self.signature: dict[str, Any] | None = None
@@ -407,7 +418,17 @@ class _ExportReader:
         self.signatures = SignatureChecks(self.workers)
 
     def _fail(self, problem: str, seq: int | None = None, kind: str | None = None) -> None:
+        """A line not in an export's shape. Past ``MAX_BAD_LINES`` of them the file is no
+        export Claros wrote, and it is read no further: a few GB of 2-byte bad lines took
+        hours (~26 us each, a JSON parse and its error), where an export's entries take
+        ~7 us for ~1.4 KB."""
         self.extra.append(Failure(seq, kind, f"line {self.line_no}: {problem}"))
+        if len(self.extra) >= MAX_BAD_LINES:
+            raise VerifyError(
+                f"{self.name} is not an export Claros wrote: {MAX_BAD_LINES:,} of its lines "
+                f"(up to line {self.line_no:,}) are not in an export's shape; the rest was not "
+                f"read (the first: {self.extra[0]})"
+            )
 
     def read(
         self,
@@ -627,6 +648,9 @@ class _ExportReader:
 
     def finish(self) -> Result:
         verifier = self.verifier or self._start()
+        made = self.header.get("exported_at")
+        if isinstance(made, int) and not isinstance(made, bool):
+            verifier.made_at = made
         report = verifier.finish()
         report.failures.extend(self.extra)
         lines = [self._check_header(report), self._check_signature(report, verifier)]
@@ -752,9 +776,14 @@ def verify_export(
     reader = _ExportReader(name, saved, pins, progress, keep, count)
     parallel = ParallelEntries(reader.workers) if count > 1 else None
     try:
-        reader.read(ChunkedLines(handle.read), parallel, handle)
+        reader.read(ChunkedLines(handle.read, max_line=MAX_LINE), parallel, handle)
     except OSError as exc:
         raise VerifyError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except LineTooLong as exc:
+        raise VerifyError(
+            f"{path} is not an export Claros wrote: {exc} (an export's lines are at most "
+            f"{MAX_LINE >> 20} MB; a record is far smaller)"
+        ) from None
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
@@ -861,29 +890,79 @@ def ask_for_checkpoint(client: Any) -> str:
     return f"asked for a checkpoint at the head: seq {seq}"
 
 
-def verify_online(
-    client: Any, saved: Saved | None, pins: Pins, progress: Progress, *, ask: bool = False
-) -> Result:
-    asked = ask_for_checkpoint(client) if ask else None
-    keys_body = client.json("GET", "/v1/ledger/pubkey")
-    key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
-    if not isinstance(keys_body.get("workspace"), str):
-        raise client.unlike("GET /v1/ledger/pubkey named no workspace", keys_body)
-    workspace = str(keys_body["workspace"])
-    if saved is not None and saved.workspace != workspace:
-        raise VerifyError(
-            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
-            f"this key's workspace is {workspace}"
-        )
-    keys = [
-        _shaped(client, PublicKey.from_json, k, "GET /v1/ledger/pubkey gave a key")
-        for k in key_list
-    ]  # fmt: skip
-    checkpoints = _checkpoints_of(client)
-    progress.total = max((cp.seq for cp in checkpoints), default=0) or None
-    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
-    check = SavedCheck(saved, keys, "the server") if saved is not None else None
+# The kinds of key Claros gives every record to (claros.api.evidence.RECORD_READERS).
+RECORD_READERS = frozenset({"admin", "audit"})
+# How many entries given without their record are named one by one; the rest are counted.
+NOT_GIVEN_NAMED = 20
+
+
+def key_reads_records(client: Any) -> bool | None:
+    """Whether Claros gives this key every record (``GET /v1/me``: an admin or audit
+    key); None when the server does not say (an older one)."""
+    from claros_guard.client import ApiError
+
+    try:
+        me = client.json("GET", "/v1/me")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    kind = me.get("kind") if isinstance(me, dict) else None
+    if not isinstance(kind, str):
+        raise client.unlike("GET /v1/me named no kind of key", me)
+    return kind in RECORD_READERS
+
+
+class NotGiven:
+    """Entries a page gave without their record (``event`` left out), counted, the first
+    few kept: for a key that reads records, each is a record nobody compared."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[Entry] = []
+
+    def add(self, entry: Entry) -> None:
+        self.count += 1
+        if len(self.first) < NOT_GIVEN_NAMED:
+            self.first.append(entry)
+
+    def failures(self) -> list[Failure]:
+        out = [
+            Failure(
+                e.seq,
+                e.kind,
+                f"record {e.ref_id} was not given: the server left it out of its line, so "
+                "it was not compared (this key reads records)",
+            )
+            for e in self.first
+        ]
+        if self.count > len(self.first):
+            out.append(
+                Failure(
+                    None,
+                    None,
+                    f"{self.count - len(self.first):,} more records were not given, so not "
+                    "compared",
+                )
+            )
+        return out
+
+
+class _Given(NamedTuple):
+    """What the pages gave: entries with their record, entries without one (and of
+    those, the ones whose record only a reader of records is given)."""
+
+    with_records: int
+    without: int
+    not_given: NotGiven
+
+
+def _feed_pages(
+    client: Any, verifier: ChainVerifier, check: SavedCheck | None, progress: Progress
+) -> _Given:
+    """Every line of ``GET /v1/ledger/entries``, page by page, into ``verifier``."""
     with_records = without = 0
+    not_given = NotGiven()
     try:
         for line in _online_pages(client, progress):
             if line.startswith(KEPT_LINE):
@@ -904,14 +983,49 @@ def verify_online(
             else:
                 verifier.feed(parsed.entry)
                 without += 1
+                if parsed.entry.kind not in READ_KINDS:
+                    not_given.add(parsed.entry)
             if check is not None:
                 check.observe(parsed.entry)
             progress.update(verifier.report.entries)
     finally:
         progress.close()
-    reads_records = with_records > 0 or not without
+    return _Given(with_records, without, not_given)
+
+
+def verify_online(
+    client: Any, saved: Saved | None, pins: Pins, progress: Progress, *, ask: bool = False
+) -> Result:
+    asked = ask_for_checkpoint(client) if ask else None
+    # What the key is, from Claros: an admin or audit key is given every record, so a
+    # page that leaves one out hides it (the pages alone cannot tell an agent key's).
+    reader = key_reads_records(client)
+    keys_body = client.json("GET", "/v1/ledger/pubkey")
+    key_list = _objects(client, keys_body, "keys", "/v1/ledger/pubkey")
+    if not isinstance(keys_body.get("workspace"), str):
+        raise client.unlike("GET /v1/ledger/pubkey named no workspace", keys_body)
+    workspace = str(keys_body["workspace"])
+    if saved is not None and saved.workspace != workspace:
+        raise VerifyError(
+            f"{saved.path} holds checkpoints of workspace {saved.workspace}, "
+            f"this key's workspace is {workspace}"
+        )
+    keys = [
+        _shaped(client, PublicKey.from_json, k, "GET /v1/ledger/pubkey gave a key")
+        for k in key_list
+    ]  # fmt: skip
+    checkpoints = _checkpoints_of(client)
+    progress.total = max((cp.seq for cp in checkpoints), default=0) or None
+    verifier = ChainVerifier(workspace, checkpoints, keys, compare_records=True, pinned=pins.keys)
+    check = SavedCheck(saved, keys, "the server") if saved is not None else None
+    given = _feed_pages(client, verifier, check, progress)
+    # A key Claros says reads records, or one given any record, was to be given all:
+    # every entry without its record is one that was not compared, and says so.
+    reads_records = bool(reader) or given.with_records > 0 or not given.without
     verifier.check_kept = reads_records  # a key that reads no records gets no kept lines
     report = verifier.finish()
+    if reads_records:
+        report.failures.extend(given.not_given.failures())
     by_seq = {cp.seq: cp for cp in checkpoints}
     lines = [pins.line(verifier)]
     if check is not None:

@@ -609,6 +609,7 @@ class _Feeder:
         self.workers = workers
         self.tail = bytes(source.buf[source.pos :])  # read already, not handed out
         self.eof = False
+        self.max_line = source.max_line
 
     def _fill(self, slot: int) -> int:
         """Buffer ``slot`` filled with the next whole lines; their length (0: the end)."""
@@ -679,7 +680,8 @@ class _Feeder:
                 self._stitch(whole[:n], items)
             free.append(slot)
         if long_line is not None:
-            rest = ChunkedLines(_Chain(long_line, self.handle.read))  # it holds the tail
+            # It holds the tail; a line past the bound raises LineTooLong (verify_export).
+            rest = ChunkedLines(_Chain(long_line, self.handle.read), max_line=self.max_line)
             self.reader.serial_lines(rest)
 
     def _stitch(self, data: memoryview, items: list[Item] | None) -> None:

@@ -112,6 +112,9 @@ class CheckpointTable(Mapping[int, V]):
         self._key.extend(array("I", [key]) * len(seqs))
         self._odd.update(odd)
 
+    def ts_at(self, index: int) -> int:
+        return self._ts[index]
+
     def hash_at(self, index: int) -> str:
         seq = self.seqs[index]
         odd = self._odd.get(seq) if self._odd else None

@@ -18,11 +18,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mmap import mmap
 
-__all__ = ["CHUNK", "ChunkedLines"]
+__all__ = ["CHUNK", "ChunkedLines", "LineTooLong"]
 
 # Big enough that a Python call per buffer costs nothing per line, small enough to
 # stay in the caches (and to keep the reader's memory small).
 CHUNK = 1 << 18
+
+
+class LineTooLong(ValueError):
+    """A line longer than the reader's ``max_line``: not read further."""
+
+    def __init__(self, length: int, max_line: int) -> None:
+        super().__init__(f"a line is longer than {max_line:,} bytes (read {length:,} of it)")
+        self.length = length
+        self.max_line = max_line
 
 
 def _nothing(_: int) -> bytes:
@@ -30,11 +39,16 @@ def _nothing(_: int) -> bytes:
 
 
 class ChunkedLines:
-    def __init__(self, read: Callable[[int], bytes], size: int | None = None) -> None:
+    def __init__(
+        self, read: Callable[[int], bytes], size: int | None = None, max_line: int | None = None
+    ) -> None:
         """``read``: a binary stream's ``read`` (``b""`` at its end); ``size``: how much
-        to ask for at a time (``CHUNK``)."""
+        to ask for at a time (``CHUNK``); ``max_line``: a line longer than this raises
+        ``LineTooLong`` once that much of it is read (memory stays bounded however long a
+        line an untrusted stream holds)."""
         self._read = read
         self._size = size or CHUNK
+        self.max_line = max_line
         self._eof = False
         self.buf: bytes | mmap = b""
         self.pos = 0  # the first byte not handed out yet
@@ -55,7 +69,10 @@ class ChunkedLines:
         if self._eof:  # every line handed out (at the end, ``end`` is where data ends)
             return False
         parts = [self.buf[self.pos :]]  # the start of a line the last read cut
+        held = len(parts[0])
         while not self._eof:
+            if self.max_line is not None and held > self.max_line:
+                raise LineTooLong(held, self.max_line)
             chunk = self._read(self._size)
             if not chunk:
                 self._eof = True
@@ -63,6 +80,7 @@ class ChunkedLines:
             parts.append(chunk)
             if b"\n" in chunk:
                 break
+            held += len(chunk)
         self.buf = b"".join(p for p in parts if p)  # one chunk alone: no copy
         self.pos = 0
         # The last line of the stream may have no newline: then it ends at the end.

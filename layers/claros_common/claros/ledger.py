@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from claros.checkpoint_table import CheckpointTable, Span
 from claros.chunked import ChunkedLines
 
 __all__ = [
+    "CLOCK_SKEW_MS",
     "KINDS",
     "NEVER_PRUNED",
     "PRUNE_KIND",
@@ -34,6 +36,7 @@ __all__ = [
     "ZERO_HASH",
     "ChainVerifier",
     "Checkpoint",
+    "Failures",
     "Entry",
     "Failure",
     "PublicKey",
@@ -90,6 +93,9 @@ PRUNE_KIND = "prune"
 # No retention may be shorter (six months, as EU AI Act Art 26(6) asks of deployers): a
 # prune entry naming less accounts for nothing.
 RETENTION_FLOOR_DAYS = 183
+# How far apart the clocks of two writers of one ledger may be (Lambdas on several
+# machines): a time read off an entry or checkpoint is compared with this margin.
+CLOCK_SKEW_MS = 5 * 60 * 1000
 # Records every key may read (an agent key's verify checks the prunes and rotations too):
 # they hold nothing but seqs, hashes and public keys.
 READ_KINDS = frozenset({PRUNE_KIND, PUBLIC_KEY_KIND})
@@ -143,6 +149,19 @@ def _whole(value: Any, name: str) -> int:
     takes hours, so converting first would let one number hang a verifier."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"field {name} must be a whole number, not {value!r}")
+    return value
+
+
+_INT64 = 1 << 63
+
+
+def _stored_int(data: Mapping[str, Any], name: str) -> int:
+    """``_int``, and within what a checkpoint table keeps (a 64-bit integer, as every
+    store keeps seqs and times): a larger one is a ValueError, not an OverflowError where
+    it is kept."""
+    value = _int(data, name)
+    if not 0 <= value < _INT64:
+        raise ValueError(f"field {name} must be a whole number from 0 to {_INT64 - 1}")
     return value
 
 
@@ -261,9 +280,9 @@ class Checkpoint(NamedTuple):
     def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
         return cls(
             workspace=_str(data, "workspace"),
-            seq=_int(data, "seq"),
+            seq=_stored_int(data, "seq"),
             hash=_hex64(data, "hash"),
-            ts=_int(data, "ts"),
+            ts=_stored_int(data, "ts"),
             key_id=_str(data, "key_id"),
             signature=_str(data, "signature"),
         )
@@ -340,6 +359,39 @@ class Failure(NamedTuple):
         return self._asdict()
 
 
+# How many failures a verify keeps to list (the rest are counted): a crafted export of
+# millions of short bad lines would otherwise take ~250 bytes of memory for each byte
+# pair (a 4 MB file took 490 MB), and print them all.
+MAX_FAILURES_LISTED = 1000
+
+
+class Failures(list[Failure]):
+    """A verify's failures: the first ``MAX_FAILURES_LISTED`` kept, the others counted
+    (``unlisted``); ``len`` counts them all, so a verify that failed stays failed."""
+
+    def __init__(self, items: Iterable[Failure] = ()) -> None:
+        super().__init__()
+        self.unlisted = 0
+        self.extend(items)
+
+    def append(self, failure: Failure) -> None:
+        if list.__len__(self) < MAX_FAILURES_LISTED:
+            super().append(failure)
+        else:
+            self.unlisted += 1
+
+    def extend(self, items: Iterable[Failure]) -> None:
+        for failure in items:
+            self.append(failure)
+        self.unlisted += getattr(items, "unlisted", 0)
+
+    def __len__(self) -> int:
+        return list.__len__(self) + self.unlisted
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
 class VerifyReport:
     """What verifying a chain found; filled in as it goes (a plain class: the dataclass it
     was cost every function's cold start ~1 ms to define, and only verifying makes one)."""
@@ -361,7 +413,7 @@ class VerifyReport:
         # Records kept below a prune's cut (rule and mapping versions), checked against
         # the prune entries that list them.
         self.kept_records = 0
-        self.failures: list[Failure] = []
+        self.failures: list[Failure] = Failures()
 
     def __repr__(self) -> str:
         return f"VerifyReport({self.to_json()!r})"
@@ -391,7 +443,12 @@ class VerifyReport:
             "unsigned_tail": self.unsigned_tail,
             "kept_records": self.kept_records,
             "failures": [f.to_json() for f in self.failures],
+            **({"failures_unlisted": unlisted} if (unlisted := _unlisted(self.failures)) else {}),
         }
+
+
+def _unlisted(failures: list[Failure]) -> int:
+    return failures.unlisted if isinstance(failures, Failures) else 0
 
 
 def pruned_start_problem(
@@ -553,6 +610,9 @@ class ChainVerifier:
         # they count for nothing until finish() finds the prune that accounts for them.
         self._kept: list[tuple[int, str, str, str]] = []
         self._kept_keys: list[tuple[int, PublicKey]] = []
+        # When what is verified was made (an export's exported_at), if known: no prune
+        # entry in it can be stamped later.
+        self.made_at: int | None = None
         # Matched in bytes, or in place in a buffer of shared memory (claros verify's workers).
         self._fast: Callable[[Any, int, int], re.Match[bytes] | None] | None = None
         for key in public_keys:
@@ -948,6 +1008,7 @@ class ChainVerifier:
             bad = min(k[0] for k in self._kept if k[0] >= first)
             self._fail(bad, None, f"kept record at seq {bad}, inside the log (from seq {first})")
         verified = [(entry.seq, self._check_prune(entry, record)) for entry, record in self._prunes]
+        self._check_prune_clocks()
         self._account_kept([(seq, through) for seq, through in verified if through is not None])
         start = self._first
         if start is not None and start.seq > 1:
@@ -959,6 +1020,34 @@ class ChainVerifier:
         if self._pinned is not None:
             self._check_pins()
         return rep
+
+    def _check_prune_clocks(self) -> None:
+        """A prune drops what is older than its retention by the clock that stamps its
+        entry; a clock set ahead for it (and back) drops younger entries under a retention
+        that looks right. It shows: a checkpoint signs entries written before it, so one
+        signed after the prune entry is never stamped before it (beyond the writers' skew),
+        and neither is the export the prune entry is in."""
+        table = self._checkpoints
+        for entry, _ in self._prunes:
+            floor = entry.ts - CLOCK_SKEW_MS
+            for at in range(table.index_after(entry.seq), len(table.seqs)):
+                if table.ts_at(at) < floor:
+                    self._fail(
+                        table.seqs[at],
+                        "checkpoint",
+                        f"signed at {_utc(table.ts_at(at))}, stamped before the prune entry at "
+                        f"seq {entry.seq} ({_utc(entry.ts)}) that it covers: the prune's clock "
+                        "was ahead, so the entries it dropped may be younger than its retention",
+                    )
+                    break
+            if self.made_at is not None and entry.ts > self.made_at + CLOCK_SKEW_MS:
+                self._fail(
+                    entry.seq,
+                    entry.kind,
+                    f"the prune entry ({_utc(entry.ts)}) is stamped after the export was made "
+                    f"({_utc(self.made_at)}): the prune's clock was ahead, so the entries it "
+                    "dropped may be younger than its retention",
+                )
 
     def _check_pins(self) -> None:
         """Every checkpoint signed by a pinned key, or by one a trusted checkpoint's
@@ -1063,6 +1152,14 @@ class ChainVerifier:
         if not self._prunes:
             return "the log has no prune entry, so nothing was kept"
         return f"no prune entry goes through seq {seq}"
+
+
+def _utc(ms: int) -> str:
+    """A time in ms since 1970 as UTC text (the ms as they are when out of range)."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
 
 
 def _kept_by(seq: int, prunes: Iterable[tuple[int, int]]) -> int | None:

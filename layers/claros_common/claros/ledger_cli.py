@@ -71,6 +71,9 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
             )
             for failure in report.failures:
                 print(f"  {failure}")
+            unlisted = getattr(report.failures, "unlisted", 0)
+            if unlisted:
+                print(f"  and {unlisted:,} more failures, not listed")
             failed = failed or not report.ok
         return 1 if failed else 0
     finally:

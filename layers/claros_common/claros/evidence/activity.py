@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 
 from claros import jsonutil
 from claros.ledger import Entry
-from claros.rules.service import MAX_RULES, rule_versions
 from claros.store.base import Store
 
 __all__ = [
@@ -83,13 +82,25 @@ def _version(record: Mapping[str, Any]) -> RuleVersion:
 
 
 def load_versions(store: Store, workspace: str) -> Versions:
-    """Every version of every rule (rule versions are never pruned)."""
+    """Every version of every rule, from the ledger's own records: each ``rule_version``
+    record with its ``rule_version_close`` (never pruned, one read of the kinds a prune
+    keeps). Not from the rules' docs: a doc is not in the chain, and whoever may write one
+    could set a rule's ``version`` back (or remove the doc) and so leave versions, and the
+    checks made under them, out of a signed report whose chain verifies."""
+    head = store.head(workspace)
+    if head is None:
+        return {}
+    opened: list[tuple[str, dict[str, Any]]] = []
+    closed: dict[str, Any] = {}
+    for kept in store.kept_records(workspace, head.seq):
+        if kept.kind == "rule_version":
+            opened.append((kept.ref_id, jsonutil.loads(kept.raw)))
+        elif kept.kind == "rule_version_close":
+            closed[kept.ref_id] = jsonutil.loads(kept.raw)
     out: Versions = {}
-    for doc in store.query_docs(workspace, "rule", limit=MAX_RULES):
-        latest = int(doc.value.get("version", 0))
-        for record in rule_versions(store, workspace, doc.key, latest):
-            version = _version(record)
-            out[(version.id, version.version)] = version
+    for ref_id, record in opened:
+        version = _version({**record, "closed": closed.get(ref_id)})
+        out[(version.id, version.version)] = version
     return out
 
 
