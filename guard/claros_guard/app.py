@@ -119,10 +119,18 @@ class GuardedApp:
         found = (self.upstream.tools.get(tool) or {}).get("annotations")
         return found if isinstance(found, dict) else {}
 
+    def is_listed(self, tool: str) -> bool:
+        """Whether the wrapped server listed a tool by exactly this name (``tools/list``)."""
+        return tool in self.upstream.tools
+
     def is_read_tool(self, tool: str) -> bool:
         """A read by this guard's classification and not held as a write by the workspace:
-        the one answer for the agent's calls, needs and other guards' reads."""
+        the one answer for the agent's calls, needs and other guards' reads. Only a tool
+        the server listed by exactly this name can be one: a server may find ``GET_REPORT``
+        or ``get-report`` as its write ``get_report``, which the name alone calls a read."""
         if tool in self.workspace_writes or tool in self.unheld_writes:
+            return False
+        if not self.is_listed(tool):
             return False
         return self.classifier.is_read(tool, self.annotations(tool))
 
@@ -137,6 +145,8 @@ class GuardedApp:
                 f"Claros holds it as a write until an admin confirms it is a read: "
                 f"claros tools confirm {self.name} {tool}"
             )
+        if not self.is_listed(tool):
+            return "the wrapped server did not list a tool by exactly this name"
         return self.classifier.why(tool, self.annotations(tool))
 
     async def _refresh_if_held(self, tool: str) -> None:
