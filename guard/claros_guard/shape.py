@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import typing
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -190,7 +191,46 @@ def parse_line(line: bytes) -> SessionMessage:
         ) from exc
     except ValueError as exc:
         raise Refusal(None, PARSE_ERROR, "a line that is not JSON", str(exc)) from exc
+    if _SURROGATE_ESCAPE.search(line) and _holds_lone_surrogate(value):
+        raise _lone_surrogate(value)
     return screen(value)
+
+
+# ``\uD800``-``\uDFFF``: half of a UTF-16 pair. JSON's grammar lets one stand alone, and
+# Python reads it so, but no UTF-8 text holds one: the guard could not send the message on.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a string (or key) anywhere in ``value`` holds an unpaired surrogate (a pair
+    was already joined into one character by the reader)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _lone_surrogate(value: Any) -> Refusal:
+    id = value.get("id") if isinstance(value, dict) else None
+    usable = isinstance(id, int | str) and not isinstance(id, bool)
+    if not usable or _holds_lone_surrogate(id):
+        id = None
+    return Refusal(
+        id,
+        INVALID_PARAMS,
+        "a string holding half of a surrogate pair (an unpaired \\uD800-\\uDFFF)",
+        "it is not Unicode text, and the guard could not send it on to the server",
+    )
 
 
 def screen(value: Any) -> SessionMessage:
