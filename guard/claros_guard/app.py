@@ -108,6 +108,9 @@ class GuardedApp:
         self.siblings: dict[str, GuardedApp] = {}  # other apps guarded by this process
         self.expects_agent = True  # an agent's initialize is worth waiting for (start_wait)
         self.agent_name: str | None = None
+        # The process at the other end of the agent's stdio (``stdio_peer``): the hooks
+        # of that one Claude Code leave its calls to this guard.
+        self.agent_client: int | None = None
         self.agent_hello = anyio.Event()
         self.registered = anyio.Event()
         self._register = anyio.Event()
@@ -222,7 +225,14 @@ class GuardedApp:
         return result
 
     def peer_status(self) -> dict[str, Any]:
-        return {"app": self.name, "agent": self.agent_name, "tools": len(self.upstream.tools)}
+        status: dict[str, Any] = {
+            "app": self.name,
+            "agent": self.agent_name,
+            "tools": len(self.upstream.tools),
+        }
+        if self.agent_client is not None:
+            status["client"] = self.agent_client
+        return status
 
     # -- lifecycle -----------------------------------------------------------------------------
 
