@@ -25,7 +25,6 @@ import contextlib
 import json
 import logging
 import math
-import re
 import typing
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -38,6 +37,8 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from pydantic import ValidationError
+
+from claros_guard.surrogates import holds_lone_surrogate, may_hold_lone_surrogate
 
 __all__ = [
     "CLIENT_NOTIFICATIONS",
@@ -191,39 +192,15 @@ def parse_line(line: bytes) -> SessionMessage:
         ) from exc
     except ValueError as exc:
         raise Refusal(None, PARSE_ERROR, "a line that is not JSON", str(exc)) from exc
-    if _SURROGATE_ESCAPE.search(line) and _holds_lone_surrogate(value):
+    if may_hold_lone_surrogate(line) and holds_lone_surrogate(value):
         raise _lone_surrogate(value)
     return screen(value)
-
-
-# ``\uD800``-``\uDFFF``: half of a UTF-16 pair. JSON's grammar lets one stand alone, and
-# Python reads it so, but no UTF-8 text holds one: the guard could not send the message on.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether a string (or key) anywhere in ``value`` holds an unpaired surrogate (a pair
-    was already joined into one character by the reader)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def _lone_surrogate(value: Any) -> Refusal:
     id = value.get("id") if isinstance(value, dict) else None
     usable = isinstance(id, int | str) and not isinstance(id, bool)
-    if not usable or _holds_lone_surrogate(id):
+    if not usable or holds_lone_surrogate(id):
         id = None
     return Refusal(
         id,
