@@ -96,7 +96,7 @@ def _pipe_holder(info: os.stat_result) -> int | None:
     pid: int | None = os.getpid()
     for _ in range(_MAX_DEPTH):
         pid = _parent(pid) if pid is not None else None
-        if pid is None or pid <= 1:
+        if pid is None or pid < 1:  # pid 1 may be the client itself (a container's)
             break
         if _holds(pid, info):
             holder = pid
