@@ -108,6 +108,9 @@ class GuardedApp:
         self.siblings: dict[str, GuardedApp] = {}  # other apps guarded by this process
         self.expects_agent = True  # an agent's initialize is worth waiting for (start_wait)
         self.agent_name: str | None = None
+        # The process at the other end of the agent's stdio (``stdio_peer``): the hooks
+        # of that one Claude Code leave its calls to this guard.
+        self.agent_client: int | None = None
         self.agent_hello = anyio.Event()
         self.registered = anyio.Event()
         self._register = anyio.Event()
@@ -119,10 +122,18 @@ class GuardedApp:
         found = (self.upstream.tools.get(tool) or {}).get("annotations")
         return found if isinstance(found, dict) else {}
 
+    def is_listed(self, tool: str) -> bool:
+        """Whether the wrapped server listed a tool by exactly this name (``tools/list``)."""
+        return tool in self.upstream.tools
+
     def is_read_tool(self, tool: str) -> bool:
         """A read by this guard's classification and not held as a write by the workspace:
-        the one answer for the agent's calls, needs and other guards' reads."""
+        the one answer for the agent's calls, needs and other guards' reads. Only a tool
+        the server listed by exactly this name can be one: a server may find ``GET_REPORT``
+        or ``get-report`` as its write ``get_report``, which the name alone calls a read."""
         if tool in self.workspace_writes or tool in self.unheld_writes:
+            return False
+        if not self.is_listed(tool):
             return False
         return self.classifier.is_read(tool, self.annotations(tool))
 
@@ -137,6 +148,8 @@ class GuardedApp:
                 f"Claros holds it as a write until an admin confirms it is a read: "
                 f"claros tools confirm {self.name} {tool}"
             )
+        if not self.is_listed(tool):
+            return "the wrapped server did not list a tool by exactly this name"
         return self.classifier.why(tool, self.annotations(tool))
 
     async def _refresh_if_held(self, tool: str) -> None:
@@ -212,7 +225,14 @@ class GuardedApp:
         return result
 
     def peer_status(self) -> dict[str, Any]:
-        return {"app": self.name, "agent": self.agent_name, "tools": len(self.upstream.tools)}
+        status: dict[str, Any] = {
+            "app": self.name,
+            "agent": self.agent_name,
+            "tools": len(self.upstream.tools),
+        }
+        if self.agent_client is not None:
+            status["client"] = self.agent_client
+        return status
 
     # -- lifecycle -----------------------------------------------------------------------------
 

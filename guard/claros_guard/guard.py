@@ -33,6 +33,7 @@ from claros_guard.peers import PeerClient, PeerServer, ensure_private_dir, peer_
 from claros_guard.reporter import Reporter
 from claros_guard.session import AgentSession
 from claros_guard.spool import Spool, state_dir
+from claros_guard.stdio_peer import stdout_peer
 from claros_guard.transport import UpstreamSpec, agent_stdio
 
 __all__ = ["GuardPlan", "main", "plan_from_args", "serve"]
@@ -193,6 +194,8 @@ async def serve(plan: GuardPlan, *, stdio: bool = True) -> int:
     for app in apps.values():
         app.siblings = {name: other for name, other in apps.items() if other is not app}
         app.expects_agent = stdio and app.name == plan.agent
+        if app.expects_agent:
+            app.agent_client = stdout_peer(1)  # before agent_stdio claims the descriptors
     stop = anyio.Event()
     try:
         async with anyio.create_task_group() as tg:

@@ -21,6 +21,8 @@ import json
 import os
 import sys
 
+from claros_guard.surrogates import holds_lone_surrogate, may_hold_lone_surrogate
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (mypy knows it)
 
 if TYPE_CHECKING:  # typing's names cost an import this path does without
@@ -116,6 +118,16 @@ def run(kind: str, stdin: str | bytes) -> tuple[int, str]:
         return (0, json.dumps(deny_answer(reason))) if kind == "pre" else (0, "")
     if passes_at_once(event):
         return 0, ""
+    if kind == "pre" and may_hold_lone_surrogate(stdin) and holds_lone_surrogate(event):
+        # Claude Code can send one (a model may write "\ud800" in its tool input), but no
+        # check can be asked about it: denied, also failing open (Claros is not down).
+        reason = (
+            "Blocked: the call holds a string that is not Unicode text (half of a surrogate "
+            "pair, such as \\ud800 alone), so Claros cannot be asked about it. The call was "
+            "not run."
+        )
+        print(f"claros hook pre: {reason}", file=sys.stderr)
+        return 0, json.dumps(deny_answer(reason))
     try:
         from claros_guard.hooks import run_event  # the HTTP client and the rest, only now
     except Exception as exc:  # a broken install: still an answer, never a traceback

@@ -88,6 +88,7 @@ from claros_guard.needs import NeedResolver
 from claros_guard.peers import PeerClient, ensure_private_dir, peer_dir
 from claros_guard.policy import ASK_WAIT, Call, Policy
 from claros_guard.spool import Spool, deliver, flush, state_dir
+from claros_guard.stdio_peer import stdout_peer
 
 __all__ = [
     "HOOK_EVENTS",
@@ -257,7 +258,20 @@ async def _target(
     if read if read is not None else by_name(tool):
         return None
     status = await peers.status(server) if peers is not None else None
-    return server, tool, not (status and status.get("agent") == "claude-code")
+    return server, tool, not _serves_this_claude_code(status)
+
+
+def _serves_this_claude_code(status: Mapping[str, Any] | None) -> bool:
+    """Whether the guard (its peer status) serves the Claude Code that runs this hook: its
+    agent is ``claude-code`` and the process at the other end of its stdio is the one at
+    the other end of this hook's. A guard serving another session (its server wrapped
+    there, not here) does not see this call: the hook checks it."""
+    if not status or status.get("agent") != "claude-code":
+        return False
+    client = status.get("client")
+    if not isinstance(client, int) or isinstance(client, bool):
+        return False  # a guard that does not say: it may serve any session
+    return client == stdout_peer(1)
 
 
 # -- pre -------------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ Then one request, answered, and the connection closes:
   ``lookup``, ``query``; missing counts as ``fetch``): the answering guard caches lookups
   for 60 s, so one-shot hook processes and other guards share one read per value;
 * ``{"op": "classify", "tool"}`` → ``{"ok": true, "read": bool}``;
-* ``{"op": "status"}`` → ``{"ok": true, "app", "agent", "tools"}``.
+* ``{"op": "status"}`` → ``{"ok": true, "app", "agent", "tools"}``, and ``"client"``:
+  the pid at the other end of the agent's stdio, when known (``stdio_peer``; a hook stays
+  out of a call only when it is its own Claude Code).
 """
 
 from __future__ import annotations

@@ -134,6 +134,18 @@ class AgentSession:
         name = str(params["name"])  # a string: tool_call_problem said so
         if self.app.upstream.failure:
             return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
+        if not self.app.is_listed(name):
+            # The server may find another of its tools by this name (in another case, with
+            # ``-`` for ``_``, NFKC-normalised, trimmed): the guard could check neither
+            # the tool it runs nor a rule on it, so it sends none.
+            raise MCPError(
+                INVALID_PARAMS,
+                refused(
+                    f"a tools/call of {name!r}",
+                    "the wrapped server listed no tool by exactly this name (tools/list), "
+                    "and a server may run another tool for it than the one checked",
+                ),
+            )
         if self.app.is_read_tool(name):
             try:
                 return await self._forward(dctx, "tools/call", params)

@@ -38,6 +38,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from pydantic import ValidationError
 
+from claros_guard.surrogates import holds_lone_surrogate, may_hold_lone_surrogate
+
 __all__ = [
     "CLIENT_NOTIFICATIONS",
     "CLIENT_REQUESTS",
@@ -190,7 +192,22 @@ def parse_line(line: bytes) -> SessionMessage:
         ) from exc
     except ValueError as exc:
         raise Refusal(None, PARSE_ERROR, "a line that is not JSON", str(exc)) from exc
+    if may_hold_lone_surrogate(line) and holds_lone_surrogate(value):
+        raise _lone_surrogate(value)
     return screen(value)
+
+
+def _lone_surrogate(value: Any) -> Refusal:
+    id = value.get("id") if isinstance(value, dict) else None
+    usable = isinstance(id, int | str) and not isinstance(id, bool)
+    if not usable or holds_lone_surrogate(id):
+        id = None
+    return Refusal(
+        id,
+        INVALID_PARAMS,
+        "a string holding half of a surrogate pair (an unpaired \\uD800-\\uDFFF)",
+        "it is not Unicode text, and the guard could not send it on to the server",
+    )
 
 
 def screen(value: Any) -> SessionMessage:
