@@ -99,6 +99,8 @@ BAD_BODIES: list[tuple[str, bytes, int, str]] = [
      "NaN is not a JSON number"),
     ("huge-integer", b'{"app":"shop","tool":"t","agent":{"name":"a"},"arguments":{"x":'
      + b"9" * 5000 + b"}}", 400, "malformed JSON: a whole number of more than 4,300 digits"),
+    ("4000-digit-integer", b'{"app":"shop","tool":"t","agent":{"name":"a"},"arguments":{"x":'
+     + b"9" * 4000 + b"}}", 400, "number out of range: " + "9" * 40 + "... (4,000 characters)"),
 ]  # fmt: skip
 
 
@@ -125,3 +127,13 @@ def test_depth_32_is_accepted(http: httpx.Client, keys: Keys) -> None:
     body = check_body(arguments=_deep(32))  # 31 objects inside the body: depth 32
     response = http.post("/v1/check", json=body, headers=bearer(keys.agent))
     assert response.status_code == 200, response.text
+
+
+def test_a_huge_number_is_not_sent_back_whole(http: httpx.Client, keys: Keys) -> None:
+    body = b'{"app":"shop","tool":"t","agent":{"name":"a"},"arguments":{"x":' + b"9" * 4000 + b"}}"
+    answer = http.post(
+        "/v1/check",
+        content=body,
+        headers={**bearer(keys.agent), "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400 and len(answer.text) < 200, answer.text[:300]

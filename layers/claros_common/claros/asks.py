@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from claros import cursors
 from claros.ask_queue import close_writes, open_writes
 from claros.auth import PERSON_KINDS, Principal, member_role
-from claros.canonical import CanonicalError
+from claros.canonical import CanonicalError, out_of_range
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
@@ -93,7 +93,7 @@ def _exact_number(value: int | Decimal | float) -> str:
     if isinstance(value, int):
         return str(int(value))
     if not (value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)):
-        raise CanonicalError(f"number out of range: {value}")
+        raise out_of_range(value)
     return str(value) if isinstance(value, Decimal) else repr(value)
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "canonical_bytes",
     "format_number",
     "is_empty",
+    "out_of_range",
     "reference_canonical",
 ]
 
@@ -60,6 +61,14 @@ _ESCAPES = {
 
 class CanonicalError(ValueError):
     """The value cannot be written as canonical JSON (NaN, infinity, a bad string, a set...)."""
+
+
+def out_of_range(value: object) -> CanonicalError:
+    """The error for a number canonical JSON cannot write, showing at most its first 40
+    characters (a 4,000-digit number sent back whole in a 400 is no help to read)."""
+    text = str(value)
+    shown = text if len(text) <= 40 else f"{text[:40]}... ({len(text):,} characters)"
+    return CanonicalError(f"number out of range: {shown}")
 
 
 def is_empty(value: Any) -> bool:
@@ -102,7 +111,7 @@ def _default(value: Any) -> int | float:
         try:
             return _settle_float(float(value))
         except ValueError:  # CanonicalError for NaN and infinity, ValueError for sNaN
-            raise CanonicalError(f"number out of range: {value}") from None
+            raise out_of_range(value) from None
     if isinstance(value, Decimal):
         return _settle_number(value)
     raise CanonicalError(f"not a JSON value: {type(value).__name__}")  # pragma: no cover
@@ -317,7 +326,7 @@ def _settle_float(value: float) -> int | float:
     below 1e-4 and from 1e16 on; every float from 2**52 on is whole, so a fraction needs the
     exponent only below 1e-4."""
     if value - value != 0.0:  # NaN or infinity
-        raise CanonicalError(f"number out of range: {value}")
+        raise out_of_range(value)
     if value.is_integer():
         if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
             return int(value)
@@ -335,9 +344,9 @@ def _settle_number(value: int | float | Decimal) -> int | float:
     try:
         number = float(value)
     except (OverflowError, ValueError) as exc:  # ValueError: Decimal("sNaN")
-        raise CanonicalError(f"number out of range: {value}") from exc
+        raise out_of_range(value) from exc
     if math.isnan(number) or math.isinf(number):
-        raise CanonicalError(f"number out of range: {value}")
+        raise out_of_range(value)
     if number.is_integer():
         if -_MAX_SAFE_INT <= number <= _MAX_SAFE_INT:
             return int(number)
@@ -456,9 +465,9 @@ def format_number(value: int | float | Decimal) -> str:
     try:
         number = float(value)
     except (OverflowError, ValueError) as exc:  # ValueError: Decimal("sNaN")
-        raise CanonicalError(f"number out of range: {value}") from exc
+        raise out_of_range(value) from exc
     if math.isnan(number) or math.isinf(number):
-        raise CanonicalError(f"number out of range: {value}")
+        raise out_of_range(value)
     if number == 0:
         return "0"
     if number < 0:
