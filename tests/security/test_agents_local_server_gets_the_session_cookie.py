@@ -11,9 +11,10 @@ and a plain stdlib HTTP server standing for the agent's.
 
 Seen working on the old code (Chromium 156): the agent's server was sent
 ``claros_session`` and the agent's POST to ``/app/asks/{id}/answer`` was a 303, the ask
-``approved`` in Dana's name (this test was a strict xfail: "the agent approved its own
-ask with the session cookie its server was sent (303, cookie sent to the agent's port:
-True)").
+``approved`` in Dana's name. This test, run on that code: "the agent approved its own ask
+with the session cookie its server was sent ([303, 409, 409], cookie sent to the agent's
+port: True)" (the first replay approved; the other two found it answered), and no hand in
+the browser's storage.
 
 Closed: a session has a second secret, the hand, that never travels in a cookie. Sign-in
 answers with a page whose claros.js keeps it in the app origin's localStorage (an origin,
@@ -40,7 +41,7 @@ from claros.config import Settings
 from claros.local import LocalServer
 from claros.signing import FileSigner
 from claros.store.sqlite import SqliteStore
-from claros.web.sessions import HAND_REFUSED, csrf_token
+from claros.web.sessions import csrf_token
 from claros.wiring import Services
 from tests.web.conftest import ADMIN, PERSON, WORKSPACE, bearer, check_body, rule
 
@@ -48,6 +49,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT_S = 10.0
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+HAND_REFUSED = "this browser did not sign in here, or its sign-in was cleared: sign in again to act"
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
