@@ -108,7 +108,8 @@ def session_hash(session_id: str) -> str:
 
 
 def hand_hash(hand: str) -> str:
-    return hashlib.sha256(hand.encode("utf-8")).hexdigest()
+    # "replace": a sent value that is no text (a lone surrogate) is just a wrong hand.
+    return hashlib.sha256(hand.encode("utf-8", "replace")).hexdigest()
 
 
 def csrf_token(session_id: str) -> str:
@@ -361,7 +362,7 @@ def check_hand(event: Mapping[str, Any], session: Mapping[str, Any], max_bytes: 
     stored = session.get("hand_hash")
     if not sent or len(sent) > _MAX_HAND or not isinstance(stored, str):
         raise ForbiddenError(HAND_REFUSED)
-    if not hmac.compare_digest(hand_hash(sent).encode("ascii"), stored.encode("ascii")):
+    if not hmac.compare_digest(hand_hash(sent).encode(), stored.encode("utf-8", "replace")):
         raise ForbiddenError(HAND_REFUSED)
 
 
