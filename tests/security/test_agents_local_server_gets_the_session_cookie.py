@@ -3,20 +3,25 @@
 Cookies are not kept apart by port (RFC 6265, section 8.5): the browser sends every cookie
 of the host, ``claros_session`` included, to ``http://127.0.0.1:<any port>``. The agent
 reads the session id from the request, loads a page of the app with it, takes the form's
-CSRF token from the page, and approves its own ask in the person's name.
+CSRF token from the page (or computes it: a hash of the session id), and tries to approve
+its own ask in the person's name.
 
 Real Chromium (Debian's, driven by Selenium), a real ``claros serve``-style local server,
 and a plain stdlib HTTP server standing for the agent's.
 
-Seen working (Chromium 156): the agent's server was sent ``claros_session`` and the
-agent's POST to ``/app/asks/{id}/answer`` was a 303, the ask ``approved`` in Dana's name.
-Not closed: nothing the server sees tells the agent's replay from the person's browser
-(the cookie, the page's CSRF token, Origin and User-Agent are all the agent's to send),
-and a plain-HTTP origin has no credential a browser keeps per port. It needs the app
-served from an origin of its own (HTTPS on a host name no agent serves from), or a
-session secret kept out of cookies (in every URL, or in script storage, which a page
-without claros.js does not have). docs/web.md ("On localhost a cookie reaches every
-port") says so and what to do meanwhile.
+Seen working on the old code (Chromium 156): the agent's server was sent
+``claros_session`` and the agent's POST to ``/app/asks/{id}/answer`` was a 303, the ask
+``approved`` in Dana's name. This test, run on that code: "the agent approved its own ask
+with the session cookie its server was sent ([303, 409, 409], cookie sent to the agent's
+port: True)" (the first replay approved; the other two found it answered), and no hand in
+the browser's storage.
+
+Closed: a session has a second secret, the hand, that never travels in a cookie. Sign-in
+answers with a page whose claros.js keeps it in the app origin's localStorage (an origin,
+unlike a cookie, includes the port), and every state-changing request carried by the
+cookie must send it. The agent's server still gets the cookie (this test checks so: the
+browser has not changed), and reading with it still works (docs/web.md says so), but its
+answer is a 403 and the ask stays open; Dana's own approval in the browser still works.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from claros.config import Settings
 from claros.local import LocalServer
 from claros.signing import FileSigner
 from claros.store.sqlite import SqliteStore
+from claros.web.sessions import csrf_token
 from claros.wiring import Services
 from tests.web.conftest import ADMIN, PERSON, WORKSPACE, bearer, check_body, rule
 
@@ -43,6 +49,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT_S = 10.0
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+HAND_REFUSED = "this browser did not sign in here, or its sign-in was cleared: sign in again to act"
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
@@ -134,12 +141,6 @@ def _sign_in(driver: Any, url: str, key: str) -> None:
     WebDriverWait(driver, WAIT_S).until(lambda d: d.current_url.rstrip("/").endswith("/app"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cookies are not kept per port: a local server the agent runs is sent the "
-    "session cookie of a plain-HTTP claros serve, and the agent answers its own ask with it "
-    "(docs/web.md: On localhost a cookie reaches every port)",
-)
 def test_agents_local_server_cannot_approve_with_the_session_it_was_sent(
     local: tuple[LocalServer, Services], driver: Any
 ) -> None:
@@ -166,19 +167,84 @@ def test_agents_local_server_cannot_approve_with_the_session_it_was_sent(
 
     # The agent, with what its server was sent and nothing else.
     found = re.search(r"claros_session=([^;\s]+)", sent)
-    stolen = {"claros_session": found.group(1)} if found else {}
+    # The browser still sends the cookie to every port: what changed is what it is worth.
+    assert found, f"the agent's server was not sent the session cookie ({sent!r})"
+    stolen = {"claros_session": found.group(1)}
     with httpx.Client(base_url=server.url, timeout=30, cookies=stolen) as thief:
         page = thief.get("/app/asks", headers={"accept": "text/html"})
+        assert page.status_code == 200, "reading with the cookie alone still works"
         token = _CSRF.search(page.text)
-        answer = thief.post(
-            f"/app/asks/{ask_id}/answer",
-            data={"decision": "approve", "back": "asks", "once": "o1",
-                  "csrf": token.group(1) if token else ""},
-            headers={"accept": "text/html"},
-        )  # fmt: skip
+        assert token, "the page's CSRF token"
+        assert token.group(1) == csrf_token(found.group(1))  # computed from the cookie
+        answers = [
+            thief.post(  # the form, as the page has it, with the scraped token
+                f"/app/asks/{ask_id}/answer",
+                data={"decision": "approve", "back": "asks", "once": "o1",
+                      "csrf": token.group(1)},
+                headers={"accept": "text/html"},
+            ),
+            thief.post(  # a guessed hand
+                f"/app/asks/{ask_id}/answer",
+                data={"decision": "approve", "back": "asks", "once": "o2",
+                      "csrf": token.group(1), "hand": found.group(1)},
+                headers={"accept": "text/html"},
+            ),
+            thief.post(  # the script's way, with the computed token
+                f"/app/asks/{ask_id}/answer",
+                json={"decision": "approve"},
+                headers={"x-csrf-token": csrf_token(found.group(1))},
+            ),
+        ]  # fmt: skip
     with httpx.Client(base_url=server.url, timeout=30) as api:
         view = api.get(f"/v1/asks/{ask_id}", headers=bearer(agent)).json()
     assert view["status"] == "open", (
         f"the agent approved its own ask with the session cookie its server was sent "
-        f"({answer.status_code}, cookie sent to the agent's port: {bool(found)})"
+        f"({[a.status_code for a in answers]}, cookie sent to the agent's port: {bool(found)})"
     )
+    assert [a.status_code for a in answers] == [403, 403, 403]
+    assert "did not sign in here" in answers[0].text and 'role="alert"' in answers[0].text
+    assert answers[2].json()["message"] == HAND_REFUSED
+
+    # Dana, in her own browser (claros.js adds the hand to the form), still approves.
+    _approve_in_the_browser(driver, server.url, ask_id)
+    with httpx.Client(base_url=server.url, timeout=30) as api:
+        view = api.get(f"/v1/asks/{ask_id}", headers=bearer(agent)).json()
+    assert view["status"] == "approved" and view["decided_by"] == PERSON, view
+
+
+def _approve_in_the_browser(driver: Any, url: str, ask_id: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{url}/app/asks")
+    form = driver.find_element(By.CSS_SELECTOR, f"form[action='/app/asks/{ask_id}/answer']")
+    form.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: "answered=" in d.current_url)
+
+
+def _stored_hand(driver: Any) -> str | None:
+    return driver.execute_script("return window.localStorage.getItem('claros-hand');")  # type: ignore[no-any-return]
+
+
+def test_the_hand_is_kept_per_origin_and_signing_out_forgets_it(
+    local: tuple[LocalServer, Services], driver: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server, services = local
+    person = create_key(services.store, WORKSPACE, "person", person=PERSON, label="browser")
+    _sign_in(driver, server.url, person)
+    hand = _stored_hand(driver)
+    assert hand and len(hand) >= 43
+    # The page that answered the sign-in is gone from history (location.replace), and no
+    # cookie holds the hand.
+    assert hand not in "; ".join(f"{c['name']}={c['value']}" for c in driver.get_cookies())
+    with _AgentsServer() as agents:  # another port of the same host: not the app's origin
+        driver.get(agents.url)
+        assert agents.seen.wait(WAIT_S)
+        assert _stored_hand(driver) is None
+    driver.get(f"{server.url}/app")
+    driver.find_element(By.CSS_SELECTOR, "form[action='/app/signout'] button").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: "signed_out=1" in d.current_url)
+    assert _stored_hand(driver) is None

@@ -203,7 +203,11 @@ def test_a_key_derived_from_the_asking_key_cannot_answer_its_ask(
     by_session = http.post(
         f"/app/asks/{ask_id}/answer",
         json={"decision": "approve"},
-        headers={"cookie": cookie, "x-csrf-token": signin.json()["csrf"]},
+        headers={
+            "cookie": cookie,
+            "x-csrf-token": signin.json()["csrf"],
+            "x-claros-hand": signin.json()["hand"],
+        },
     )
     assert by_session.status_code == 403, by_session.text
     assert "derived from the key that made the check" in by_session.json()["message"]

@@ -71,10 +71,10 @@ def test_member_cannot_promote_themself(http: httpx.Client, keys: Keys) -> None:
     tried = http.put(f"/api/members/{PERSON}", json={"role": "admin"}, headers=bearer(keys.person))
     assert tried.status_code == 403
     signed = http.post("/app/signin", json={"key": keys.person})
-    csrf = signed.json()["csrf"]
+    csrf, hand = signed.json()["csrf"], signed.json()["hand"]
     form = http.post(
         f"/app/members/{PERSON}/role",
-        data={"role": "admin", "csrf": csrf},
+        data={"role": "admin", "csrf": csrf, "hand": hand},
         headers={"accept": "application/json"},
     )
     assert form.status_code == 403

@@ -39,11 +39,12 @@ def assert_refused(response: httpx.Response) -> None:
     assert response.json()["message"], response.text
 
 
-def session(http: httpx.Client, key: str) -> str:
-    """Sign in with ``key`` (the client keeps the cookie); the CSRF token."""
+def session(http: httpx.Client, key: str) -> dict[str, str]:
+    """Sign in with ``key`` (the client keeps the cookie); the form fields that let it act
+    (the CSRF token and the session's hand)."""
     signed = http.post("/app/signin", json={"key": key})
     assert signed.status_code == 200, signed.text
-    return str(signed.json()["csrf"])
+    return {"csrf": str(signed.json()["csrf"]), "hand": str(signed.json()["hand"])}
 
 
 def test_removed_members_person_and_agent_keys_are_refused_on_the_next_request(
@@ -91,13 +92,11 @@ def test_demoted_admins_key_cannot_add_revoke_or_change_rules(
 def test_demoted_admins_web_session_cannot_act_as_admin(
     http: httpx.Client, keys: Keys, services: Services
 ) -> None:
-    csrf = session(http, keys.admin)
+    acting = session(http, keys.admin)
     boss = create_key(services.store, WORKSPACE, "admin", person="boss@acme.test")
     demoted = http.put(f"/api/members/{ADMIN}", json={"role": "member"}, headers=bearer(boss))
     assert demoted.status_code == 200, demoted.text
-    tried = http.post(
-        "/app/members", data={"email": "mallory@acme.test", "csrf": csrf}, headers=JSON
-    )
+    tried = http.post("/app/members", data={"email": "mallory@acme.test", **acting}, headers=JSON)
     # A form post whose session no longer stands goes back to sign in, having done nothing.
     assert tried.status_code == 303 and tried.headers["location"].startswith("/app/signin")
     assert services.store.get_doc(WORKSPACE, "member", "mallory@acme.test") is None

@@ -135,10 +135,8 @@ def test_revocation_from_the_keys_page_reaches_minted_keys(http: httpx.Client, k
     agent = mint_agent_key(http, keys.person)
     with httpx.Client(base_url=str(http.base_url), timeout=30) as browser:
         signed = browser.post("/app/signin", json={"key": keys.admin})
-        csrf = signed.json()["csrf"]
-        done = browser.post(
-            f"/app/keys/{key_id(keys.person)}/revoke", data={"csrf": csrf}, headers=JSON
-        )
+        acting = {"csrf": signed.json()["csrf"], "hand": signed.json()["hand"]}
+        done = browser.post(f"/app/keys/{key_id(keys.person)}/revoke", data=acting, headers=JSON)
         assert done.status_code == 303, done.text
         where = done.headers["location"]
         assert where == f"/app/keys?revoked={key_id(keys.person)}&also=1"

@@ -65,7 +65,7 @@ def test_the_referer_stands_in_for_a_missing_origin(
     sign_in: Callable[[str], Browserish], keys: Keys
 ) -> None:
     browser = sign_in(keys.admin)
-    fields = {"label": "x", "csrf": browser.csrf}
+    fields = {"label": "x", "csrf": browser.csrf, "hand": browser.hand}
     evil = browser.client.post(
         FORM[0], data=fields, headers={**HTML, "referer": "https://evil.example/page"}
     )
@@ -83,9 +83,11 @@ def test_the_right_token_from_this_site_passes(
     before = _audit_keys(store)
     answer = browser.post_form(*FORM)
     assert answer.status_code == 201 and _audit_keys(store) == before + 1
-    # A script with the session uses the header instead of the form field.
+    # A script with the session uses the headers instead of the form fields.
     scripted = browser.client.post(
-        FORM[0], json={"label": "x"}, headers={"x-csrf-token": browser.csrf}
+        FORM[0],
+        json={"label": "x"},
+        headers={"x-csrf-token": browser.csrf, "x-claros-hand": browser.hand},
     )
     assert scripted.status_code == 201 and scripted.json()["kind"] == "audit"
 

@@ -108,6 +108,7 @@ def test_every_route_with_a_session_cookie(
             headers = {"accept": "application/json", "origin": browser.origin}
             if path.startswith("/app/") and method != "GET":
                 headers["x-csrf-token"] = browser.csrf
+                headers["x-claros-hand"] = browser.hand
             body = None if method == "GET" else {}
             got = browser.client.request(method, url, json=body, headers=headers).status_code
             takes_cookie = method == "GET" or path.startswith("/app/")

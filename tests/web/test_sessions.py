@@ -15,7 +15,7 @@ from claros.errors import ForbiddenError, UnauthorizedError
 from claros.local import LocalServer
 from claros.store.base import GLOBAL, DocWrite, Store
 from claros.web import sessions
-from tests.web.conftest import ADMIN, HTML, WORKSPACE, Browserish, Keys
+from tests.web.conftest import ADMIN, HTML, WORKSPACE, Browserish, Keys, signed_in_hand
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
@@ -35,7 +35,7 @@ def test_sign_in_sets_an_httponly_strict_cookie_on_localhost(
     answer = http.post(
         "/app/signin", data={"key": keys.admin}, headers={**HTML, "origin": server.url}
     )
-    assert answer.status_code == 303 and answer.headers["location"] == "/app"
+    assert signed_in_hand(answer)[1] == "/app"  # a page that keeps the hand, then goes on
     name, value, flags, values = _cookie_parts(answer)
     assert name == "claros_session" and len(value) >= 43
     assert flags == {"HttpOnly"}  # no Secure on plain-HTTP localhost
@@ -51,7 +51,7 @@ def test_outside_localhost_the_cookie_is_secure_with_the_host_prefix(
         data={"key": keys.admin},
         headers={**HTML, "host": host, "origin": f"https://{host}"},
     )
-    assert answer.status_code == 303, answer.text
+    assert signed_in_hand(answer)[1] == "/app"
     name, value, flags, values = _cookie_parts(answer)
     assert name == "__Host-claros_session"
     assert flags == {"HttpOnly", "Secure"}
@@ -73,11 +73,13 @@ def test_only_the_session_ids_hash_is_stored(
     assert doc.value["key_hash"] == hash_key(keys.admin)
     assert doc.value["person"] == ADMIN and doc.value["workspace"] == WORKSPACE
     assert doc.value["expires_at"] - doc.value["created_at"] == sessions.SESSION_TTL_S * 1000
+    assert doc.value["hand_hash"] == hashlib.sha256(browser.hand.encode()).hexdigest()
     files = sorted(tmp_path.rglob("claros.db*"))
     assert files, "the SQLite store's files"
     database = b"".join(f.read_bytes() for f in files)
     assert session_id.encode() not in database
     assert keys.admin.encode() not in database
+    assert browser.hand.encode() not in database
 
 
 @pytest.mark.parametrize(
@@ -86,8 +88,8 @@ def test_only_the_session_ids_hash_is_stored(
         ("service", 403, "a service key is tied to nobody"),
         ("audit", 403, "an audit key reads the log"),
         ("agent", 403, "an agent key acts for an agent and never opens a web session"),
-        ("person", 303, ""),
-        ("other_workspace_admin", 303, ""),
+        ("person", 200, ""),
+        ("other_workspace_admin", 200, ""),
     ],
 )
 def test_who_may_sign_in(
@@ -101,7 +103,7 @@ def test_who_may_sign_in(
         assert reason in answer.text and "set-cookie" not in answer.headers
         assert 'role="alert"' in answer.text  # the form again, with why
     as_json = http.post("/app/signin", json={"key": keys.of(kind)})
-    assert as_json.status_code == (200 if status == 303 else status)
+    assert as_json.status_code == status
 
 
 def test_a_bad_key_is_refused_with_a_reason(http: httpx.Client, server: LocalServer) -> None:
@@ -117,6 +119,7 @@ def test_signing_in_with_the_bearer_header_gives_a_session(http: httpx.Client, k
     assert answer.status_code == 200
     body = answer.json()
     assert body["kind"] == "person" and body["csrf"] and body["expires_in"] == 43200
+    assert len(body["hand"]) >= 43 and body["hand"] != body["csrf"]
     assert "claros_session" in answer.headers["set-cookie"]
 
 

@@ -192,15 +192,22 @@ def declare(method: str, path: str, kinds: frozenset[str] | set[str]) -> str:
 
 
 def caller(
-    app: ClarosResolver, kinds: frozenset[str], *, web: bool, refusal: str | None = None
+    app: ClarosResolver,
+    kinds: frozenset[str],
+    *,
+    web: bool,
+    refusal: str | None = None,
+    hand: bool = True,
 ) -> Principal:
     """Who is calling, and that their kind may: the bearer key; with ``web`` and no
-    Authorization header, the session cookie (CSRF-checked on state-changing methods).
+    Authorization header, the session cookie (on state-changing methods CSRF-checked, and
+    needing the session's hand unless ``hand`` is False: sign-out).
     ``refusal``: the route's reason for a 403 to other kinds ("<kind> keys <refusal>")."""
     acting = app.acting_principal
     if acting is not None:
         return require(acting, kinds, refusal)
-    return require(request_principal(app.services, app.current_event, web=web), kinds, refusal)
+    found = request_principal(app.services, app.current_event, web=web, hand=hand)
+    return require(found, kinds, refusal)
 
 
 def routed(

@@ -1,8 +1,9 @@
 """Routes of the web app (/app) and of device sign-in (/v1/device/*), in the admin function.
 
 Pages are server-rendered HTML with plain forms. A page accepts a signed-in person's
-session cookie (state-changing forms carry the session's CSRF token) or, for scripts, a
-bearer key. Browsers (``Accept: text/html`` or a form post) get HTML, redirects and error
+session cookie (state-changing forms carry the session's CSRF token and its hand, which
+claros.js keeps in the origin's storage: claros.web.sessions) or, for scripts, a bearer
+key. Browsers (``Accept: text/html`` or a form post) get HTML, redirects and error
 pages; other clients get JSON, with the API's error shape.
 
 Parts of Evidence that other routes serve (retention, the AIUC-1 pack, oversight) are
@@ -258,7 +259,7 @@ def read_input(app: ClarosResolver, model: type[M], *, empty_ok: bool = False) -
     """The request's form fields or JSON object, validated by ``model`` (400 with a reason)."""
     form = sessions.form_fields(app.current_event, app.services.settings.max_body_bytes)
     if form is not None:
-        fields = {k: v for k, v in form.items() if k != "csrf"}
+        fields = {k: v for k, v in form.items() if k not in ("csrf", "hand")}
         try:
             return model.model_validate(fields)
         except ValidationError as exc:
@@ -315,6 +316,14 @@ def _error(app: ClarosResolver, principal: Principal | None, exc: ClarosError) -
         why = "expired" if "expired" in exc.message else "signin"
         query = urlencode({"next": back, "why": why})
         return redirect(f"/app/signin?{query}", cookies=cookies)
+    if exc.status == 403 and exc.message == sessions.HAND_REFUSED:
+        # The session reads, and cannot act from here: the way on is signing in again
+        # (the sign-in page shows its form, signed in or not, for this reason).
+        again = "/app/signin?" + urlencode({"next": "/app", "why": "hand"})
+        body = pages.error_page(
+            _chrome(app, principal), 403, exc.message, action=(again, "Sign in again")
+        )
+        return html_response(body, 403)
     return html_response(
         pages.error_page(_chrome(app, principal), exc.status, exc.message), exc.status
     )
@@ -326,9 +335,12 @@ def page(
     path: str,
     kinds: frozenset[str],
     refusal: str | None = None,
+    *,
+    hand: bool = True,
 ) -> Callable[[Handler], Handler]:
     """A web route: declared with its kinds like ``routed``, reached by bearer key or session
-    cookie (CSRF-checked on POST); errors become pages for browsers, JSON for the rest."""
+    cookie (on POST CSRF-checked and, unless ``hand`` is False, needing the session's hand);
+    errors become pages for browsers, JSON for the rest."""
     rule = declare(method, path, kinds)
     WEB.add((method, path))
     if method == "GET":
@@ -339,7 +351,7 @@ def page(
         def handler(**params: str) -> Any:
             principal: Principal | None = None
             try:
-                principal = caller(app, kinds, web=True, refusal=refusal)
+                principal = caller(app, kinds, web=True, refusal=refusal, hand=hand)
                 return fn(principal, **params)
             except ClarosError as exc:
                 if not _wants_html(app):
@@ -498,6 +510,8 @@ _SIGN_IN_NOTES = {
     "signed_out": "You are signed out.",
     "expired": "Your session ended. Sign in again.",
     "signin": "Sign in to continue.",
+    "hand": "This browser has no sign-in of its own here, so it can read but not act: "
+    "sign in again to approve, answer or change anything.",
 }
 
 
@@ -520,7 +534,7 @@ def _sign_in_routes(app: ClarosResolver) -> None:
         query = event.query_string_parameters or {}
         target = safe_next(query.get("next"))
         session_id = sessions.read_session_id(event)
-        if session_id:
+        if session_id and query.get("why") != "hand":
             try:
                 sessions.load_session(services.store, session_id)
                 return redirect(target)
@@ -542,7 +556,7 @@ def _sign_in_routes(app: ClarosResolver) -> None:
             key = body.key or (header.partition(" ")[2].strip() if header else "")
             if not key:
                 raise BadRequestError("give your key")
-            session_id, principal = sessions.open_session(services.store, key)
+            session_id, hand, principal = sessions.open_session_with_hand(services.store, key)
         except ClarosError as exc:
             if not form:
                 raise
@@ -550,19 +564,25 @@ def _sign_in_routes(app: ClarosResolver) -> None:
             return html_response(page_, exc.status)
         cookie = sessions.session_cookie(session_id, event.headers)
         if form:
-            return redirect(safe_next(body.next), cookies=[cookie])
+            # Not a redirect: a page whose claros.js keeps the hand in this origin's
+            # storage (never a cookie: cookies reach every port of the host), then goes on.
+            signed_in = pages.signed_in_page(next_path=safe_next(body.next), hand=hand)
+            return html_response(signed_in, cookies=[cookie])
         answer = {
             "person": principal.person,
             "workspace": principal.workspace,
             "kind": principal.kind,
             "csrf": sessions.csrf_token(session_id),
+            "hand": hand,
             "expires_in": sessions.SESSION_TTL_S,
         }
         response = json_response(answer)
         response.cookies.append(cookie)
         return response
 
-    @page(app, "POST", "/app/signout", PEOPLE, WEB_APP)
+    # Sign-out needs the CSRF token, not the hand: a person can always end a session,
+    # even one whose cookie got out from a browser that lost its hand.
+    @page(app, "POST", "/app/signout", PEOPLE, WEB_APP, hand=False)
     def signout(principal: Principal) -> Response[str]:
         event = app.current_event
         session_id = sessions.read_session_id(event)

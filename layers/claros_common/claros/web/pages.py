@@ -1,7 +1,8 @@
 """The pages, as HTML strings: layout, sign-in, Home, Rules, Evidence, device sign-in.
 
 Everything dynamic goes through ``claros.web.html`` (escaped unless ``Safe``). Pages are
-plain forms and links; ``/app/static/claros.js`` only adds copy buttons.
+plain forms and links; ``/app/static/claros.js`` adds copy buttons and local times, and
+keeps the session's hand (claros.web.sessions) that every POST form sends.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "home_page",
     "layout",
     "rules_page",
+    "signed_in_page",
     "signin_page",
     "static_file",
 ]
@@ -177,6 +179,17 @@ def signin_page(*, next_path: str, error: str = "", note: str = "") -> str:
         next_path=next_path,
         error=error,
         note=note,
+    )
+
+
+def signed_in_page(*, next_path: str, hand: str) -> str:
+    """The answer to a sign-in: claros.js keeps the session's hand in this origin's
+    localStorage and goes on to ``next_path`` (already checked by ``safe_next``). Without
+    JavaScript the page says so and links on: reading works, acting needs the hand."""
+    from claros.web.templating import render_page
+
+    return render_page(
+        "signed_in.html", Chrome(None, None), title="Signing in", next_path=next_path, hand=hand
     )
 
 
@@ -355,8 +368,12 @@ _TITLES = {
 }
 
 
-def error_page(chrome: Chrome, status: int, message: str) -> str:
+def error_page(
+    chrome: Chrome, status: int, message: str, *, action: tuple[str, str] | None = None
+) -> str:
+    """An error's page; ``action``: (href, label) of the way on, else "Back to Home"."""
     from claros.web.templating import render_page
 
     title = _TITLES.get(status, "Something went wrong")
-    return render_page("error.html", chrome, title=title, message=message)
+    href, label = action or ("/app", "Back to Home")
+    return render_page("error.html", chrome, title=title, message=message, href=href, label=label)

@@ -18,6 +18,20 @@ CSRF: a state-changing request carried by the cookie must send the session's tok
 ``csrf`` form field, or the ``X-CSRF-Token`` header; a hash of the session id, so it needs
 no storage and dies with the session), and when the browser says where the request comes
 from (Origin, else Referer) it must be this site.
+
+The hand: a cookie is sent to every port of its host (RFC 6265, section 8.5), so on
+localhost an agent's own web server (a dev server, a preview) is sent the session cookie
+when the person opens it, and the CSRF token is computed from the cookie. So a session has
+a second secret, the hand, that never travels in a cookie: sign-in makes it
+(``secrets.token_urlsafe(32)``), stores only its sha256 with the session, and hands it to
+the page that answers the sign-in, where ``/app/static/claros.js`` keeps it in the app
+origin's ``localStorage`` (an origin, unlike a cookie, includes the port). Every
+state-changing request carried by the cookie must send it too (the ``hand`` form field,
+which claros.js adds to every POST form, or the ``X-Claros-Hand`` header); a session
+without one (opened before the hand existed) cannot act. Sign-out is the exception: it
+needs the CSRF token only, so a person can always end a session whose cookie got out.
+Reading (GET) takes the cookie alone: this closes acting with a leaked cookie, not
+reading with one.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from claros.auth import KeyRefused, Principal, authenticate, key_principal
@@ -41,19 +55,25 @@ if TYPE_CHECKING:  # imported where a cookie is made: the authorizer (which only
 
 __all__ = [
     "COOKIE",
+    "HAND_HEADER",
+    "HAND_REFUSED",
+    "Opened",
     "SECURE_COOKIE",
     "SESSION_TTL_S",
     "SIGN_IN_KINDS",
     "check_csrf",
+    "check_hand",
     "check_origin",
     "clear_cookie",
     "close_session",
     "cookie_name",
     "csrf_token",
     "form_fields",
+    "hand_hash",
     "is_local_host",
     "load_session",
     "open_session",
+    "open_session_with_hand",
     "read_session_id",
     "request_principal",
     "session_cookie",
@@ -77,10 +97,19 @@ EXPIRY = "session_expiry"  # "<expires_at:013d>:<hash>", oldest first: swept at 
 _SWEEP = 25
 MAX_FORM_FIELDS = 100
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+HAND_FIELD = "hand"
+HAND_HEADER = "X-Claros-Hand"
+_MAX_HAND = 128
+HAND_REFUSED = "this browser did not sign in here, or its sign-in was cleared: sign in again to act"
 
 
 def session_hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+
+
+def hand_hash(hand: str) -> str:
+    # "replace": a sent value that is no text (a lone surrogate) is just a wrong hand.
+    return hashlib.sha256(hand.encode("utf-8", "replace")).hexdigest()
 
 
 def csrf_token(session_id: str) -> str:
@@ -183,8 +212,25 @@ def _sweep(store: Store, now: int) -> None:
         store.write_docs(writes)
 
 
+class Opened(NamedTuple):
+    """A session just opened: its id (the cookie), its hand (for the page's storage, never
+    a cookie) and who it is."""
+
+    session_id: str
+    hand: str
+    principal: Principal
+
+
 def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str, Principal]:
-    """Sign in with ``key``: (the new session id, who it is). Only a person's key may."""
+    """Sign in with ``key``: (the new session id, who it is). Only a person's key may.
+    The session's hand is dropped: such a session reads, and cannot act."""
+    opened = open_session_with_hand(store, key, now=now)
+    return opened.session_id, opened.principal
+
+
+def open_session_with_hand(store: Store, key: str, *, now: int | None = None) -> Opened:
+    """Sign in with ``key``: the new session's id and hand, and who it is. Only a person's
+    key may."""
     principal = authenticate(store, f"Bearer {key.strip()}")
     if principal.kind not in SIGN_IN_KINDS:
         why = _NO_SESSION.get(principal.kind, f"a {principal.kind} key cannot sign in")
@@ -195,6 +241,7 @@ def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str
     now = now or now_ms()
     _sweep(store, now)
     session_id = secrets.token_urlsafe(32)
+    hand = secrets.token_urlsafe(32)
     digest = session_hash(session_id)
     expires = now + SESSION_TTL_S * 1000
     doc = {
@@ -202,6 +249,7 @@ def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str
         "person": principal.person,
         "kind": principal.kind,
         "key_hash": hashlib.sha256(key.strip().encode("utf-8")).hexdigest(),
+        "hand_hash": hand_hash(hand),
         "created_at": now,
         "expires_at": expires,
     }
@@ -211,13 +259,20 @@ def open_session(store: Store, key: str, *, now: int | None = None) -> tuple[str
             DocWrite(GLOBAL, EXPIRY, f"{expires:013d}:{digest}", {}, 0),
         ]
     )
-    return session_id, principal
+    return Opened(session_id, hand, principal)
 
 
 def load_session(
     store: Store, session_id: str, *, now: int | None = None, note_use: bool = True
 ) -> Principal:
     """The person behind a session id, or 401 (unknown, signed out, expired, key revoked)."""
+    return _load_session(store, session_id, now=now, note_use=note_use)[0]
+
+
+def _load_session(
+    store: Store, session_id: str, *, now: int | None = None, note_use: bool = True
+) -> tuple[Principal, Mapping[str, Any]]:
+    """The person behind a session id and the session's stored fields, or 401."""
     if len(session_id) > 128:
         raise UnauthorizedError("not a Claros session: sign in again")
     doc = store.get_doc(GLOBAL, COLLECTION, session_hash(session_id))
@@ -228,7 +283,7 @@ def load_session(
     principal = _key_principal(store, str(doc.value["key_hash"]), note_use=note_use)
     if principal.kind not in SIGN_IN_KINDS:  # opened when agent keys still could
         raise UnauthorizedError("sessions are opened with a person key now: sign in again")
-    return principal
+    return principal, doc.value
 
 
 def close_session(store: Store, session_id: str) -> None:
@@ -297,26 +352,53 @@ def check_csrf(event: Mapping[str, Any], session_id: str, max_bytes: int) -> Non
         )
 
 
-def session_principal(services: Services, event: Mapping[str, Any]) -> Principal | None:
+def check_hand(event: Mapping[str, Any], session: Mapping[str, Any], max_bytes: int) -> None:
+    """The request sends the session's hand (``X-Claros-Hand``, or the ``hand`` form
+    field): 403 when it is missing or not this session's, or the session has none."""
+    headers = event.get("headers") or {}
+    sent = headers.get(HAND_HEADER.lower()) or ""
+    if not sent:
+        sent = (form_fields(event, max_bytes) or {}).get(HAND_FIELD) or ""
+    stored = session.get("hand_hash")
+    if not sent or len(sent) > _MAX_HAND or not isinstance(stored, str):
+        raise ForbiddenError(HAND_REFUSED)
+    if not hmac.compare_digest(hand_hash(sent).encode(), stored.encode("utf-8", "replace")):
+        raise ForbiddenError(HAND_REFUSED)
+
+
+def session_principal(
+    services: Services, event: Mapping[str, Any], *, hand: bool = True
+) -> Principal | None:
     """The signed-in person of a request carrying a session cookie, None without one.
 
-    Raises 401 for a dead session and 403 when a state-changing request fails CSRF."""
+    Raises 401 for a dead session and 403 when a state-changing request fails CSRF or
+    (unless ``hand`` is False: sign-out) does not send the session's hand."""
     session_id = read_session_id(event)
     if session_id is None:
         return None
-    principal = load_session(services.store, session_id, note_use=services.settings.notes_key_use)
+    principal, session = _load_session(
+        services.store, session_id, note_use=services.settings.notes_key_use
+    )
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "GET"))
     if method.upper() not in SAFE_METHODS:
         check_csrf(event, session_id, services.settings.max_body_bytes)
+        if hand:
+            check_hand(event, session, services.settings.max_body_bytes)
     return principal
 
 
 def request_principal(
-    services: Services, event: Mapping[str, Any], *, web: bool, csrf: bool = True
+    services: Services,
+    event: Mapping[str, Any],
+    *,
+    web: bool,
+    csrf: bool = True,
+    hand: bool = True,
 ) -> Principal:
     """Who sends ``event``: its ``Authorization: Bearer`` key; with ``web`` and no
     Authorization header, its session cookie (on a state-changing method CSRF-checked too,
-    unless ``csrf`` is False). 401 when neither stands.
+    unless ``csrf`` is False, and needing the session's hand unless ``hand`` is False).
+    401 when neither stands.
 
     The one place a request's credential is read: the API's routes ask it
     (``claros.api.http.caller``, which then checks the route's kinds) and so does the HTTP
@@ -326,7 +408,7 @@ def request_principal(
     authorization = headers.get("authorization")
     if web and not authorization:
         if csrf:
-            found = session_principal(services, event)
+            found = session_principal(services, event, hand=hand)
         else:
             session_id = read_session_id(event)
             found = (
