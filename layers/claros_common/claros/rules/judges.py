@@ -115,7 +115,16 @@ class BedrockJudge:
     ) -> Verdict | None:
         question = {"rule": rule, "facts": facts, "context": context}
         prompt = json.dumps(question, default=str, sort_keys=True, ensure_ascii=False)
-        if len(prompt.encode()) > MAX_PROMPT_BYTES:
+        try:
+            size = len(prompt.encode())
+        except UnicodeEncodeError:
+            # An unpaired surrogate ("\ud800" in the call's JSON): not text a model is sent.
+            # The call is refused anyway (its row cannot be written); here it is no verdict,
+            # never a crash (tests/security/test_unpaired_surrogate_crashes_the_judge.py).
+            log.warning("rule %s not judged: its facts hold text that is not valid Unicode",
+                        rule.get("id"))  # fmt: skip
+            return None
+        if size > MAX_PROMPT_BYTES:
             log.warning("rule %s not judged: its facts are over %d bytes",
                         rule.get("id"), MAX_PROMPT_BYTES)  # fmt: skip
             return None
