@@ -11,23 +11,44 @@ Rules without ``when`` go to the judge (:mod:`claros.rules.judge`), with the cal
 context; its verdict, note and model land in the rule's entry. With no judge, or when it
 gives no verdict (a timeout, an answer it could not read), the rule is listed as not
 judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided.
+
+The judged rules of one check are judged together (at most ``JUDGE_PARALLEL`` at once),
+within one budget for the whole check (``JUDGE_BUDGET_S``, under the guard's 10 s wait for
+a check): a rule the judge has not answered by then is not judged, and so is one whose
+judge raised. One after another, each bounded only by its own timeout, three judged rules
+kept a check past the guard's timeout, which blocked the write as an outage, or forwarded
+it unchecked with ``--fail-open``
+(tests/security/test_slow_judge_outlasts_the_guard.py).
 """
 
 from __future__ import annotations
 
+import logging
 import operator
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from claros.rules.expr import Scope, parse_when
-from claros.rules.judge import Judge
+from claros.rules.judge import Judge, Verdict
 from claros.rules.ruleset import RuleSet
 from claros.rules.terms import RESPONSES, strength
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from claros.rules.ruleset import Step
 
-__all__ = ["Decision", "RuleSet", "applies", "decide"]
+__all__ = ["JUDGE_BUDGET_S", "JUDGE_PARALLEL", "Decision", "RuleSet", "applies", "decide"]
+
+log = logging.getLogger("claros.judge")
+
+# All the judge calls of one check together, in seconds (docs/rules.md, "The judge"): the
+# guard waits 10 s for a check (claros_guard.api.DEFAULT_TIMEOUT), and the check has reads
+# and its ledger write to do besides.
+JUDGE_BUDGET_S = 6.0
+# Judge calls running at once, for all the checks a process decides.
+JUDGE_PARALLEL = 16
 
 
 def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
@@ -109,7 +130,13 @@ def decide(
     shadow_best = -1
     matched_enforced: list[tuple[Mapping[str, Any], int]] = []
     matches = Scope(facts).matches
-    for rule, written, response, mode, when, fixed in _plan(rules, app, tool):
+    steps = _plan(rules, app, tool)
+    verdicts: dict[int, tuple[Verdict | None, str]] = {}
+    if judge is not None:
+        judged = {i: step[1] for i, step in enumerate(steps) if step[4] is None}
+        if judged:
+            verdicts = _judge_all(judge, judged, facts, context or {})
+    for i, (rule, written, response, mode, when, fixed) in enumerate(steps):
         entry = dict(fixed)  # a check's own entry: the fixed part is shared, never changed
         if when is not None:
             hit, unknown = matches(when)
@@ -117,11 +144,10 @@ def decide(
                 hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
         else:
-            verdict = judge.judge(written, facts, context or {}) if judge else None
+            verdict, why = verdicts.get(i, (None, "no judge is configured"))
             if verdict is None:
                 # Unknown never silently means allow: the rule answers by its on_unknown,
                 # as a `when` that cannot be decided does.
-                why = "no judge is configured" if judge is None else "the judge gave no verdict"
                 entry.update(judged=False, note=f"not judged: {why}")
                 decision.not_judged.append(str(rule["id"]))
                 hit, response = _on_unknown(entry, written, ())
@@ -146,6 +172,62 @@ def decide(
     if best:
         decision.deciding = [r for r, level in matched_enforced if level == best]
     return decision
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _judge_pool() -> ThreadPoolExecutor:
+    """The threads judge calls run on, made on the first judged rule (a process that
+    decides none never starts one)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(JUDGE_PARALLEL, thread_name_prefix="claros-judge")
+        return _pool
+
+
+def _judge_one(
+    judge: Judge,
+    written: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> tuple[Verdict | None, str]:
+    try:
+        verdict = judge.judge(written, facts, context)
+    except Exception as exc:  # a judge that breaks decides nothing; the rule fails closed
+        log.exception("rule %s not judged: the judge raised", written.get("id"))
+        return None, f"the judge failed ({type(exc).__name__})"
+    if verdict is None:
+        return None, "the judge gave no verdict"
+    return verdict, ""
+
+
+def _judge_all(
+    judge: Judge,
+    judged: Mapping[int, Mapping[str, Any]],
+    facts: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> dict[int, tuple[Verdict | None, str]]:
+    """Each judged rule's verdict (by its place in the plan), or why there is none:
+    judged together, within ``JUDGE_BUDGET_S`` for them all."""
+    from concurrent.futures import wait
+
+    budget = JUDGE_BUDGET_S
+    pool = _judge_pool()
+    futures = {i: pool.submit(_judge_one, judge, w, facts, context) for i, w in judged.items()}
+    wait(futures.values(), timeout=budget)
+    out: dict[int, tuple[Verdict | None, str]] = {}
+    for key, future in futures.items():
+        if future.done():
+            out[key] = future.result()
+        else:
+            future.cancel()  # not started yet (every thread busy): it never runs
+            out[key] = (None, f"the judge gave no verdict within {budget:g} s")
+    return out
 
 
 def _on_unknown(
