@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from claros.rules.expr import Scope, parse_when
-from claros.rules.judge import Judge, Verdict
+from claros.rules.judge import Judge, UnjudgeableCallError, Verdict
 from claros.rules.ruleset import RuleSet
 from claros.rules.terms import RESPONSES, strength
 
@@ -49,6 +49,9 @@ log = logging.getLogger("claros.judge")
 JUDGE_BUDGET_S = 6.0
 # Judge calls running at once, for all the checks a process decides.
 JUDGE_PARALLEL = 16
+# A judged rule's verdict, or None and why not, and whether the rule is held to its response
+# (the call itself could not be put to the judge: claros.rules.judge.UnjudgeableCallError).
+_Judged = tuple[Verdict | None, str, bool]
 
 
 def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
@@ -131,7 +134,7 @@ def decide(
     matched_enforced: list[tuple[Mapping[str, Any], int]] = []
     matches = Scope(facts).matches
     steps = _plan(rules, app, tool)
-    verdicts: dict[int, tuple[Verdict | None, str]] = {}
+    verdicts: dict[int, _Judged] = {}
     if judge is not None:
         judged = {i: step[1] for i, step in enumerate(steps) if step[4] is None}
         if judged:
@@ -144,19 +147,10 @@ def decide(
                 hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
         else:
-            verdict, why = verdicts.get(i, (None, "no judge is configured"))
-            if verdict is None:
-                # Unknown never silently means allow: the rule answers by its on_unknown,
-                # as a `when` that cannot be decided does.
-                entry.update(judged=False, note=f"not judged: {why}")
+            judged_as = verdicts.get(i, (None, "no judge is configured", False))
+            hit, response = _judged_entry(entry, written, judged_as)
+            if not entry["judged"]:
                 decision.not_judged.append(str(rule["id"]))
-                hit, response = _on_unknown(entry, written, ())
-            else:
-                hit = verdict.matched
-                entry.update(judged=True, note=verdict.note)
-                if verdict.model:
-                    entry["judge"] = verdict.model
-            entry["matched"] = hit
         entries.append(entry)
         if not hit:
             continue
@@ -195,15 +189,17 @@ def _judge_one(
     written: Mapping[str, Any],
     facts: Mapping[str, Any],
     context: Mapping[str, Any],
-) -> tuple[Verdict | None, str]:
+) -> _Judged:
     try:
         verdict = judge.judge(written, facts, context)
+    except UnjudgeableCallError as exc:
+        return None, f"the call cannot be put to the judge ({exc}), so the rule holds", True
     except Exception as exc:  # a judge that breaks decides nothing; the rule fails closed
         log.exception("rule %s not judged: the judge raised", written.get("id"))
-        return None, f"the judge failed ({type(exc).__name__})"
+        return None, f"the judge failed ({type(exc).__name__})", False
     if verdict is None:
-        return None, "the judge gave no verdict"
-    return verdict, ""
+        return None, "the judge gave no verdict", False
+    return verdict, "", False
 
 
 def _judge_all(
@@ -211,7 +207,7 @@ def _judge_all(
     judged: Mapping[int, Mapping[str, Any]],
     facts: Mapping[str, Any],
     context: Mapping[str, Any],
-) -> dict[int, tuple[Verdict | None, str]]:
+) -> dict[int, _Judged]:
     """Each judged rule's verdict (by its place in the plan), or why there is none:
     judged together, within ``JUDGE_BUDGET_S`` for them all."""
     from concurrent.futures import wait
@@ -220,14 +216,36 @@ def _judge_all(
     pool = _judge_pool()
     futures = {i: pool.submit(_judge_one, judge, w, facts, context) for i, w in judged.items()}
     wait(futures.values(), timeout=budget)
-    out: dict[int, tuple[Verdict | None, str]] = {}
+    out: dict[int, _Judged] = {}
     for key, future in futures.items():
         if future.done():
             out[key] = future.result()
         else:
             future.cancel()  # not started yet (every thread busy): it never runs
-            out[key] = (None, f"the judge gave no verdict within {budget:g} s")
+            out[key] = (None, f"the judge gave no verdict within {budget:g} s", False)
     return out
+
+
+def _judged_entry(
+    entry: dict[str, Any], written: Mapping[str, Any], judged_as: _Judged
+) -> tuple[bool, str]:
+    """A judged rule's entry, from its verdict or why it has none; returns (matched,
+    response). Unknown never silently means allow: a rule not judged answers by its
+    on_unknown, as a `when` that cannot be decided does, but a call the judge cannot be
+    asked about (the agent's doing) is held to the rule, whatever its on_unknown."""
+    verdict, why, held = judged_as
+    if verdict is not None:
+        entry.update(judged=True, note=verdict.note, matched=verdict.matched)
+        if verdict.model:
+            entry["judge"] = verdict.model
+        return verdict.matched, str(written["response"])
+    entry.update(judged=False, note=f"not judged: {why}")
+    if held:
+        entry.update(unknown=[], on_unknown="fire", matched=True)
+        return True, str(written["response"])
+    hit, response = _on_unknown(entry, written, ())
+    entry["matched"] = hit
+    return hit, response
 
 
 def _on_unknown(

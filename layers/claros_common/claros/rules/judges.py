@@ -2,7 +2,9 @@
 
 - :class:`BedrockJudge` asks a model on Amazon Bedrock (Converse, forced tool use) for
   ``{matched, note}``; model id from ``CLAROS_JUDGE_MODEL``. A timeout, a refusal or an
-  answer of the wrong shape is no verdict, so the rule answers by its ``on_unknown``.
+  answer of the wrong shape is no verdict, so the rule answers by its ``on_unknown``; a
+  call too large to send (or not valid Unicode) is held to the rule
+  (:class:`~claros.rules.judge.UnjudgeableCallError`).
 - :class:`KeywordJudge` is not a model: a deterministic stand-in for local runs, demos and
   tests, and named so in every note it writes. A rule gives it phrases in double quotes in
   its title or message ('Refunds on orders marked "fraud" or "chargeback"'); it matches when
@@ -22,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from claros.bedrock import BedrockError, StructuredAsk, ask_for_object
-from claros.rules.judge import Judge, Verdict
+from claros.rules.judge import Judge, UnjudgeableCallError, Verdict
 
 __all__ = ["KEYWORD_JUDGE_ID", "BedrockJudge", "KeywordJudge", "judge_from_settings"]
 
@@ -115,19 +117,22 @@ class BedrockJudge:
     ) -> Verdict | None:
         question = {"rule": rule, "facts": facts, "context": context}
         prompt = json.dumps(question, default=str, sort_keys=True, ensure_ascii=False)
+        # Either is the call's own doing, not the judge's: the rule is held to its response
+        # (claros.rules.judge.UnjudgeableCallError), never left to an on_unknown: allow.
         try:
             size = len(prompt.encode())
         except UnicodeEncodeError:
             # An unpaired surrogate ("\ud800" in the call's JSON): not text a model is sent.
-            # The call is refused anyway (its row cannot be written); here it is no verdict,
-            # never a crash (tests/security/test_unpaired_surrogate_crashes_the_judge.py).
-            log.warning("rule %s not judged: its facts hold text that is not valid Unicode",
-                        rule.get("id"))  # fmt: skip
-            return None
+            # The call is refused anyway (its row cannot be written), never a crash
+            # (tests/security/test_unpaired_surrogate_crashes_the_judge.py).
+            raise UnjudgeableCallError("the facts hold text that is not valid Unicode") from None
         if size > MAX_PROMPT_BYTES:
-            log.warning("rule %s not judged: its facts are over %d bytes",
-                        rule.get("id"), MAX_PROMPT_BYTES)  # fmt: skip
-            return None
+            # An agent could write its call this long (tests/security/
+            # test_padded_call_slips_past_the_judge.py).
+            raise UnjudgeableCallError(
+                f"the rule, facts and context are {size:,} bytes, over {MAX_PROMPT_BYTES:,} bytes"
+                " the judge takes"
+            )
         ask = StructuredAsk(
             model_id=self.model_id,
             system=SYSTEM,
