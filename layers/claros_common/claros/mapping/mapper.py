@@ -9,6 +9,8 @@ point: never a record, a check or a ledger entry.
 What the model answers is checked here for shape (:class:`ModelAnswerError` says why it is
 refused); whether the tools it names are registered reads is checked by the caller, like
 any saved mapping. A refused answer is logged and the schema proposer's draft is shown.
+Formulas (``derived``) the model writes are never part of the draft: they are listed under
+``unplaced`` with the formula, for the expert to write in (a formula is the expert's).
 """
 
 from __future__ import annotations
@@ -214,6 +216,16 @@ def parse_answer(given: ProposalInput, answer: Mapping[str, Any], model_id: str)
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(x) for x in first["loc"])
         raise ModelAnswerError(f"not a valid mapping: {where}: {first['msg']}") from None
+    written = spec.written()
+    # A formula is the expert's, as the schema proposer holds: the model's are taken out of
+    # the draft and listed for the expert to write in. A description (which any agent key
+    # registers) can talk the model into one that empties a rule (``order_total = amount *
+    # 2`` under ``amount > order_total / 2``), and a draft is saved as shown in one step
+    # (tests/security/test_proposed_formula_hands_a_fact_to_the_agent.py).
+    unplaced = [
+        {"field": name, "reason": _suggested(name, formula)}
+        for name, formula in (written.pop("derived", None) or {}).items()
+    ]
     out: list[Part] = []
     for part in parts:
         if not isinstance(part, Mapping):
@@ -227,8 +239,18 @@ def parse_answer(given: ProposalInput, answer: Mapping[str, Any], model_id: str)
             or not (0 <= confidence <= 1)
         ):
             raise ModelAnswerError(f"part {label}: confidence must be a number from 0 to 1")
+        if label.startswith("derived"):
+            continue  # listed under unplaced instead
         out.append(Part(label[:60], " ".join(reason.split())[:MAX_REASON], float(confidence)))
-    return Proposal(spec.written(), out, proposer=model_id)
+    return Proposal(written, out, unplaced=unplaced, proposer=model_id)
+
+
+def _suggested(name: str, formula: str) -> str:
+    shown = " ".join(formula.split())[:200]
+    return (
+        f"the model suggests derived {name} = {shown}; a formula is the expert's, never "
+        f"proposed: write it under derived if it is right (not from a tool's description)"
+    )
 
 
 def model_mapper(model_id: str, client: Any = None) -> BedrockMapper:
