@@ -231,6 +231,12 @@ def parse_answer(given: ProposalInput, answer: Mapping[str, Any], model_id: str)
             f"the draft holds a literal value ({literal}); a proposal reads with the call's "
             "own values ($path) only, a literal is the expert's to write"
         )
+    hidden = _hides_the_call(given, spec)
+    if hidden is not None:
+        # The schema proposer never does: it fetches into a name when the call sets fields
+        # the record holds, and gives a var only for a field the call does not carry
+        # (tests/security/test_proposed_read_hides_what_the_call_does.py).
+        raise ModelAnswerError(hidden)
     written = spec.written()
     # A formula is the expert's, as the schema proposer holds: the model's are taken out of
     # the draft and listed for the expert to write in. A description (which any agent key
@@ -258,6 +264,35 @@ def parse_answer(given: ProposalInput, answer: Mapping[str, Any], model_id: str)
             continue  # listed under unplaced instead
         out.append(Part(label[:60], " ".join(reason.split())[:MAX_REASON], float(confidence)))
     return Proposal(written, out, unplaced=unplaced, proposer=model_id)
+
+
+def _hides_the_call(given: ProposalInput, spec: MappingSpec) -> str | None:
+    """Why the draft would have rules read an app's value where they read what the call does
+    (a value the call sets): a fetch merged at the top whose record declares a field the
+    call sets, or a lookup's or query's ``var`` named as one of the call's arguments."""
+    sets = set(given.tool.inputs)
+    fetch = spec.fetch
+    if fetch is not None and not fetch.into:
+        keys = {str(v)[1:].split(".")[0].split("[")[0] for v in fetch.arguments.values()
+                if is_substitution(v)}  # fmt: skip
+        read = next((t for t in given.reads.get(spec.app, ()) if t.name == fetch.tool), None)
+        declared = {f.split(".")[0].split("[")[0] for f in (read.outputs if read else {})}
+        over = sorted((declared & sets) - keys)
+        if over:
+            return (
+                f"fetch into '' would merge {fetch.tool}'s record over the call's own "
+                f"{', '.join(over)} (the app's values win), so rules would read the stored "
+                "value, not the one the call sets; fetch into a name instead"
+            )
+    named = [(f"lookups[{i}]", x.var) for i, x in enumerate(spec.lookups)]
+    named += [(f"queries[{i}]", q.var) for i, q in enumerate(spec.queries)]
+    for where, var in named:
+        if var and var in sets:
+            return (
+                f"{where}.var {var!r} would replace the call's own {var} with a value read "
+                "from the app"
+            )
+    return None
 
 
 def _first_literal(spec: MappingSpec) -> str | None:
