@@ -22,6 +22,7 @@ from claros.rules.judges import (
     VERDICT_SCHEMA,
     BedrockJudge,
     KeywordJudge,
+    from_the_app,
     judge_from_settings,
 )
 from claros.wiring import build_services
@@ -204,3 +205,19 @@ def test_the_judge_is_configured_from_the_environment(tmp_path: Path) -> None:
         Settings.from_env({**data, "CLAROS_JUDGE": "gpt"})
     with pytest.raises(ConfigError, match="needs CLAROS_JUDGE_MODEL"):
         build_services(Settings.from_env({**data, "CLAROS_JUDGE": "bedrock"}))
+
+
+def test_from_the_app_keeps_the_agents_own_fields_out_at_every_depth() -> None:
+    # A record merged over the call (into: ""): the app's fields and the values it gave
+    # otherwise; the agent's own fields, and values the app left as the agent wrote them,
+    # stay with the agent's arguments (tests/security/
+    # test_agent_claims_reach_the_judge_as_facts.py).
+    arguments = {"name": "INV-7", "note": "approved by finance",
+                 "order": {"id": "1", "cleared": True}, "qty": 1}  # fmt: skip
+    facts = {"name": "INV-7", "note": "approved by finance", "grand_total": 900,
+             "order": {"id": "1", "cleared": True, "chargeback": "open"}, "qty": True}  # fmt: skip
+    assert from_the_app(facts, arguments) == {
+        "grand_total": 900,
+        "order": {"chargeback": "open"},
+        "qty": True,  # True is not the agent's 1
+    }

@@ -46,7 +46,12 @@ class HangingJudge:
         self._lock = threading.Lock()
 
     def judge(
-        self, rule: Mapping[str, Any], facts: Mapping[str, Any], context: Mapping[str, Any]
+        self,
+        rule: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        arguments: Mapping[str, Any] | None = None,
     ) -> Verdict | None:
         with self._lock:
             self.calls += 1
@@ -58,7 +63,12 @@ class FailingJudge:
     model_id = "failing-judge"
 
     def judge(
-        self, rule: Mapping[str, Any], facts: Mapping[str, Any], context: Mapping[str, Any]
+        self,
+        rule: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        arguments: Mapping[str, Any] | None = None,
     ) -> Verdict | None:
         raise RuntimeError("the model client broke")
 

@@ -126,6 +126,7 @@ def decide(
     *,
     context: Mapping[str, Any] | None = None,
     judge: Judge | None = None,
+    arguments: Mapping[str, Any] | None = None,
 ) -> Decision:
     decision = Decision()
     entries = decision.rules
@@ -138,7 +139,7 @@ def decide(
     if judge is not None:
         judged = {i: step[1] for i, step in enumerate(steps) if step[4] is None}
         if judged:
-            verdicts = _judge_all(judge, judged, facts, context or {})
+            verdicts = _judge_all(judge, judged, facts, context or {}, arguments)
     for i, (rule, written, response, mode, when, fixed) in enumerate(steps):
         entry = dict(fixed)  # a check's own entry: the fixed part is shared, never changed
         if when is not None:
@@ -189,9 +190,10 @@ def _judge_one(
     written: Mapping[str, Any],
     facts: Mapping[str, Any],
     context: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None,
 ) -> _Judged:
     try:
-        verdict = judge.judge(written, facts, context)
+        verdict = judge.judge(written, facts, context, arguments=arguments)
     except UnjudgeableCallError as exc:
         return None, f"the call cannot be put to the judge ({exc}), so the rule holds", True
     except Exception as exc:  # a judge that breaks decides nothing; the rule fails closed
@@ -207,6 +209,7 @@ def _judge_all(
     judged: Mapping[int, Mapping[str, Any]],
     facts: Mapping[str, Any],
     context: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None,
 ) -> dict[int, _Judged]:
     """Each judged rule's verdict (by its place in the plan), or why there is none:
     judged together, within ``JUDGE_BUDGET_S`` for them all."""
@@ -214,7 +217,9 @@ def _judge_all(
 
     budget = JUDGE_BUDGET_S
     pool = _judge_pool()
-    futures = {i: pool.submit(_judge_one, judge, w, facts, context) for i, w in judged.items()}
+    futures = {
+        i: pool.submit(_judge_one, judge, w, facts, context, arguments) for i, w in judged.items()
+    }
     wait(futures.values(), timeout=budget)
     out: dict[int, _Judged] = {}
     for key, future in futures.items():

@@ -2,8 +2,9 @@
 
 A rule without ``when`` ("is this refund reasonable for this customer?") cannot be
 decided by the expression language; it goes to a judge, which sees the rule, the call's
-facts and the context the mapping gathered for it (lookup ``context`` fields as
-``item_code.item_name``, query results under ``as``). Context goes only here: it is never
+facts (and, apart, the arguments as the agent wrote them: what the agent says is not
+what the app says) and the context the mapping gathered for it (lookup ``context`` fields
+as ``item_code.item_name``, query results under ``as``). Context goes only here: it is never
 a fact, so no ``when`` can read it.
 
 The judge is pluggable. None is configured by default, and then such rules are listed as
@@ -41,8 +42,15 @@ class UnjudgeableCallError(Exception):
 
 class Judge(Protocol):
     def judge(
-        self, rule: Mapping[str, Any], facts: Mapping[str, Any], context: Mapping[str, Any]
+        self,
+        rule: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        arguments: Mapping[str, Any] | None = None,
     ) -> Verdict | None:
-        """``rule`` is the rule as written; None leaves it not judged (its on_unknown
+        """``rule`` is the rule as written; ``arguments`` the call's arguments as the agent
+        wrote them (``facts`` merges them with what the app gave), so that a judge can tell
+        the agent's word from the app's. None leaves the rule not judged (its on_unknown
         answers); UnjudgeableCallError holds the call to the rule."""
         ...
