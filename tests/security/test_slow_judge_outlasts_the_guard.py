@@ -59,6 +59,22 @@ class HangingJudge:
         return Verdict(False, "nothing unusual", model=self.model_id)
 
 
+class SlowOnOneTool(HangingJudge):
+    """Hangs on the rules of ``slow_tool`` (another agent's calls), answers the rest at once."""
+
+    def judge(
+        self,
+        rule: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Verdict | None:
+        if "slow_tool" in rule["tools"]:
+            return super().judge(rule, facts, context, arguments=arguments)
+        return Verdict(True, "the reason mentions a chargeback", model=self.model_id)
+
+
 class FailingJudge:
     model_id = "failing-judge"
 
@@ -136,3 +152,33 @@ def test_a_judge_that_raises_is_no_verdict_not_a_500(
     body = answer.json()
     assert body["result"] == "ask" and body["not_judged"] == ["judged"]
     assert body["rules"][0]["note"] == "not judged: the judge failed (RuntimeError)"
+
+
+@SQLITE
+def test_slow_judge_calls_of_other_checks_do_not_leave_this_one_unjudged(
+    http: httpx.Client, keys: Keys, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One check of a tool with many judged rules, whose calls hang (a slow model, or an
+    # agent asking it for long answers): they must not take the judge from other checks,
+    # where a rule not judged in time would answer by its on_unknown (allow, here).
+    monkeypatch.setattr(decide_module, "JUDGE_BUDGET_S", 1.0)
+    judge = SlowOnOneTool()
+    services.judge = judge
+    try:
+        for i in range(decide_module.JUDGE_PARALLEL):
+            put_rule(http, keys.admin, id=f"slow-{i:02d}", response="stop", when=None,
+                     tools=["slow_tool"], title=f"Reasonable ({i})")  # fmt: skip
+        put_rule(http, keys.admin, id="dispute", response="stop", when=None,
+                 on_unknown="allow", title="Refunds on a chargeback")  # fmt: skip
+        slow = http.post("/v1/check", json=check_body(tool="slow_tool"),
+                         headers=bearer(keys.agent), timeout=DEFAULT_TIMEOUT / 2)  # fmt: skip
+        assert slow.status_code == 200 and slow.json()["result"] == "stop", slow.text
+        assert judge.calls == decide_module.JUDGE_PARALLEL  # all still hanging
+        refund = http.post("/v1/check", json=check_body(), headers=bearer(keys.agent),
+                           timeout=DEFAULT_TIMEOUT / 2)  # fmt: skip
+        assert refund.status_code == 200, refund.text
+        body = refund.json()
+        assert body["result"] == "stop" and not body.get("not_judged"), body["rules"]
+    finally:
+        judge.release.set()
+        services.judge = None

@@ -12,7 +12,8 @@ context; its verdict, note and model land in the rule's entry. With no judge, or
 gives no verdict (a timeout, an answer it could not read), the rule is listed as not
 judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided.
 
-The judged rules of one check are judged together (at most ``JUDGE_PARALLEL`` at once),
+The judged rules of one check are judged together (at most ``JUDGE_PARALLEL`` at once, on
+the check's own threads),
 within one budget for the whole check (``JUDGE_BUDGET_S``, under the guard's 10 s wait for
 a check): a rule the judge has not answered by then is not judged, and so is one whose
 judge raised. One after another, each bounded only by its own timeout, three judged rules
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +35,6 @@ from claros.rules.ruleset import RuleSet
 from claros.rules.terms import RESPONSES, strength
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
     from claros.rules.ruleset import Step
 
 __all__ = ["JUDGE_BUDGET_S", "JUDGE_PARALLEL", "Decision", "RuleSet", "applies", "decide"]
@@ -47,7 +45,7 @@ log = logging.getLogger("claros.judge")
 # guard waits 10 s for a check (claros_guard.api.DEFAULT_TIMEOUT), and the check has reads
 # and its ledger write to do besides.
 JUDGE_BUDGET_S = 6.0
-# Judge calls running at once, for all the checks a process decides.
+# Judge calls of one check running at once (each check has its own threads).
 JUDGE_PARALLEL = 16
 # A judged rule's verdict, or None and why not, and whether the rule is held to its response
 # (the call itself could not be put to the judge: claros.rules.judge.UnjudgeableCallError).
@@ -169,22 +167,6 @@ def decide(
     return decision
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _judge_pool() -> ThreadPoolExecutor:
-    """The threads judge calls run on, made on the first judged rule (a process that
-    decides none never starts one)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool = ThreadPoolExecutor(JUDGE_PARALLEL, thread_name_prefix="claros-judge")
-        return _pool
-
-
 def _judge_one(
     judge: Judge,
     written: Mapping[str, Any],
@@ -212,21 +194,27 @@ def _judge_all(
     arguments: Mapping[str, Any] | None,
 ) -> dict[int, _Judged]:
     """Each judged rule's verdict (by its place in the plan), or why there is none:
-    judged together, within ``JUDGE_BUDGET_S`` for them all."""
-    from concurrent.futures import wait
+    judged together, within ``JUDGE_BUDGET_S`` for them all, on threads of this check's own
+    (never a pool other checks share: another agent's slow calls would leave this check's
+    rules unstarted, and so unjudged, for its whole budget)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
 
     budget = JUDGE_BUDGET_S
-    pool = _judge_pool()
-    futures = {
-        i: pool.submit(_judge_one, judge, w, facts, context, arguments) for i, w in judged.items()
-    }
-    wait(futures.values(), timeout=budget)
+    pool = ThreadPoolExecutor(min(JUDGE_PARALLEL, len(judged)), thread_name_prefix="claros-judge")
+    try:
+        futures = {
+            i: pool.submit(_judge_one, judge, w, facts, context, arguments)
+            for i, w in judged.items()
+        }
+        wait(futures.values(), timeout=budget)
+    finally:
+        # Calls still running end on their own timeouts; their answers are not waited for.
+        pool.shutdown(wait=False, cancel_futures=True)
     out: dict[int, _Judged] = {}
     for key, future in futures.items():
-        if future.done():
+        if future.done() and not future.cancelled():
             out[key] = future.result()
         else:
-            future.cancel()  # not started yet (every thread busy): it never runs
             out[key] = (None, f"the judge gave no verdict within {budget:g} s", False)
     return out
 
