@@ -13,13 +13,14 @@ gives no verdict (a timeout, an answer it could not read), the rule is listed as
 judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided.
 
 The judged rules of one check are judged together (at most ``JUDGE_PARALLEL`` at once, on
-the check's own threads),
-within one budget for the whole check (``JUDGE_BUDGET_S``, under the guard's 10 s wait for
-a check): a rule the judge has not answered by then is not judged, and so is one whose
-judge raised. One after another, each bounded only by its own timeout, three judged rules
-kept a check past the guard's timeout, which blocked the write as an outage, or forwarded
-it unchecked with ``--fail-open``
-(tests/security/test_slow_judge_outlasts_the_guard.py).
+the check's own threads), within one budget for the whole check (``JUDGE_BUDGET_S``, under
+the guard's 10 s wait for a check): a rule the judge has not answered by then is not
+judged, and so is one whose judge raised. One after another, each bounded only by its own
+timeout, three judged rules kept a check past the guard's timeout, which blocked the write
+as an outage, or forwarded it unchecked with ``--fail-open``
+(tests/security/test_slow_judge_outlasts_the_guard.py). A call that cannot be put to the
+judge because of the call itself (:class:`~claros.rules.judge.UnjudgeableCallError`) is
+held to the rule: it answers its own response, whatever its ``on_unknown``.
 """
 
 from __future__ import annotations
