@@ -12,8 +12,9 @@ configured, a timeout, a refusal, an answer that is no verdict), not for a call 
 made too large to ask about.
 
 What holds now: a call the judge cannot be asked about because of the call itself (its
-facts over the limit, text that is not valid Unicode) is held to the rule: the rule
-answers its own response, whatever its ``on_unknown``, and the row says why.
+facts over the limit, text that is not valid Unicode) is held to the rule: it never
+answers by ``on_unknown: allow`` but fires (``ask`` still sends it to a person), and the
+row says why.
 
 Through the real local server (tests/api/conftest.py), the Bedrock judge's Converse calls
 answered by botocore's Stubber, the rule as examples/rules.yaml writes it.
@@ -105,3 +106,15 @@ def test_a_judge_that_cannot_answer_still_leaves_the_rule_to_on_unknown(
     judged.add_client_error("converse", "ThrottlingException", "Too many requests")
     answer = _check(http, keys, "customer filed a chargeback")
     assert answer["result"] == "allow" and answer["not_judged"] == ["refund-dispute"]
+
+
+def test_a_padded_call_under_on_unknown_ask_goes_to_a_person(
+    http: httpx.Client, keys: Keys, judged: Stubber
+) -> None:
+    # ask is the operator's word for "a person decides what the judge cannot": kept.
+    rule = {**DISPUTE, "on_unknown": "ask"}
+    put = http.put("/api/rules/refund-dispute", json={"rule": rule}, headers=bearer(keys.admin))
+    assert put.status_code == 200, put.text
+    padded = _check(http, keys, "customer filed a chargeback" + " ." * MAX_PROMPT_BYTES)
+    judged.assert_no_pending_responses()
+    assert padded["result"] == "ask" and padded["not_judged"] == ["refund-dispute"]

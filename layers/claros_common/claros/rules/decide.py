@@ -20,7 +20,7 @@ timeout, three judged rules kept a check past the guard's timeout, which blocked
 as an outage, or forwarded it unchecked with ``--fail-open``
 (tests/security/test_slow_judge_outlasts_the_guard.py). A call that cannot be put to the
 judge because of the call itself (:class:`~claros.rules.judge.UnjudgeableCallError`) is
-held to the rule: it answers its own response, whatever its ``on_unknown``.
+held to the rule: it never answers by ``on_unknown: allow`` (it fires instead).
 """
 
 from __future__ import annotations
@@ -234,7 +234,10 @@ def _judged_entry(
             entry["judge"] = verdict.model
         return verdict.matched, str(written["response"])
     entry.update(judged=False, note=f"not judged: {why}")
-    if held:
+    if held and written.get("on_unknown") == "allow":
+        # on_unknown: allow is for a judge that cannot answer; a call the agent made
+        # unjudgeable fires the rule (ask, the other on_unknown, already sends it to a
+        # person).
         entry.update(unknown=[], on_unknown="fire", matched=True)
         return True, str(written["response"])
     hit, response = _on_unknown(entry, written, ())

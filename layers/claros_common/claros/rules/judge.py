@@ -12,8 +12,8 @@ not judged in the check row, never silently allowed or stopped. A judge that can
 decide one rule answers None for it, with the same effect: the rule answers by its
 ``on_unknown``. A judge that cannot be asked because of the call itself (its facts too
 large to send, text that is not valid Unicode) raises :class:`UnjudgeableCallError`: the
-agent writes the call, so it must not be able to choose to leave a rule undecided, and the
-rule answers its own response, whatever its ``on_unknown``
+agent writes the call, so it must not be able to choose to leave a rule undecided: the rule
+never answers by ``on_unknown: allow`` then, but fires
 (tests/security/test_padded_call_slips_past_the_judge.py).
 """
 
