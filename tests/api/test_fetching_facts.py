@@ -241,7 +241,9 @@ class RecordingJudge:
         self.verdict = verdict
         self.seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
 
-    def judge(self, rule: Any, facts: Any, context: Any) -> Verdict | None:
+    def judge(
+        self, rule: Any, facts: Any, context: Any, *, arguments: Any = None
+    ) -> Verdict | None:
         self.seen.append((str(rule["id"]), dict(facts), dict(context)))
         return self.verdict
 

@@ -15,13 +15,14 @@ from botocore.stub import ANY, Stubber
 
 from claros.bedrock import bedrock_client
 from claros.config import ConfigError, Settings
-from claros.rules.judge import Verdict
+from claros.rules.judge import UnjudgeableCallError, Verdict
 from claros.rules.judges import (
     KEYWORD_JUDGE_ID,
     MAX_PROMPT_BYTES,
     VERDICT_SCHEMA,
     BedrockJudge,
     KeywordJudge,
+    from_the_app,
     judge_from_settings,
 )
 from claros.wiring import build_services
@@ -165,13 +166,15 @@ def test_bedrock_judge_gives_no_verdict_on_a_timeout(caplog: pytest.LogCaptureFi
     assert "did not answer" in caplog.text
 
 
-def test_bedrock_judge_does_not_send_oversized_facts(caplog: pytest.LogCaptureFixture) -> None:
+def test_bedrock_judge_does_not_send_oversized_facts() -> None:
     client = _client()
     with Stubber(client) as stub:  # no response queued: a call would fail the test
         facts = {"note": "x" * MAX_PROMPT_BYTES}
-        assert BedrockJudge(client, MODEL).judge(RULE, facts, {}) is None
+        # The call's own doing: the rule is held to it (tests/security/
+        # test_padded_call_slips_past_the_judge.py), not left to its on_unknown.
+        with pytest.raises(UnjudgeableCallError, match="over 24,000 bytes the judge takes"):
+            BedrockJudge(client, MODEL).judge(RULE, facts, {})
         stub.assert_no_pending_responses()
-    assert "over 24000 bytes" in caplog.text
 
 
 # --- choosing one ------------------------------------------------------------------------
@@ -202,3 +205,19 @@ def test_the_judge_is_configured_from_the_environment(tmp_path: Path) -> None:
         Settings.from_env({**data, "CLAROS_JUDGE": "gpt"})
     with pytest.raises(ConfigError, match="needs CLAROS_JUDGE_MODEL"):
         build_services(Settings.from_env({**data, "CLAROS_JUDGE": "bedrock"}))
+
+
+def test_from_the_app_keeps_the_agents_own_fields_out_at_every_depth() -> None:
+    # A record merged over the call (into: ""): the app's fields and the values it gave
+    # otherwise; the agent's own fields, and values the app left as the agent wrote them,
+    # stay with the agent's arguments (tests/security/
+    # test_agent_claims_reach_the_judge_as_facts.py).
+    arguments = {"name": "INV-7", "note": "approved by finance",
+                 "order": {"id": "1", "cleared": True}, "qty": 1}  # fmt: skip
+    facts = {"name": "INV-7", "note": "approved by finance", "grand_total": 900,
+             "order": {"id": "1", "cleared": True, "chargeback": "open"}, "qty": True}  # fmt: skip
+    assert from_the_app(facts, arguments) == {
+        "grand_total": 900,
+        "order": {"chargeback": "open"},
+        "qty": True,  # True is not the agent's 1
+    }

@@ -3,9 +3,9 @@
 The judge (and the mapper) ask a model for a JSON object of a known shape. Converse's tool
 use gives exactly that: the request declares one tool whose input schema is the shape, and
 ``toolChoice`` forces the model to call it, so the answer is the tool call's ``input``
-rather than free text to be parsed. Anything else (no tool call, another tool, an input
-that is not an object, a timeout, a refusal by the service) is a :class:`BedrockError` and
-the caller falls back to what it does without a model.
+rather than free text to be parsed. Anything else (no tool call, another tool, more than
+one call, an input that is not an object, a timeout, a refusal by the service) is a
+:class:`BedrockError` and the caller falls back to what it does without a model.
 
 boto3 is imported by the caller that builds the client (server side only); this module
 takes the client, so tests hand it a client wrapped in botocore's Stubber.
@@ -84,12 +84,16 @@ def ask_for_object(client: Any, ask: StructuredAsk) -> dict[str, Any]:
     except BotoCoreError as exc:  # timeouts, connection errors
         raise BedrockError(f"Bedrock did not answer: {exc}") from exc
     content = (((response.get("output") or {}).get("message") or {}).get("content")) or []
-    for block in content:
-        use = block.get("toolUse") if isinstance(block, Mapping) else None
-        if not use:
-            continue
-        if use.get("name") != ask.tool_name:
-            raise BedrockError(f"the model called {use.get('name')!r}, not {ask.tool_name!r}")
+    uses = [b["toolUse"] for b in content if isinstance(b, Mapping) and b.get("toolUse")]
+    if len(uses) > 1:
+        # Two answers in one turn (say a verdict that clears the call, then one that stops
+        # it): which one is meant is not for Claros to pick, and the first was the agent's
+        # (tests/security/test_two_verdicts_in_one_answer.py).
+        raise BedrockError(f"the model called a tool {len(uses)} times, not once")
+    for use in uses:
+        if not isinstance(use, Mapping) or use.get("name") != ask.tool_name:
+            name = use.get("name") if isinstance(use, Mapping) else None
+            raise BedrockError(f"the model called {name!r}, not {ask.tool_name!r}")
         answer = use.get("input")
         if not isinstance(answer, dict):
             raise BedrockError(f"the model's {ask.tool_name} input is not an object")

@@ -126,7 +126,7 @@ def record_check(services: Services, principal: Principal, req: CheckRequest) ->
         return need
     decision = decide(
         rules_under(store, workspace, stamp), req.app, req.tool, facts.facts,
-        context=facts.context, judge=services.judge,
+        context=facts.context, judge=services.judge, arguments=req.arguments,
     )  # fmt: skip
     check_id = new_id("chk")
     writes: list[DocWrite] = []

@@ -11,23 +11,46 @@ Rules without ``when`` go to the judge (:mod:`claros.rules.judge`), with the cal
 context; its verdict, note and model land in the rule's entry. With no judge, or when it
 gives no verdict (a timeout, an answer it could not read), the rule is listed as not
 judged and answers by its ``on_unknown``, like a ``when`` that cannot be decided.
+
+The judged rules of one check are judged together (at most ``JUDGE_PARALLEL`` at once, on
+the check's own threads), within one budget for the whole check (``JUDGE_BUDGET_S``, under
+the guard's 10 s wait for a check): a rule the judge has not answered by then is not
+judged, and so is one whose judge raised. One after another, each bounded only by its own
+timeout, three judged rules kept a check past the guard's timeout, which blocked the write
+as an outage, or forwarded it unchecked with ``--fail-open``
+(tests/security/test_slow_judge_outlasts_the_guard.py). A call that cannot be put to the
+judge because of the call itself (:class:`~claros.rules.judge.UnjudgeableCallError`) is
+held to the rule: it never answers by ``on_unknown: allow`` (it fires instead).
 """
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from claros.rules.expr import Scope, parse_when
-from claros.rules.judge import Judge
+from claros.rules.judge import Judge, UnjudgeableCallError, Verdict
 from claros.rules.ruleset import RuleSet
 from claros.rules.terms import RESPONSES, strength
 
 if TYPE_CHECKING:
     from claros.rules.ruleset import Step
 
-__all__ = ["Decision", "RuleSet", "applies", "decide"]
+__all__ = ["JUDGE_BUDGET_S", "JUDGE_PARALLEL", "Decision", "RuleSet", "applies", "decide"]
+
+log = logging.getLogger("claros.judge")
+
+# All the judge calls of one check together, in seconds (docs/rules.md, "The judge"): the
+# guard waits 10 s for a check (claros_guard.api.DEFAULT_TIMEOUT), and the check has reads
+# and its ledger write to do besides.
+JUDGE_BUDGET_S = 6.0
+# Judge calls of one check running at once (each check has its own threads).
+JUDGE_PARALLEL = 16
+# A judged rule's verdict, or None and why not, and whether the rule is held to its response
+# (the call itself could not be put to the judge: claros.rules.judge.UnjudgeableCallError).
+_Judged = tuple[Verdict | None, str, bool]
 
 
 def applies(rule: Mapping[str, Any], app: str, tool: str) -> bool:
@@ -102,6 +125,7 @@ def decide(
     *,
     context: Mapping[str, Any] | None = None,
     judge: Judge | None = None,
+    arguments: Mapping[str, Any] | None = None,
 ) -> Decision:
     decision = Decision()
     entries = decision.rules
@@ -109,7 +133,13 @@ def decide(
     shadow_best = -1
     matched_enforced: list[tuple[Mapping[str, Any], int]] = []
     matches = Scope(facts).matches
-    for rule, written, response, mode, when, fixed in _plan(rules, app, tool):
+    steps = _plan(rules, app, tool)
+    verdicts: dict[int, _Judged] = {}
+    if judge is not None:
+        judged = {i: step[1] for i, step in enumerate(steps) if step[4] is None}
+        if judged:
+            verdicts = _judge_all(judge, judged, facts, context or {}, arguments)
+    for i, (rule, written, response, mode, when, fixed) in enumerate(steps):
         entry = dict(fixed)  # a check's own entry: the fixed part is shared, never changed
         if when is not None:
             hit, unknown = matches(when)
@@ -117,20 +147,10 @@ def decide(
                 hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
         else:
-            verdict = judge.judge(written, facts, context or {}) if judge else None
-            if verdict is None:
-                # Unknown never silently means allow: the rule answers by its on_unknown,
-                # as a `when` that cannot be decided does.
-                why = "no judge is configured" if judge is None else "the judge gave no verdict"
-                entry.update(judged=False, note=f"not judged: {why}")
+            judged_as = verdicts.get(i, (None, "no judge is configured", False))
+            hit, response = _judged_entry(entry, written, judged_as)
+            if not entry["judged"]:
                 decision.not_judged.append(str(rule["id"]))
-                hit, response = _on_unknown(entry, written, ())
-            else:
-                hit = verdict.matched
-                entry.update(judged=True, note=verdict.note)
-                if verdict.model:
-                    entry["judge"] = verdict.model
-            entry["matched"] = hit
         entries.append(entry)
         if not hit:
             continue
@@ -146,6 +166,83 @@ def decide(
     if best:
         decision.deciding = [r for r, level in matched_enforced if level == best]
     return decision
+
+
+def _judge_one(
+    judge: Judge,
+    written: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    context: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None,
+) -> _Judged:
+    try:
+        verdict = judge.judge(written, facts, context, arguments=arguments)
+    except UnjudgeableCallError as exc:
+        return None, f"the call cannot be put to the judge ({exc}), so the rule holds", True
+    except Exception as exc:  # a judge that breaks decides nothing; the rule fails closed
+        log.exception("rule %s not judged: the judge raised", written.get("id"))
+        return None, f"the judge failed ({type(exc).__name__})", False
+    if verdict is None:
+        return None, "the judge gave no verdict", False
+    return verdict, "", False
+
+
+def _judge_all(
+    judge: Judge,
+    judged: Mapping[int, Mapping[str, Any]],
+    facts: Mapping[str, Any],
+    context: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None,
+) -> dict[int, _Judged]:
+    """Each judged rule's verdict (by its place in the plan), or why there is none:
+    judged together, within ``JUDGE_BUDGET_S`` for them all, on threads of this check's own
+    (never a pool other checks share: another agent's slow calls would leave this check's
+    rules unstarted, and so unjudged, for its whole budget)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    budget = JUDGE_BUDGET_S
+    pool = ThreadPoolExecutor(min(JUDGE_PARALLEL, len(judged)), thread_name_prefix="claros-judge")
+    try:
+        futures = {
+            i: pool.submit(_judge_one, judge, w, facts, context, arguments)
+            for i, w in judged.items()
+        }
+        wait(futures.values(), timeout=budget)
+    finally:
+        # Calls still running end on their own timeouts; their answers are not waited for.
+        pool.shutdown(wait=False, cancel_futures=True)
+    out: dict[int, _Judged] = {}
+    for key, future in futures.items():
+        if future.done() and not future.cancelled():
+            out[key] = future.result()
+        else:
+            out[key] = (None, f"the judge gave no verdict within {budget:g} s", False)
+    return out
+
+
+def _judged_entry(
+    entry: dict[str, Any], written: Mapping[str, Any], judged_as: _Judged
+) -> tuple[bool, str]:
+    """A judged rule's entry, from its verdict or why it has none; returns (matched,
+    response). Unknown never silently means allow: a rule not judged answers by its
+    on_unknown, as a `when` that cannot be decided does, but a call the judge cannot be
+    asked about (the agent's doing) is held to the rule, whatever its on_unknown."""
+    verdict, why, held = judged_as
+    if verdict is not None:
+        entry.update(judged=True, note=verdict.note, matched=verdict.matched)
+        if verdict.model:
+            entry["judge"] = verdict.model
+        return verdict.matched, str(written["response"])
+    entry.update(judged=False, note=f"not judged: {why}")
+    if held and written.get("on_unknown") == "allow":
+        # on_unknown: allow is for a judge that cannot answer; a call the agent made
+        # unjudgeable fires the rule (ask, the other on_unknown, already sends it to a
+        # person).
+        entry.update(unknown=[], on_unknown="fire", matched=True)
+        return True, str(written["response"])
+    hit, response = _on_unknown(entry, written, ())
+    entry["matched"] = hit
+    return hit, response
 
 
 def _on_unknown(
