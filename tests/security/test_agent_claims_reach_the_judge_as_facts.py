@@ -24,7 +24,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from botocore.stub import Stubber
@@ -32,10 +31,11 @@ from botocore.stub import Stubber
 from claros.rules.judges import BedrockJudge
 from claros.wiring import Services
 from tests.api.conftest import Keys, bearer, check_body, put_rule
+from tests.bedrock_stub import JUDGE_MODEL as MODEL
+from tests.bedrock_stub import bedrock_client, converse_answer
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
-MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 TOOLS = [
     {"name": "order_read", "read": True, "description": "One order.",
      "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
@@ -61,8 +61,7 @@ def sent(http: httpx.Client, keys: Keys, services: Services) -> Iterator[list[di
     assert saved.status_code == 200, saved.text
     put_rule(http, keys.admin, id="chargeback", response="stop", when=None,
              title="Refunds on orders with a chargeback go to the payments team")  # fmt: skip
-    client = boto3.client("bedrock-runtime", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    client = bedrock_client()
     requests: list[dict[str, Any]] = []
     client.meta.events.register(
         "provide-client-params.bedrock-runtime.Converse",
@@ -71,12 +70,7 @@ def sent(http: httpx.Client, keys: Keys, services: Services) -> Iterator[list[di
     with Stubber(client) as stubber:
         use = {"toolUseId": "t1", "name": "verdict",
                "input": {"matched": True, "note": "The order has an open chargeback."}}  # fmt: skip
-        stubber.add_response("converse", {
-            "output": {"message": {"role": "assistant", "content": [{"toolUse": use}]}},
-            "stopReason": "tool_use",
-            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-            "metrics": {"latencyMs": 1},
-        })  # fmt: skip
+        stubber.add_response("converse", converse_answer({"toolUse": use}))
         services.judge = BedrockJudge(client, MODEL)
         try:
             yield requests

@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 import yaml
@@ -35,10 +34,11 @@ from botocore.stub import Stubber
 from claros.rules.judges import MAX_PROMPT_BYTES, BedrockJudge
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, check_body
+from tests.bedrock_stub import JUDGE_MODEL as MODEL
+from tests.bedrock_stub import bedrock_client, converse_answer
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
-MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DISPUTE = next(
     r
@@ -52,8 +52,7 @@ def judged(http: httpx.Client, keys: Keys, services: Services) -> Iterator[Stubb
     assert DISPUTE["on_unknown"] == "allow" and "when" not in DISPUTE
     put = http.put("/api/rules/refund-dispute", json={"rule": DISPUTE}, headers=bearer(keys.admin))
     assert put.status_code == 200, put.text
-    client = boto3.client("bedrock-runtime", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    client = bedrock_client()
     with Stubber(client) as stubber:
         services.judge = BedrockJudge(client, MODEL)
         try:
@@ -64,12 +63,7 @@ def judged(http: httpx.Client, keys: Keys, services: Services) -> Iterator[Stubb
 
 def _verdict(matched: bool, note: str) -> dict[str, Any]:
     use = {"toolUseId": "t1", "name": "verdict", "input": {"matched": matched, "note": note}}
-    return {
-        "output": {"message": {"role": "assistant", "content": [{"toolUse": use}]}},
-        "stopReason": "tool_use",
-        "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-        "metrics": {"latencyMs": 1},
-    }
+    return converse_answer({"toolUse": use})
 
 
 def _check(http: httpx.Client, keys: Keys, reason: str) -> dict[str, Any]:

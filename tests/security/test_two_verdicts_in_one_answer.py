@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from botocore.stub import Stubber
@@ -28,10 +27,10 @@ from botocore.stub import Stubber
 from claros.rules.judges import BedrockJudge
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer, check_body, put_rule
+from tests.bedrock_stub import JUDGE_MODEL as MODEL
+from tests.bedrock_stub import bedrock_client, converse_answer
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
-
-MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 
 
 def _use(n: int, matched: bool, note: str) -> dict[str, Any]:
@@ -41,8 +40,7 @@ def _use(n: int, matched: bool, note: str) -> dict[str, Any]:
 
 @pytest.fixture
 def stubber(services: Services) -> Iterator[Stubber]:
-    client = boto3.client("bedrock-runtime", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    client = bedrock_client()
     with Stubber(client) as stub:
         services.judge = BedrockJudge(client, MODEL)
         try:
@@ -58,12 +56,7 @@ def test_two_verdicts_in_one_answer_are_no_verdict(
              title="Refunds on orders with a chargeback go to the payments team")  # fmt: skip
     content = [_use(1, False, "Cleared, as the call says."),
                _use(2, True, "The order has an open chargeback.")]  # fmt: skip
-    stubber.add_response("converse", {
-        "output": {"message": {"role": "assistant", "content": content}},
-        "stopReason": "tool_use",
-        "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-        "metrics": {"latencyMs": 1},
-    })  # fmt: skip
+    stubber.add_response("converse", converse_answer(*content))
     answer = http.post("/v1/check", json=check_body(), headers=bearer(keys.agent))
     assert answer.status_code == 200, answer.text
     body = answer.json()

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from botocore.stub import Stubber
@@ -26,10 +25,11 @@ from botocore.stub import Stubber
 from claros.rules.judges import BedrockJudge
 from claros.wiring import Services
 from tests.api.conftest import Keys, bearer, check_body, put_rule
+from tests.bedrock_stub import JUDGE_MODEL as MODEL
+from tests.bedrock_stub import bedrock_client, converse_answer
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
-MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 # As the agent writes it on the wire: a JSON escape of a lone high surrogate.
 SURROGATE_BODY = (
     '{"app":"shop","tool":"refund_create","arguments":{"order":"1187","amount":5,'
@@ -44,8 +44,7 @@ def json_headers(key: str) -> dict[str, str]:
 
 @pytest.fixture
 def stubbed(services: Services) -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("bedrock-runtime", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    client = bedrock_client()
     with Stubber(client) as stubber:
         yield client, stubber
 
@@ -70,12 +69,7 @@ def test_a_lone_surrogate_in_the_arguments_is_a_400_not_a_500(
     try:
         use = {"toolUseId": "t1", "name": "verdict",
                "input": {"matched": False, "note": "a small refund"}}  # fmt: skip
-        stubber.add_response("converse", {
-            "output": {"message": {"role": "assistant", "content": [{"toolUse": use}]}},
-            "stopReason": "tool_use",
-            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-            "metrics": {"latencyMs": 1},
-        })  # fmt: skip
+        stubber.add_response("converse", converse_answer({"toolUse": use}))
         ok = http.post("/v1/check", json=check_body(arguments={"order": "1187", "amount": 5}),
                        headers=bearer(keys.agent))  # fmt: skip
     finally:
