@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -161,9 +161,20 @@ def _may_answer_all(
     """Whether ``person`` may answer for every asking rule: they are among each one's
     owners, or a workspace admin. Owning some of them is not enough: the others' owners
     would never see a call made under their rule."""
-    if rules and all(person in (rule["rule"].get("owners") or []) for rule in rules):
+    if _owns_all(person, (rule["rule"] for rule in rules)):
         return True
     return member_role(store, workspace, person) == "admin"
+
+
+def _owns_all(person: str, specs: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether ``person`` is among the owners of every rule written in ``specs`` (and
+    there is at least one); stops at the first they do not own."""
+    found = False
+    for spec in specs:
+        if person not in (spec.get("owners") or []):
+            return False
+        found = True
+    return found
 
 
 def open_ask(
@@ -319,13 +330,11 @@ def my_asks_page(
 def _owns_every_rule(store: Store, workspace: str, person: str, ask: Mapping[str, Any]) -> bool:
     """Whether ``person`` is an owner of every rule version the ask was opened under (as
     those versions were written: the ask holds only to them, claros.asks.use_approval)."""
-    rules = ask.get("rules") or []
-    for rule in rules:
-        version = store.get_record(workspace, "rule_version", f"{rule['id']}@{rule['version']}")
-        owners = ((version or {}).get("rule") or {}).get("owners") or []
-        if person not in owners:
-            return False
-    return bool(rules)
+    versions = (
+        store.get_record(workspace, "rule_version", f"{rule['id']}@{rule['version']}") or {}
+        for rule in ask.get("rules") or []
+    )
+    return _owns_all(person, (version.get("rule") or {} for version in versions))
 
 
 def _authority(store: Store, principal: Principal, ask: Mapping[str, Any]) -> str:
