@@ -1286,9 +1286,23 @@ def _can_mix(node: _Node) -> bool:
     for child in children:
         if _can_mix(child):
             return True
-        if _compile_currency(child) is not None:
+        if _carries(child):
             carriers += 1
     return carriers >= 2
+
+
+def _carries(node: _Node) -> bool:
+    """Whether ``node``'s number may carry a currency (``_compile_currency`` is not None),
+    without compiling anything: a field, a money literal, or arithmetic over one."""
+    if isinstance(node, _Field):
+        return True
+    if isinstance(node, _Lit):
+        return type(node.value) is str and read_currency(node.value) is not None
+    if isinstance(node, _Neg):
+        return _carries(node.operand)
+    if isinstance(node, _Arith):
+        return _carries(node.first) or any(_carries(child) for _, child in node.rest)
+    return False
 
 
 def _unmixed(node: _Arith | _Neg, run: _Run) -> _Run:
