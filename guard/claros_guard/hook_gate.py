@@ -1,6 +1,6 @@
 """The first thing ``claros hook pre|post`` runs: read the hook's JSON, and let a call that
-Claros never checks (``Read``, ``Grep``, ``Glob``, ... every built-in tool that is not a
-write) go at once.
+Claros never checks (``Read``, ``Grep``, ``Glob``, ... the built-in tools known to run no
+command and edit no file: ``PASSING_TOOLS``) go at once.
 
 Claude Code runs the hook as a new process for every tool call, so this path is kept to
 the standard library's ``json``: no HTTP client, no key lookup, no network, none of the
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # typing's names cost an import this path does without
     from typing import Any
 
 __all__ = [
+    "PASSING_TOOLS",
     "WRITE_TOOLS",
     "context_answer",
     "deny_answer",
@@ -40,7 +41,25 @@ __all__ = [
     "run_hook",
 ]
 
-WRITE_TOOLS = frozenset({"Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+# Claude Code's tools that run a shell command (``PowerShell``: Windows, opt-in elsewhere;
+# ``Monitor``: a command in the background, its output fed back) or edit a file.
+SHELL_TOOLS = frozenset({"Bash", "PowerShell", "Monitor"})
+WRITE_TOOLS = SHELL_TOOLS | {"Edit", "Write", "MultiEdit", "NotebookEdit"}
+# The built-in tools that run no command and edit no file (they read, search, plan, ask,
+# or start subagents whose own calls come through these hooks), today's and the names
+# older releases used: only these pass unchecked. A tool not named here, such as one a
+# later Claude Code adds, is checked as a write of ``claude-code`` with its input: a list
+# of writes would let a new shell or edit tool through unchecked, and unknown must never
+# mean allow. Checked, a call no rule names is allowed (Claude Code's own permissions then
+# decide) and recorded; it costs the check, and with Claros unreachable it is denied.
+PASSING_TOOLS = frozenset({
+    "Agent", "AskUserQuestion", "BashOutput", "CronCreate", "CronDelete", "CronList",
+    "EnterPlanMode", "EnterWorktree", "ExitPlanMode", "ExitWorktree", "Glob", "Grep",
+    "KillBash", "KillShell", "LS", "LSP", "ListMcpResourcesTool", "NotebookRead", "Read",
+    "ReadMcpResourceTool", "SendMessage", "Skill", "SlashCommand", "Task", "TaskCreate",
+    "TaskGet", "TaskList", "TaskOutput", "TaskStop", "TaskUpdate", "TodoRead", "TodoWrite",
+    "ToolSearch", "WebFetch", "WebSearch",
+})  # fmt: skip
 _EVENT = "PreToolUse"
 
 
@@ -68,9 +87,10 @@ def mcp_parts(tool_name: str) -> tuple[str, str] | None:
 
 
 def passes_at_once(event: Mapping[str, Any]) -> bool:
-    """A built-in tool that is not a write: nothing to check, nothing to load."""
-    name = str(event.get("tool_name") or "")
-    return mcp_parts(name) is None and name not in WRITE_TOOLS
+    """A built-in tool known to run nothing and edit nothing: nothing to check, nothing
+    to load."""
+    name = event.get("tool_name")
+    return isinstance(name, str) and name in PASSING_TOOLS
 
 
 _INFINITY = float("inf")
@@ -105,6 +125,10 @@ def parse_event(stdin: str | bytes) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
     if not isinstance(event, dict):
         raise ValueError("not an object")
+    name = event.get("tool_name")
+    if not isinstance(name, str) or not name:
+        # Nothing to pass or check by: denied (pre), as any input that is not Claude Code's.
+        raise ValueError("no tool_name, the name of the tool called, as text")
     return event
 
 

@@ -14,14 +14,17 @@ loosens Claude Code: it never answers ``allow`` (which would skip Claude Code's 
 permission prompt). ``claros_guard.hook_gate`` runs first and lets every call Claros never
 checks pass without loading this module.
 
-* Shell commands (``Bash``) and file edits (``Edit``, ``Write``, ``MultiEdit``,
-  ``NotebookEdit``) are writes of app ``claude-code`` (``$CLAROS_HOOK_APP``); other
-  built-in tools (``Read``, ``Grep``, ``Glob``, ``LS``, ``WebFetch``, ...) pass without a
-  word. An MCP tool ``mcp__<server>__<tool>`` is tool ``<tool>`` of app ``<server>``: a
-  write unless that server's guard (over its peer socket), or else the tool's name, says
-  it is a read. The reads a check needs run on that server's guard. When that guard
-  itself serves Claude Code (it wraps this very connection) it checks the call, and the
-  hook stays out of the way.
+* Shell commands (``Bash``, ``PowerShell``, ``Monitor``) and file edits (``Edit``,
+  ``Write``, ``MultiEdit``, ``NotebookEdit``) are writes of app ``claude-code``
+  (``$CLAROS_HOOK_APP``), and so is any built-in tool not known to run nothing (a tool a
+  later Claude Code adds is checked, not waved through); the tools that run no command
+  and edit no file (``Read``, ``Grep``, ``Glob``, ``WebFetch``, ...:
+  ``hook_gate.PASSING_TOOLS``) pass without a word. An MCP tool
+  ``mcp__<server>__<tool>`` is tool ``<tool>`` of app ``<server>``: a write unless that
+  server's guard (over its peer socket), or else the tool's name, says it is a read. The
+  reads a check needs run on that server's guard. When that guard itself serves Claude
+  Code (it wraps this very connection) it checks the call, and the hook stays out of the
+  way.
 * allow → no output (exit 0: Claude Code's own permission flow runs as before); nudge →
   the rule's message as ``additionalContext``, no decision; stop → ``deny`` naming the
   rule; ask → waits for the person asked, as the guard does (``Policy``, the guard's
@@ -76,6 +79,7 @@ from claros_guard.errors import (
 )
 from claros_guard.files import FileProblem, parse_json, read_text, write_file
 from claros_guard.hook_gate import (
+    PASSING_TOOLS,
     WRITE_TOOLS,
     context_answer,
     deny_answer,
@@ -250,7 +254,7 @@ async def _target(
     name = str(event.get("tool_name") or "")
     mcp = mcp_parts(name)
     if mcp is None:
-        if name not in WRITE_TOOLS:
+        if name in PASSING_TOOLS:
             return None
         return os.environ.get("CLAROS_HOOK_APP", "claude-code"), name, True
     server, tool = mcp

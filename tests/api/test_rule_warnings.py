@@ -76,6 +76,30 @@ def test_a_schema_that_takes_anything_or_a_top_level_fetch_warns_nothing(
     assert "warnings" not in put_rule(http, keys.admin, id="x", when="anything > 5")
 
 
+def test_claude_code_rules_are_warned_of_shell_tools_they_leave_out(
+    http: httpx.Client, keys: Keys
+) -> None:
+    """Claude Code's own tools register no schema (its hooks send its input whole), so
+    nothing is said of their fields; a rule naming some of its shell tools but not all is
+    warned: the agent picks the tool, and the same command run with another passes it."""
+    bash = put_rule(http, keys.admin, id="cc-bash", app="claude-code", tools=["Bash"],
+                    when="'--force' in command")  # fmt: skip
+    [warning] = bash["warnings"]
+    assert warning.startswith("Bash: the rule does not list PowerShell or Monitor;")
+    two = put_rule(http, keys.admin, id="cc-two", app="claude-code", tools=["Bash", "Monitor"],
+                   when=None)  # fmt: skip
+    assert [w.split(";")[0] for w in two["warnings"]] == [
+        "Bash, Monitor: the rule does not list PowerShell"
+    ]
+    shells = put_rule(http, keys.admin, id="cc-all", app="claude-code",
+                      tools=["Bash", "PowerShell", "Monitor"],
+                      when="'--force' in command")  # fmt: skip
+    assert "warnings" not in shells
+    edits = put_rule(http, keys.admin, id="cc-edit", app="claude-code", tools=["Edit", "Write"],
+                     when="'.env' in file_path")  # fmt: skip
+    assert "warnings" not in edits
+
+
 def test_a_rule_without_when_warns_nothing(http: httpx.Client, keys: Keys) -> None:
     assert "warnings" not in put_rule(http, keys.admin, when=None)
 

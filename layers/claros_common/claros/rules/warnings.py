@@ -9,8 +9,13 @@ not refused (the mapping may come next); the answer carries one warning per fiel
 
 Only a field's first name is checked (``order`` of ``order.total``). Nothing is warned when
 a tool's facts cannot be known: an input schema without ``properties`` (it takes anything),
-or a mapping that fetches a record into the top level (``into: ""``: any field may come
-from it).
+a mapping that fetches a record into the top level (``into: ""``: any field may come
+from it), or one of Claude Code's own tools that nothing registered (its hooks check
+Claude Code's input as it comes, and register no schema).
+
+A rule that names some of the tools Claude Code runs a shell command with, but not all,
+is warned too: the agent picks the tool, and the same command run with another is not
+the rule's.
 """
 
 from __future__ import annotations
@@ -26,20 +31,26 @@ from claros.store.base import Store
 __all__ = ["rule_warnings", "saved_rule_warnings"]
 
 _APPS = "app"  # the docs guards register their tools in (claros.mapping.service)
+# Claude Code's tools that its hooks check (claros_guard.hook_gate.WRITE_TOOLS): the hooks
+# send Claude Code's input whole and register no schema. The first three run a shell command.
+SHELL_TOOLS = ("Bash", "PowerShell", "Monitor")
+CLAUDE_CODE_TOOLS = frozenset({*SHELL_TOOLS, "Edit", "Write", "MultiEdit", "NotebookEdit"})
 
 
 def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
+    out = _shell_warnings(spec)
     if not spec.when:
-        return []
+        return out
     try:
         expr = parse_when(spec.when)
     except ExprError:  # validated already; nothing to say
         return []
     fields = sorted(expr.fields(), key=spec.when.find)
     registered = _registered_tools(store, workspace, spec.app)
-    out: list[str] = []
     for tool in spec.tools:
         arguments = _arguments(registered.get(tool))
+        if arguments is None and tool in CLAUDE_CODE_TOOLS:
+            continue  # Claude Code's input, which no guard registers
         facts = _mapped(store, workspace, spec.app, tool)
         if facts is None or (arguments is not None and "*" in arguments):
             continue  # anything may be provided
@@ -49,6 +60,18 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
                 continue
             out.append(_warning(spec.app, tool, path, name, arguments is not None))
     return out
+
+
+def _shell_warnings(spec: RuleSpec) -> list[str]:
+    named = [tool for tool in SHELL_TOOLS if tool in spec.tools]
+    missing = [tool for tool in SHELL_TOOLS if tool not in spec.tools]
+    if not named or not missing:
+        return []
+    return [
+        f"{', '.join(named)}: the rule does not list {' or '.join(missing)}; Claude Code runs "
+        f"shell commands with {', '.join(SHELL_TOOLS)}, and the agent picks which, so the same "
+        f"command run with {' or '.join(missing)} is not this rule's (list all three)"
+    ]
 
 
 def _warning(app: str, tool: str, path: str, name: str, has_schema: bool) -> str:
