@@ -1,19 +1,28 @@
 """The workspace ask webhook: each new ask, as JSON, signed with HMAC-SHA256.
 
-Delivery runs on its own thread, retried with backoff, so it never delays or fails the
+Delivery runs apart from the check, retried with backoff, so it never delays or fails the
 check that opened the ask. Receivers check ``X-Claros-Signature: sha256=<hex>`` over the
 raw body with the shared secret.
+
+Deliveries wait in one queue per process (a function instance), ordered by when each
+attempt is due, and at most ``WORKERS`` threads post them: an agent that opens ask after
+ask (each check a rule asks about is one) costs those few threads however slow the
+receiver, never one thread per ask. A retry waits in the queue, not on a thread. At most
+``MAX_QUEUED`` deliveries wait at once; past that a new ask's delivery is dropped and
+logged (the ask itself is in the asks queue, where its people see it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from claros import jsonutil
 from claros.store.base import DocWrite, Store
@@ -21,11 +30,21 @@ from claros.store.base import DocWrite, Store
 if TYPE_CHECKING:
     from claros.webhook_settings import WebhookSettings
 
-__all__ = ["WebhookSettings", "deliver_in_background", "get_webhook", "set_webhook", "sign"]
+__all__ = [
+    "MAX_QUEUED",
+    "WORKERS",
+    "WebhookSettings",
+    "deliver_in_background",
+    "get_webhook",
+    "set_webhook",
+    "sign",
+]
 
 log = logging.getLogger("claros.webhook")
 SETTINGS, KEY = "settings", "ask_webhook"
 RETRIES = (0.0, 1.0, 5.0, 30.0)
+WORKERS = 4  # threads posting deliveries, per process
+MAX_QUEUED = 1_000  # deliveries waiting at once (their retries included), per process
 
 
 def __getattr__(name: str) -> Any:
@@ -52,29 +71,87 @@ def get_webhook(store: Store, workspace: str) -> dict[str, Any] | None:
     return dict(doc.value) if doc else None
 
 
-def _deliver(
-    url: str,
-    secret: str,
-    payload: Mapping[str, Any],
-    delays: tuple[float, ...],
-    sleep: Callable[[float], None],
-) -> bool:
+def _post(url: str, secret: str, body: bytes, attempt: int) -> bool:
+    """One attempt; True when the receiver took it."""
     # Here, not at the top: httpx costs a check function's cold start ~10% of its imports,
-    # and only a workspace with a webhook, on a thread after the answer, needs it.
+    # and only a workspace with a webhook, on a worker thread after the answer, needs it.
     import httpx
 
-    body = jsonutil.dumps({"type": "ask.opened", "ask": payload}).encode()
     headers = {"Content-Type": "application/json", "X-Claros-Signature": sign(secret, body)}
-    for attempt, delay in enumerate(delays, 1):
-        sleep(delay)
-        try:
-            response = httpx.post(url, content=body, headers=headers, timeout=10)
-            if response.status_code < 300:
-                return True
-            log.warning("ask webhook answered %s (attempt %d)", response.status_code, attempt)
-        except httpx.HTTPError as exc:
-            log.warning("ask webhook failed: %s (attempt %d)", exc, attempt)
+    try:
+        response = httpx.post(url, content=body, headers=headers, timeout=10)
+        if response.status_code < 300:
+            return True
+        log.warning("ask webhook answered %s (attempt %d)", response.status_code, attempt)
+    except httpx.HTTPError as exc:
+        log.warning("ask webhook failed: %s (attempt %d)", exc, attempt)
     return False
+
+
+class _Delivery(NamedTuple):
+    url: str
+    secret: str
+    body: bytes
+    delays: tuple[float, ...]  # before each attempt; the first is its wait in the queue
+    attempt: int  # the attempt due next, from 1
+
+
+class _Queue:
+    """Deliveries by when each is due, posted by at most ``WORKERS`` threads."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._due: list[tuple[float, int, _Delivery]] = []
+        self._order = itertools.count()  # ties in due time: first queued, first posted
+        self._workers = 0
+        self._idle = 0
+
+    def put(self, delivery: _Delivery) -> bool:
+        """Queue a new delivery; False (dropped) when ``MAX_QUEUED`` wait already."""
+        with self._ready:
+            if len(self._due) >= MAX_QUEUED:
+                return False
+            self._push(delivery)
+            if self._idle == 0 and self._workers < WORKERS:
+                self._workers += 1
+                name = f"claros-ask-webhook-{self._workers}"
+                threading.Thread(target=self._work, daemon=True, name=name).start()
+            return True
+
+    def _push(self, delivery: _Delivery) -> None:
+        wait = delivery.delays[delivery.attempt - 1]
+        heapq.heappush(self._due, (time.monotonic() + wait, next(self._order), delivery))
+        self._ready.notify()
+
+    def _next(self) -> _Delivery:
+        with self._ready:
+            while True:
+                now = time.monotonic()
+                if self._due and self._due[0][0] <= now:
+                    return heapq.heappop(self._due)[2]
+                self._idle += 1
+                try:
+                    self._ready.wait(self._due[0][0] - now if self._due else None)
+                finally:
+                    self._idle -= 1
+
+    def _work(self) -> None:
+        try:
+            while True:
+                d = self._next()
+                if _post(d.url, d.secret, d.body, d.attempt):
+                    continue
+                if d.attempt < len(d.delays):
+                    with self._ready:
+                        self._push(d._replace(attempt=d.attempt + 1))
+                else:
+                    log.warning("ask webhook: gave up after %d attempts", d.attempt)
+        finally:  # never expected: a worker posts until the process ends
+            with self._ready:
+                self._workers -= 1
+
+
+_QUEUE = _Queue()
 
 
 def deliver_in_background(
@@ -82,15 +159,19 @@ def deliver_in_background(
     workspace: str,
     ask: Mapping[str, Any],
     delays: tuple[float, ...] = RETRIES,
-) -> threading.Thread | None:
+) -> bool:
+    """Queue the new ``ask`` for the workspace's webhook, if it has one (True when
+    queued). Never waits on the receiver, and never fails the check that opened it."""
     hook = get_webhook(store, workspace)
     if not hook:
-        return None
-    thread = threading.Thread(
-        target=_deliver,
-        args=(hook["url"], hook["secret"], dict(ask), delays, time.sleep),
-        daemon=True,
-        name="claros-ask-webhook",
-    )
-    thread.start()
-    return thread
+        return False
+    body = jsonutil.dumps({"type": "ask.opened", "ask": dict(ask)}).encode()
+    queued = _QUEUE.put(_Delivery(hook["url"], hook["secret"], body, delays, 1))
+    if not queued:
+        log.warning(
+            "ask webhook: delivery of ask %s dropped: %d deliveries wait already (the ask is "
+            "in the asks queue all the same)",
+            ask.get("ask_id"),
+            MAX_QUEUED,
+        )
+    return queued
