@@ -113,9 +113,13 @@ class _Queue:
                 return False
             self._push(delivery)
             if self._idle == 0 and self._workers < WORKERS:
-                self._workers += 1
-                name = f"claros-ask-webhook-{self._workers}"
-                threading.Thread(target=self._work, daemon=True, name=name).start()
+                name = f"claros-ask-webhook-{self._workers + 1}"
+                try:
+                    threading.Thread(target=self._work, daemon=True, name=name).start()
+                except RuntimeError as exc:  # no thread to be had: a later ask starts one
+                    log.warning("ask webhook: cannot start a delivery thread: %s", exc)
+                else:
+                    self._workers += 1
             return True
 
     def _push(self, delivery: _Delivery) -> None:
@@ -139,8 +143,11 @@ class _Queue:
         try:
             while True:
                 d = self._next()
-                if _post(d.url, d.secret, d.body, d.attempt):
-                    continue
+                try:
+                    if _post(d.url, d.secret, d.body, d.attempt):
+                        continue
+                except Exception:  # noqa: BLE001 - one delivery's bug never stops the worker
+                    log.exception("ask webhook: attempt %d could not be sent", d.attempt)
                 if d.attempt < len(d.delays):
                     with self._ready:
                         self._push(d._replace(attempt=d.attempt + 1))
@@ -162,11 +169,15 @@ def deliver_in_background(
 ) -> bool:
     """Queue the new ``ask`` for the workspace's webhook, if it has one (True when
     queued). Never waits on the receiver, and never fails the check that opened it."""
-    hook = get_webhook(store, workspace)
-    if not hook:
+    try:
+        hook = get_webhook(store, workspace)
+        if not hook:
+            return False
+        body = jsonutil.dumps({"type": "ask.opened", "ask": dict(ask)}).encode()
+        queued = _QUEUE.put(_Delivery(hook["url"], hook["secret"], body, delays, 1))
+    except Exception:  # noqa: BLE001 - the check is logged already: its answer must go out
+        log.exception("ask webhook: the delivery of ask %s could not be queued", ask.get("ask_id"))
         return False
-    body = jsonutil.dumps({"type": "ask.opened", "ask": dict(ask)}).encode()
-    queued = _QUEUE.put(_Delivery(hook["url"], hook["secret"], body, delays, 1))
     if not queued:
         log.warning(
             "ask webhook: delivery of ask %s dropped: %d deliveries wait already (the ask is "
