@@ -18,10 +18,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from claros.store.base import DocWrite, RecordTooLargeError, Store
 from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, bearer
 
-pytestmark = pytest.mark.parametrize("store", ["sqlite", "dynamodb"], indirect=True)
+BOTH = pytest.mark.parametrize("store", ["sqlite", "dynamodb"], indirect=True)
 
 
 def _tools(n: int, description: int) -> dict[str, object]:
@@ -29,6 +30,7 @@ def _tools(n: int, description: int) -> dict[str, object]:
                       for i in range(n)]}  # fmt: skip
 
 
+@BOTH
 def test_a_registration_too_large_for_the_store_is_refused_with_its_reason(
     http: httpx.Client, keys: Keys, services: Services, request: pytest.FixtureRequest
 ) -> None:
@@ -44,7 +46,23 @@ def test_a_registration_too_large_for_the_store_is_refused_with_its_reason(
     assert services.store.head(WORKSPACE) == head
 
 
+@BOTH
 def test_a_registration_that_fits_is_stored_on_both(http: httpx.Client, keys: Keys) -> None:
     got = http.post("/v1/apps/shop/tools", json=_tools(300, 900), headers=bearer(keys.agent))
     assert got.status_code == 200, got.text
     assert got.json()["tools"] == 300
+
+
+@pytest.mark.parametrize("store", ["dynamodb"], indirect=True)
+def test_the_doc_limit_is_dynamodbs_item_limit(store: Store) -> None:
+    """What the store refuses is what DynamoDB would (moto checks the 400 KB), give or take
+    the margin: a doc just under the limit is written, one just over is refused before it
+    is sent (RecordTooLargeError, not a ValidationException's StoreError)."""
+    from claros.store.dynamo import MAX_DOC_ITEM_BYTES
+
+    overhead = len(f"{WORKSPACE}#doc#app") + len("big") + 64 + len('{"b":""}')
+    fits = "x" * (MAX_DOC_ITEM_BYTES - overhead)
+    store.write_docs([DocWrite(WORKSPACE, "app", "big", {"b": fits})])
+    assert store.get_doc(WORKSPACE, "app", "big") is not None
+    with pytest.raises(RecordTooLargeError, match="DynamoDB keeps at most"):
+        store.write_docs([DocWrite(WORKSPACE, "app", "big", {"b": fits + "x"})])

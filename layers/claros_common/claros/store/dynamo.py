@@ -104,10 +104,12 @@ __all__ = [
 
 # A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
 MAX_RECORD_ITEM_BYTES = 350_000
-# And docs (their key, their JSON body as text, their revision): one larger is refused
-# before the transaction (RecordTooLargeError, a 413 with the reason), never sent to be a
-# ValidationException (a 503 "storage is unavailable" for a request that cannot succeed).
-MAX_DOC_ITEM_BYTES = 350_000
+# A doc is one item too (its key, its JSON body as text, its revision): one past the
+# item limit (400 KB, its attributes' names and values; kept under it with a margin) is
+# refused before the transaction (RecordTooLargeError, a 413 with the reason), never sent
+# to be a ValidationException (a 503 "storage is unavailable" for a request that cannot
+# succeed).
+MAX_DOC_ITEM_BYTES = 400_000
 # TransactWriteItems takes at most 100 actions. An append of n records uses 2n of them
 # plus one per doc write; ``check_batch`` keeps that within the limit.
 MAX_TRANSACT_ACTIONS = 100
