@@ -12,7 +12,8 @@ flood itself slows) is all it takes.
 Now deliveries go through a few worker threads per process and a bounded queue: a flood
 of asks costs at most that many threads, a retry waits in the queue rather than on a
 thread, and past the queue's bound a new ask's delivery is dropped and logged (the ask is
-in the asks queue all the same)."""
+in the asks queue all the same). One workspace holds a share of the queue and of the
+workers, so its flood (or its silent receiver) never drops or stalls another's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
 import pytest
@@ -101,3 +103,40 @@ def test_past_the_queue_a_delivery_is_dropped_and_logged(
     dropped = [r for r in caplog.records if "dropped" in r.getMessage()]
     assert dropped, "no delivery was said to be dropped"
     assert "the ask is in the asks queue" in dropped[0].getMessage()
+
+
+class _Taken(BaseHTTPRequestHandler):
+    got = threading.Event()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        type(self).got.set()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_one_workspaces_flood_never_stalls_anothers_deliveries(
+    http: httpx.Client, keys: Keys, silent_hook: str
+) -> None:
+    _flood(http, keys, silent_hook, 60)  # acme: 60 asks for a receiver that never answers
+    handler = type("Taken", (_Taken,), {"got": threading.Event()})
+    receiver = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    try:
+        other = keys.other_workspace_admin
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        put = http.put("/api/settings/ask-webhook", json={"url": url, "secret": SECRET},
+                       headers=bearer(other))  # fmt: skip
+        assert put.status_code == 200, put.text
+        put_rule(http, other, owners=[])
+        got = http.post("/v1/check", json=check_body(), headers=bearer(other))
+        assert got.json()["result"] == "ask", got.text
+        # Delivered while every acme delivery still waits on its silent receiver.
+        assert handler.got.wait(8), "the other workspace's ask was not delivered"
+    finally:
+        receiver.shutdown()
+        receiver.server_close()

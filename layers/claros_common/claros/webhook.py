@@ -8,14 +8,16 @@ Deliveries wait in one queue per process (a function instance), ordered by when 
 attempt is due, and at most ``WORKERS`` threads post them: an agent that opens ask after
 ask (each check a rule asks about is one) costs those few threads however slow the
 receiver, never one thread per ask. A retry waits in the queue, not on a thread. At most
-``MAX_QUEUED`` deliveries wait at once; past that a new ask's delivery is dropped and
-logged (the ask itself is in the asks queue, where its people see it).
+``MAX_QUEUED`` deliveries wait at once, ``MAX_QUEUED_PER_WORKSPACE`` of one workspace,
+and at most ``BUSY_PER_WORKSPACE`` workers post one workspace's at a time, so one
+workspace's flood or silent receiver leaves the others theirs. Past its share a new ask's
+delivery is dropped and logged (the ask itself is in the asks queue, where its people see
+it).
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import hmac
 import itertools
 import logging
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
     from claros.webhook_settings import WebhookSettings
 
 __all__ = [
+    "BUSY_PER_WORKSPACE",
     "MAX_QUEUED",
+    "MAX_QUEUED_PER_WORKSPACE",
     "WORKERS",
     "WebhookSettings",
     "deliver_in_background",
@@ -45,6 +49,8 @@ SETTINGS, KEY = "settings", "ask_webhook"
 RETRIES = (0.0, 1.0, 5.0, 30.0)
 WORKERS = 4  # threads posting deliveries, per process
 MAX_QUEUED = 1_000  # deliveries waiting at once (their retries included), per process
+MAX_QUEUED_PER_WORKSPACE = 100  # of those, one workspace's
+BUSY_PER_WORKSPACE = 2  # workers posting one workspace's deliveries at once
 
 
 def __getattr__(name: str) -> Any:
@@ -89,6 +95,7 @@ def _post(url: str, secret: str, body: bytes, attempt: int) -> bool:
 
 
 class _Delivery(NamedTuple):
+    workspace: str
     url: str
     secret: str
     body: bytes
@@ -97,20 +104,28 @@ class _Delivery(NamedTuple):
 
 
 class _Queue:
-    """Deliveries by when each is due, posted by at most ``WORKERS`` threads."""
+    """Deliveries by when each is due, posted by at most ``WORKERS`` threads; one
+    workspace holds at most ``MAX_QUEUED_PER_WORKSPACE`` of them and at most
+    ``BUSY_PER_WORKSPACE`` workers at once, so a flood of asks in one workspace (or its
+    slow receiver) never drops or stalls another's deliveries."""
 
     def __init__(self) -> None:
         self._ready = threading.Condition()
-        self._due: list[tuple[float, int, _Delivery]] = []
+        self._due: list[tuple[float, int, _Delivery]] = []  # (due, order, delivery)
         self._order = itertools.count()  # ties in due time: first queued, first posted
+        self._held: dict[str, int] = {}  # per workspace: queued or being posted
+        self._busy: dict[str, int] = {}  # per workspace: being posted
         self._workers = 0
         self._idle = 0
 
     def put(self, delivery: _Delivery) -> bool:
-        """Queue a new delivery; False (dropped) when ``MAX_QUEUED`` wait already."""
+        """Queue a new delivery; False (dropped) when its workspace's share, or the
+        queue, is full."""
         with self._ready:
-            if len(self._due) >= MAX_QUEUED:
+            held = self._held.get(delivery.workspace, 0)
+            if held >= MAX_QUEUED_PER_WORKSPACE or sum(self._held.values()) >= MAX_QUEUED:
                 return False
+            self._held[delivery.workspace] = held + 1
             self._push(delivery)
             if self._idle == 0 and self._workers < WORKERS:
                 name = f"claros-ask-webhook-{self._workers + 1}"
@@ -124,35 +139,58 @@ class _Queue:
 
     def _push(self, delivery: _Delivery) -> None:
         wait = delivery.delays[delivery.attempt - 1]
-        heapq.heappush(self._due, (time.monotonic() + wait, next(self._order), delivery))
-        self._ready.notify()
+        self._due.append((time.monotonic() + wait, next(self._order), delivery))
+        self._ready.notify_all()
 
     def _next(self) -> _Delivery:
+        """The soonest due delivery of a workspace with a worker to spare, once due (at
+        most ``MAX_QUEUED`` to look through)."""
         with self._ready:
             while True:
                 now = time.monotonic()
-                if self._due and self._due[0][0] <= now:
-                    return heapq.heappop(self._due)[2]
+                soonest: tuple[float, int, _Delivery] | None = None
+                for item in self._due:
+                    if self._busy.get(item[2].workspace, 0) >= BUSY_PER_WORKSPACE:
+                        continue
+                    if soonest is None or item[:2] < soonest[:2]:
+                        soonest = item
+                if soonest is not None and soonest[0] <= now:
+                    self._due.remove(soonest)
+                    ws = soonest[2].workspace
+                    self._busy[ws] = self._busy.get(ws, 0) + 1
+                    return soonest[2]
                 self._idle += 1
                 try:
-                    self._ready.wait(self._due[0][0] - now if self._due else None)
+                    self._ready.wait(None if soonest is None else soonest[0] - now)
                 finally:
                     self._idle -= 1
+
+    def _done(self, d: _Delivery, again: bool) -> None:
+        """A posted attempt is over: queue the next one (``again``) or let it go."""
+        with self._ready:
+            ws = d.workspace
+            self._busy[ws] -= 1
+            if again:
+                self._push(d._replace(attempt=d.attempt + 1))
+            else:
+                self._held[ws] -= 1
+                if not self._held[ws]:
+                    del self._held[ws], self._busy[ws]
+            self._ready.notify_all()
 
     def _work(self) -> None:
         try:
             while True:
                 d = self._next()
+                sent = False
                 try:
-                    if _post(d.url, d.secret, d.body, d.attempt):
-                        continue
+                    sent = _post(d.url, d.secret, d.body, d.attempt)
                 except Exception:  # noqa: BLE001 - one delivery's bug never stops the worker
                     log.exception("ask webhook: attempt %d could not be sent", d.attempt)
-                if d.attempt < len(d.delays):
-                    with self._ready:
-                        self._push(d._replace(attempt=d.attempt + 1))
-                else:
+                again = not sent and d.attempt < len(d.delays)
+                if not sent and not again:
                     log.warning("ask webhook: gave up after %d attempts", d.attempt)
+                self._done(d, again)
         finally:  # never expected: a worker posts until the process ends
             with self._ready:
                 self._workers -= 1
@@ -174,15 +212,17 @@ def deliver_in_background(
         if not hook:
             return False
         body = jsonutil.dumps({"type": "ask.opened", "ask": dict(ask)}).encode()
-        queued = _QUEUE.put(_Delivery(hook["url"], hook["secret"], body, delays, 1))
+        queued = _QUEUE.put(_Delivery(workspace, hook["url"], hook["secret"], body, delays, 1))
     except Exception:  # noqa: BLE001 - the check is logged already: its answer must go out
         log.exception("ask webhook: the delivery of ask %s could not be queued", ask.get("ask_id"))
         return False
     if not queued:
         log.warning(
-            "ask webhook: delivery of ask %s dropped: %d deliveries wait already (the ask is "
-            "in the asks queue all the same)",
+            "ask webhook: delivery of ask %s dropped: %d deliveries of workspace %s, or %d in "
+            "all, wait already (the ask is in the asks queue all the same)",
             ask.get("ask_id"),
+            MAX_QUEUED_PER_WORKSPACE,
+            workspace,
             MAX_QUEUED,
         )
     return queued
