@@ -21,7 +21,7 @@ import pytest
 from tests.api.conftest import Keys, bearer, check_body, put_rule
 from tests.web.conftest import Browserish, sign_in  # noqa: F401 - the fixture
 
-pytestmark = pytest.mark.parametrize("store", ["sqlite", "dynamo"], indirect=True)
+pytestmark = pytest.mark.parametrize("store", ["sqlite", "dynamodb"], indirect=True)
 
 OLGA = "olga@acme.test"  # owns the rule: the ask is routed to her
 SAM = "sam@acme.test"  # the agent acts for him; he owns no rule

@@ -29,7 +29,7 @@ def _role(http: httpx.Client, keys: Keys, email: str, role: str) -> None:
     assert done.status_code == 200 and done.json()["role"] == role, done.text
 
 
-@pytest.mark.parametrize("store", ["sqlite", "dynamo"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "dynamodb"], indirect=True)
 def test_demoted_admin_cannot_approve_her_own_agents_ask_routed_to_her_as_admin(
     http: httpx.Client, keys: Keys
 ) -> None:

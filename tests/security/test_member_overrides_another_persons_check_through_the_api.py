@@ -19,7 +19,7 @@ from claros.wiring import Services
 from tests.api.conftest import bearer
 from tests.api.seed import DANA, WS, Seeded, install_clock, seed_october
 
-pytestmark = pytest.mark.parametrize("store", ["sqlite", "dynamo"], indirect=True)
+pytestmark = pytest.mark.parametrize("store", ["sqlite", "dynamodb"], indirect=True)
 
 
 @pytest.fixture

@@ -7,14 +7,30 @@ does not import pydantic (each function's cold start pays only for what it serve
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["approved_repeat", "call_index_key", "timeline_collection"]
 
+# The longest doc key in UTF-8 bytes that every store keeps (a DynamoDB sort key holds at
+# most 1,024 bytes, the doc's partition and collection apart).
+MAX_KEY_BYTES = 1024
+
 
 def call_index_key(key_id: str, call_id: str) -> str:
-    return f"{key_id}:{call_id}"
+    """The call index's doc key of ``call_id`` made with key ``key_id``: ``<key id>:<call
+    id>``, or, for a call id too long for a sort key (``call_id`` may be 256 characters of
+    up to 4 UTF-8 bytes each), ``<key id>#<sha256 of the call id>`` (no raw key has a "#"
+    after its 16 hex digits, so the two never meet). A key of at most 256 characters
+    fits whatever its characters, and is not measured (a check's usual case)."""
+    raw = f"{key_id}:{call_id}"
+    if len(raw) <= MAX_KEY_BYTES // 4:
+        return raw
+    data = raw.encode("utf-8", "surrogatepass")
+    if len(data) <= MAX_KEY_BYTES:
+        return raw
+    return f"{key_id}#{hashlib.sha256(call_id.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
 
 def timeline_collection(person: str) -> str:

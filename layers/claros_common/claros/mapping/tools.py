@@ -25,9 +25,9 @@ from urllib.parse import quote
 from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
-from claros.errors import ConflictError, NotFoundError
+from claros.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from claros.mapping.model import MappingSpec, tools_named
-from claros.store.base import MAX_BATCH_RECORDS, DocWrite, NewRecord, Store
+from claros.store.base import MAX_BATCH_RECORDS, DocWrite, NewRecord, RecordTooLargeError, Store
 from claros.store.base import ConflictError as StoreConflictError
 from claros.wiring import Services
 
@@ -236,6 +236,11 @@ def save_registration(
         write = DocWrite(workspace, APPS, app, value, doc.rev if doc else 0)
         try:
             _commit(services, workspace, suspend, [write], [], restore)
+        except RecordTooLargeError as exc:  # one DynamoDB item holds an app's tools
+            raise PayloadTooLargeError(
+                f"the tools of {app} are too large to keep ({exc}): register fewer tools, "
+                "or shorter descriptions and schemas"
+            ) from None
         except StoreConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise ConflictError(

@@ -104,6 +104,12 @@ __all__ = [
 
 # A DynamoDB item holds at most 400 KB; records stay below this to leave headroom.
 MAX_RECORD_ITEM_BYTES = 350_000
+# A doc is one item too (its key, its JSON body as text, its revision): one past the
+# item limit (400 KB, its attributes' names and values; kept under it with a margin) is
+# refused before the transaction (RecordTooLargeError, a 413 with the reason), never sent
+# to be a ValidationException (a 503 "storage is unavailable" for a request that cannot
+# succeed).
+MAX_DOC_ITEM_BYTES = 400_000
 # TransactWriteItems takes at most 100 actions. An append of n records uses 2n of them
 # plus one per doc write; ``check_batch`` keeps that within the limit.
 MAX_TRANSACT_ACTIONS = 100
@@ -242,6 +248,18 @@ def _doc_pk(workspace: str, collection: str) -> str:
 
 def _doc_key(workspace: str, collection: str, key: str) -> Item:
     return {"pk": _s(_doc_pk(workspace, collection)), "sk": _s(key)}
+
+
+def _doc_fits(write: DocWrite, body: str) -> None:
+    """RecordTooLargeError when the doc ``write`` puts, its body ``body``, passes what one
+    item keeps (``MAX_DOC_ITEM_BYTES``)."""
+    pk = _doc_pk(write.workspace, write.collection)
+    size = sum(len(t.encode("utf-8", "surrogatepass")) for t in (pk, write.key, body)) + 64
+    if size > MAX_DOC_ITEM_BYTES:
+        raise RecordTooLargeError(
+            f"{write.collection} {write.key!r} is {size:,} bytes as stored; DynamoDB keeps at "
+            f"most {MAX_DOC_ITEM_BYTES:,} per doc"
+        )
 
 
 def _doc(collection: str, key: str, item: Item) -> Doc:
@@ -1767,9 +1785,10 @@ class DynamoStore:
                     "SET #body = :body, #rev = if_not_exists(#rev, :zero) + :one"
                 )
                 names.update({"#body": "body", "#rev": "rev"})
-                values.update(
-                    {":body": _s(jsonutil.dumps(dict(w.value))), ":zero": _n(0), ":one": _n(1)}
-                )
+                body = jsonutil.dumps(dict(w.value))
+                if len(body) > MAX_DOC_ITEM_BYTES // 4:  # may not fit: measure (rare)
+                    _doc_fits(w, body)
+                values.update({":body": _s(body), ":zero": _n(0), ":one": _n(1)})
             if names:
                 action["ExpressionAttributeNames"] = names
             if values:
