@@ -14,7 +14,14 @@ record: the write is blocked, or forwarded unchecked with ``--fail-open``.
 
 **Rows** (query lookup) are that value when it is a list; in an object, the first of
 ``result``, ``items``, ``rows``, ``results``, ``records``, ``data`` that is a list, or else
-the only member that is a list. Anything else is an error.
+the only member that is a list. Anything else is an error. An object that says more rows
+follow (it is a page of them) is an error too: beside the rows, or in a ``pagination``,
+``paging``, ``page_info``, ``meta`` or ``links`` object there, a ``next_cursor`` /
+``nextPageToken`` / ``next`` (and the like) that is not null or empty, a ``has_more`` /
+``hasNextPage`` that is true, or a ``total_count`` / ``count`` above the number of rows
+given (names compared without case, ``_`` or ``-``; not a plain ``total``, as often a sum
+of money). A query reduces every row or none
+(tests/security/test_query_counts_one_page_of_the_history.py).
 
 A result with ``isError: true`` is a failed read, whatever it holds. A fetch's record that
 is empty (``{}``, a read that found nothing) is a failed read too (``needs``).
@@ -101,10 +108,50 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
-        for key in ROW_KEYS:
-            if isinstance(value.get(key), list):
-                return list(value[key])
-        lists = [v for v in value.values() if isinstance(v, list)]
-        if len(lists) == 1:
-            return list(lists[0])
+        rows = next((value[k] for k in ROW_KEYS if isinstance(value.get(k), list)), None)
+        if rows is None:
+            lists = [v for v in value.values() if isinstance(v, list)]
+            rows = lists[0] if len(lists) == 1 else None
+        if rows is not None:
+            more = _more_follow(value, len(rows))
+            if more is not None:
+                raise ReadFailedError(
+                    f"{tool} returned a page of rows ({len(rows)}), and more rows follow "
+                    f"({more}); a query reduces every row, never a page of them"
+                )
+            return list(rows)
     raise ReadFailedError(f"{tool} did not return rows (a JSON list, or an object holding one)")
+
+
+# How a list's answer says it is a page (names without case, "_" or "-"): a next page's
+# cursor, token or link; a flag; or a total above the rows given.
+_NEXT = frozenset(
+    {"nextcursor", "nextpagetoken", "nexttoken", "nextpage", "next", "nexturl", "nextlink",
+     "nextoffset", "continuationtoken"}
+)  # fmt: skip
+_MORE = frozenset({"hasmore", "hasnext", "hasnextpage", "more", "truncated", "istruncated"})
+# Not a plain "total": next to invoices or refunds it is as often a sum of money.
+_TOTAL = frozenset({"totalcount", "count", "totalresults", "totalitems", "totalrows"})
+_PAGING = frozenset({"pagination", "paging", "pageinfo", "meta", "links"})
+
+
+def _more_follow(answer: Mapping[str, Any], rows: int, nested: bool = False) -> str | None:
+    """What in a list's answer says more rows follow than the ``rows`` it gave, or None."""
+    for key, value in answer.items():
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name in _NEXT and value not in (None, "", False, 0, [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:40]}"
+        if name in _MORE and value is True:
+            return f"{key}: true"
+        if (
+            name in _TOTAL
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            and value > rows
+        ):
+            return f"{key}: {value}"
+        if name in _PAGING and not nested and isinstance(value, Mapping):
+            found = _more_follow(value, rows, nested=True)
+            if found is not None:
+                return f"{key}.{found}"
+    return None

@@ -132,6 +132,40 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         rows_of(result(), "t")
 
 
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"items": [1, 2], "next_cursor": "c2"}, 'next_cursor: "c2"'),
+        ({"data": [1], "nextPageToken": "t"}, 'nextPageToken: "t"'),
+        ({"results": [1], "next": "https://app/x?page=2"}, "next: "),
+        ({"rows": [1], "has_more": True}, "has_more: true"),
+        ({"refunds": [1, 2], "total_count": 3}, "total_count: 3"),
+        ({"items": [1], "count": 9}, "count: 9"),
+        ({"items": [1], "pagination": {"Has-More": True}}, "pagination.Has-More: true"),
+        ({"edges": [1], "pageInfo": {"hasNextPage": True}}, "pageInfo.hasNextPage: true"),
+    ],
+)
+def test_a_page_of_rows_is_not_the_rows(answer: dict[str, Any], said: str) -> None:
+    with pytest.raises(
+        ReadFailedError, match=r"a page of rows .*more rows follow \(" + re.escape(said)
+    ):
+        rows_of(result(answer), "t")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"items": [1, 2], "next_cursor": None, "has_more": False, "count": 2},
+        {"invoices": [1, 2], "total": 90000},  # a sum of money, not a number of rows
+        {"items": [], "next": "", "pageInfo": {"hasNextPage": False}},
+        {"items": [1], "meta": {"total_count": 1}},
+    ],
+)
+def test_every_row_in_one_answer_is_the_rows(answer: dict[str, Any]) -> None:
+    rows = next(v for v in answer.values() if isinstance(v, list))
+    assert rows_of(result(answer), "t") == rows
+
+
 class Reader:
     def __init__(self, answers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
         self.answers = answers
