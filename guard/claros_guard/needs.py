@@ -22,7 +22,7 @@ import anyio
 
 from claros_guard.errors import GuardError, ReadFailedError
 from claros_guard.queries import filter_rows, reduce_rows
-from claros_guard.records import record_of, rows_of
+from claros_guard.records import error_report, record_of, rows_of
 
 __all__ = ["LOOKUP_TTL", "LookupCache", "NeedResolver", "Reader", "canonical_arguments"]
 
@@ -156,6 +156,14 @@ class NeedResolver:
                 raise ReadFailedError(
                     f"{tool} returned an empty record ({{}}): the record the call names was "
                     "not found"
+                )
+            report = error_report(record)
+            if report is not None:
+                # As empty as {}: every fact would be the agent's own (tests/security/
+                # test_not_found_body_lets_the_agent_state_the_facts.py).
+                raise ReadFailedError(
+                    f"{tool} returned a body that reports an error, not a record ({report}): "
+                    "the record the call names was not read"
                 )
             return record
         where = need.get("where") or {}

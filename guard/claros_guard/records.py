@@ -24,7 +24,10 @@ of money). A query reduces every row or none
 (tests/security/test_query_counts_one_page_of_the_history.py).
 
 A result with ``isError: true`` is a failed read, whatever it holds. A fetch's record that
-is empty (``{}``, a read that found nothing) is a failed read too (``needs``).
+is empty (``{}``, a read that found nothing) is a failed read too (``needs``), and so is
+one that only reports an error (``error_report``: ``{"error": "no invoice inv-9"}``,
+``{"detail": "Not found."}``, ``{"found": false}``), which many tools answer instead of a
+tool error.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 from claros_guard.errors import ReadFailedError
 
-__all__ = ["ROW_KEYS", "error_text", "record_of", "rows_of", "value_of"]
+__all__ = ["ROW_KEYS", "error_report", "error_text", "record_of", "rows_of", "value_of"]
 
 ROW_KEYS = ("result", "items", "rows", "results", "records", "data")
 
@@ -155,3 +158,41 @@ def _more_follow(answer: Mapping[str, Any], rows: int, nested: bool = False) -> 
             if found is not None:
                 return f"{key}.{found}"
     return None
+
+
+# The fields of an error report (names without case, "_" or "-"): a body such as
+# {"error": ...}, {"detail": "Not found."} (REST frameworks), {"ok": false, "message": ...}
+# or RFC 9457's {"status": 404, "title": ..., "type": ...}.
+_REPORT = frozenset(
+    {"error", "errors", "errormessage", "errorcode", "message", "detail", "details", "reason",
+     "title", "type", "instance", "description", "code", "status", "statuscode", "ok",
+     "success", "found"}
+)  # fmt: skip
+_SAYS_ERROR = frozenset({"error", "errors", "errormessage", "detail"})
+_FLAGS = frozenset({"ok", "success", "found"})
+_STATUS = frozenset({"code", "status", "statuscode", "errorcode"})
+
+
+def error_report(record: Mapping[str, Any]) -> str | None:
+    """Why ``record`` is an error report rather than a record, or None: each of its fields
+    is one an error report uses, and one says what went wrong (an ``error``, ``errors``
+    or ``detail`` that is not empty, an ``ok`` / ``success`` / ``found`` that is false, a
+    status of 400 to 599). A record with any other field is a record."""
+    names = {str(k).lower().replace("_", "").replace("-", ""): k for k in record}
+    if not names or not names.keys() <= _REPORT:
+        return None
+    for name, key in names.items():
+        value = record[key]
+        if name in _SAYS_ERROR and value not in (None, "", [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:80]}"
+        if name in _FLAGS and value is False:
+            return f"{key}: false"
+        if name in _STATUS and _is_error_status(value):
+            return f"{key}: {value}"
+    return None
+
+
+def _is_error_status(value: Any) -> bool:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599

@@ -21,7 +21,7 @@ from claros_guard.identity import agent_name
 from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
 from claros_guard.policy import Call, Policy, outcome_of
 from claros_guard.queries import filter_rows, reduce_rows
-from claros_guard.records import record_of, rows_of
+from claros_guard.records import error_report, record_of, rows_of
 from claros_guard.upstream import forward_params
 
 pytestmark = pytest.mark.anyio
@@ -130,6 +130,37 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         rows_of(result({"a": 1}), "t")
     with pytest.raises(ReadFailedError, match="neither structuredContent nor text"):
         rows_of(result(), "t")
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"error": "no invoice inv-9"}, 'error: "no invoice inv-9"'),
+        ({"Detail": "Not found."}, 'Detail: "Not found."'),
+        ({"found": False}, "found: false"),
+        ({"success": False, "message": "nope"}, "success: false"),
+        ({"errors": ["x"], "code": "E1"}, 'errors: ["x"]'),
+        ({"status": "404", "title": "Not Found", "type": "about:blank"}, "status: 404"),
+        ({"status_code": 500, "message": "boom"}, "status_code: 500"),
+    ],
+)
+def test_a_body_that_reports_an_error_is_no_record(body: dict[str, Any], said: str) -> None:
+    assert error_report(body) == said
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "INV-9", "error": "none", "grand_total": 5},  # a field no report has
+        {"code": "W-1", "status": "active", "title": "Widget", "type": "goods"},
+        {"ok": True, "message": "done"},
+        {"error": None, "status": 200},
+        {"found": True, "detail": ""},
+        {},
+    ],
+)
+def test_a_record_is_no_error_report(body: dict[str, Any]) -> None:
+    assert error_report(body) is None
 
 
 @pytest.mark.parametrize(
