@@ -178,9 +178,14 @@ def error_report(record: Mapping[str, Any]) -> str | None:
     is one an error report uses, and one says what went wrong (an ``error``, ``errors``
     or ``detail`` that is not empty, an ``ok`` / ``success`` / ``found`` that is false, a
     status of 400 to 599). A record with any other field is a record."""
-    names = {str(k).lower().replace("_", "").replace("-", ""): k for k in record}
-    if not names or not names.keys() <= _REPORT:
+    if not record or len(record) > len(_REPORT):
         return None
+    names: dict[str, Any] = {}
+    for key in record:  # a record's first field is seldom a report's: one look, as a rule
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name not in _REPORT:
+            return None
+        names[name] = key
     for name, key in names.items():
         value = record[key]
         if name in _SAYS_ERROR and value not in (None, "", [], {}):
