@@ -18,7 +18,13 @@ from claros_guard.errors import (
     ReadFailedError,
 )
 from claros_guard.identity import agent_name
-from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
+from claros_guard.needs import (
+    LookupCache,
+    NeedResolver,
+    canonical_arguments,
+    fresh_for,
+    with_fresh_for,
+)
 from claros_guard.policy import Call, Policy, outcome_of
 from claros_guard.queries import filter_rows, reduce_rows
 from claros_guard.records import error_report, record_of, rows_of
@@ -617,3 +623,23 @@ def test_agent_names_without_a_usable_name_and_forwarded_params() -> None:
 
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def test_a_lookup_says_how_long_it_stays_fresh_and_is_kept_no_longer() -> None:
+    now = [0.0]
+    cache = LookupCache(ttl=60, clock=lambda: now[0])
+    cache.put(("a",), 1, 10)
+    cache.put(("b",), 2, 600)  # never more than the cache's own ttl
+    cache.put(("c",), 3, 0)  # stale already: not kept
+    assert cache.entry(("a",)) == (1, 10) and cache.entry(("b",)) == (2, 60)
+    assert cache.get(("c",)) is None
+    now[0] = 10
+    assert cache.get(("a",)) is None and cache.get(("b",)) == 2
+    said = with_fresh_for({"content": [], "_meta": {"other": 1}}, 12.5)
+    assert said["_meta"] == {"other": 1, "claros/fresh_for": 12.5}
+    assert fresh_for(said, 60) == 12.5
+    for meta in (None, {}, {"claros/fresh_for": True}, {"claros/fresh_for": "5"},
+                 {"claros/fresh_for": float("nan")}):  # fmt: skip
+        assert fresh_for({"_meta": meta}, 60) == 60
+    assert fresh_for({"_meta": {"claros/fresh_for": 999}}, 60) == 60
+    assert fresh_for({"_meta": {"claros/fresh_for": -3}}, 60) == 0
