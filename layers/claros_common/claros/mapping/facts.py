@@ -92,8 +92,15 @@ def _substitute(value: Any, source: Any, env: Mapping[str, Any], key_value: Any 
     return value
 
 
+def _blank(value: Any) -> bool:
+    """Whether a value names nothing: missing or null, or text that is empty or only
+    spaces (many apps read ``""`` as "not given" and fall back to another record:
+    tests/security/test_query_on_an_empty_argument_counts_nothing.py)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def _missing(value: Any, source: Any, env: Mapping[str, Any]) -> str | None:
-    """The first ``$path`` in ``value`` that names nothing (missing or null) in ``source``;
+    """The first ``$path`` in ``value`` that names nothing (``_blank``) in ``source``;
     ``$`` and the built-ins always name something. A read filtered on such a path would be
     filtered on null: not the fact the mapping means, which Claros then does not have."""
     if isinstance(value, dict):
@@ -105,7 +112,7 @@ def _missing(value: Any, source: Any, env: Mapping[str, Any]) -> str | None:
                 return found
         return None
     if is_substitution(value) and value != "$" and value not in env:
-        return value if get_path(source, value[1:]) is None else None
+        return value if _blank(get_path(source, value[1:])) else None
     return None
 
 
@@ -171,6 +178,8 @@ def _lookup_needs(
     i: int, spec: LookupSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[Any], bool]:
     values, many = _values(facts, spec.key)
+    # A key that names nothing is not read: its values are unknown, as a missing key's.
+    values = [None if _blank(v) else v for v in values]
     distinct: dict[str, Any] = {}
     for value in values:
         if value is None or isinstance(value, dict | list):
