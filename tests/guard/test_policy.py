@@ -18,6 +18,7 @@ from claros_guard.errors import (
     ReadFailedError,
 )
 from claros_guard.identity import agent_name
+from claros_guard.keepalive import encoded
 from claros_guard.needs import (
     LookupCache,
     NeedResolver,
@@ -478,6 +479,27 @@ async def test_a_check_answers_its_needs_and_decides() -> None:
     verdict = await policy(claros).decide(CALL)
     assert verdict.forward and verdict.result == "nudge" and verdict.notes == ["Claros (n): Note."]
     assert claros.checks[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
+
+
+class EncodingClaros(FakeClaros):
+    """Encodes each check as the guard sends it (no NaN), as the real client does."""
+
+    async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        encoded(body)
+        return await super().check(body)
+
+
+async def test_a_query_value_json_cannot_carry_is_a_failed_read() -> None:
+    need = {"key": "queries[0]", "kind": "query", "tool": "refund_list", "arguments": {},
+            "where": {}, "op": "max", "field": "amount"}  # fmt: skip
+    reader = Reader({"refund_list": lambda a: result({"result": [{"amount": float("nan")}]})})
+    for fail_open in (False, True):
+        claros = EncodingClaros([{"allowed": False, "need": [need]}])
+        resolver = NeedResolver(reader)
+        verdict = await Policy(claros, resolver, fail_open=fail_open).decide(CALL)
+        assert verdict.forward is fail_open
+        said = str(verdict.unchecked if fail_open else verdict.message)
+        assert "queries[0] is nan, which is no number JSON can carry" in said, said
 
 
 async def test_a_spec_shaped_need_without_result_is_a_need() -> None:
