@@ -58,7 +58,10 @@ def builtins(now: dt.datetime) -> dict[str, str]:
 
 def _values(source: Any, key: str) -> tuple[list[Any], bool]:
     """The values at a lookup key (``items[].code`` gives one per item), and whether the key
-    walks a list."""
+    walks a list. A list the key walks that is missing, null or not a list gives ``[None]``
+    and not many: the values are unknown, not "no items" (an order that names no items,
+    filled in by the app from its quote, would pass every rule over its items:
+    tests/security/test_lookup_on_a_missing_list_sees_no_items.py)."""
     current: list[Any] = [source]
     many = False
     for part in key.split("."):
@@ -68,7 +71,9 @@ def _values(source: Any, key: str) -> tuple[list[Any], bool]:
             value = value.get(name) if isinstance(value, Mapping) else None
             if index == "]":
                 many = True
-                nxt.extend(value if isinstance(value, list) else [])
+                if not isinstance(value, list):
+                    return [None], False
+                nxt.extend(value)
             elif index:
                 i = int(index[:-1])
                 nxt.append(value[i] if isinstance(value, list) and i < len(value) else None)
