@@ -1,6 +1,7 @@
 """A sales MCP server (the SDK's high-level ``MCPServer``) whose ``order_create`` (a write)
-takes the items of its quote when the call gives none, as order-from-quote APIs do;
-``sku_read`` (a read) gives an item's group. Every tool call is appended to
+takes the items of its quote when the call gives none, as order-from-quote APIs do, and
+finds a SKU in any case; ``sku_read`` (a read) gives an item's master data, matching the
+SKU exactly, and ``{}`` for one it does not know. Every tool call is appended to
 ``$EXAMPLE_CALL_LOG`` (the write with the items it ordered)."""
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ class Item(BaseModel):
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def sku_read(sku: str) -> dict[str, Any]:
-    """An item's master data."""
+    """An item's master data ({} when there is none by that exact SKU)."""
     _log("sku_read", {"sku": sku})
-    return dict(SKUS[sku])
+    return dict(SKUS.get(sku, {}))
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=False))
 def order_create(quote: str, items: list[Item] | None = None) -> dict[str, Any]:
     """Order from a quote: its items, unless the call names others."""
-    ordered = [i.model_dump() for i in items] if items is not None else QUOTES[quote]
+    known = {k.casefold(): k for k in SKUS}
+    named = [{"sku": known[i.sku.casefold()], "qty": i.qty} for i in items or []]
+    ordered = named if items is not None else QUOTES[quote]
     _log("order_create", {"quote": quote, "items": ordered})
     return {"ok": True, "items": ordered}
 
