@@ -20,7 +20,8 @@ follow (it is a page of them) is an error too: beside the rows, or in a ``pagina
 ``nextPageToken`` / ``next`` (and the like) that is not null or empty, a ``has_more`` /
 ``hasNextPage`` that is true, or a ``total_count`` / ``count`` above the number of rows
 given (names compared without case, ``_`` or ``-``; not a plain ``total``, as often a sum
-of money). A query reduces every row or none
+of money), and so is one holding a non-empty ``error`` or ``errors`` (GraphQL's
+``{"data": null, "errors": [...]}``). A query reduces every row or none
 (tests/security/test_query_counts_one_page_of_the_history.py).
 
 A result with ``isError: true`` is a failed read, whatever it holds. A fetch's record that
@@ -111,6 +112,11 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
+        failed = _reported_error(value)
+        if failed is not None:
+            raise ReadFailedError(
+                f"{tool} returned an answer that reports an error ({failed}), not rows"
+            )
         rows = next((value[k] for k in ROW_KEYS if isinstance(value.get(k), list)), None)
         if rows is None:
             lists = [v for v in value.values() if isinstance(v, list)]
@@ -124,6 +130,17 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
                 )
             return list(rows)
     raise ReadFailedError(f"{tool} did not return rows (a JSON list, or an object holding one)")
+
+
+def _reported_error(answer: Mapping[str, Any]) -> str | None:
+    """A non-empty ``error`` / ``errors`` of a list's answer (GraphQL's ``{"data": null,
+    "errors": [...]}``): its rows, if any, are not all of them, and the errors are not rows
+    (tests/security/test_query_counts_the_errors_as_the_history.py)."""
+    for key, value in answer.items():
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name in ("error", "errors", "errormessage") and value not in (None, "", False, [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:80]}"
+    return None
 
 
 # How a list's answer says it is a page (names without case, "_" or "-"): a next page's

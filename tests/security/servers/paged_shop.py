@@ -2,7 +2,8 @@
 ignores the customer filter (the guard applies ``where`` itself): ``refund_list`` answers
 ``{"refunds": [...two rows...], <how it says more follow>}``; how is ``$PAGED_SHOP_MORE``:
 ``next_cursor`` (the cursor of the next page, the default), ``has_more`` (``true``) or
-``total_count`` (how many rows there are in all); ``$PAGED_SHOP_PAGE`` rows a page (2).
+``total_count`` (how many rows there are in all), or ``errors`` (no rows at all, but a
+GraphQL-style ``{"data": null, "errors": [...]}``); ``$PAGED_SHOP_PAGE`` rows a page (2).
 ``refund_create`` (a write) adds a refund.
 Every tool call is appended to ``$EXAMPLE_CALL_LOG``."""
 
@@ -44,6 +45,8 @@ def refund_list(customer: str | None = None, cursor: str | None = None) -> dict[
         page["has_more"] = more
     elif style == "total_count":
         page["total_count"] = len(REFUNDS)
+    elif style == "errors":  # a GraphQL-style answer: no data, what went wrong
+        return {"data": None, "errors": [{"message": f"no customer {customer}"}]}
     return page
 
 
