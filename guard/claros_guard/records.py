@@ -200,8 +200,8 @@ def error_report(record: Mapping[str, Any]) -> str | None:
     names: dict[str, Any] = {}
     for key in record:  # a record's first field is seldom a report's: one look, as a rule
         name = str(key).lower().replace("_", "").replace("-", "")
-        if name not in _REPORT:
-            return None
+        if name not in _REPORT and not (name == "data" and record[key] is None):
+            return None  # (GraphQL's failure is {"data": null, "errors": [...]})
         names[name] = key
     for name, key in names.items():
         value = record[key]

@@ -149,6 +149,7 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         ({"errors": ["x"], "code": "E1"}, 'errors: ["x"]'),
         ({"status": "404", "title": "Not Found", "type": "about:blank"}, "status: 404"),
         ({"status_code": 500, "message": "boom"}, "status_code: 500"),
+        ({"data": None, "errors": [{"message": "x"}]}, 'errors: [{"message": "x"}]'),
     ],
 )
 def test_a_body_that_reports_an_error_is_no_record(body: dict[str, Any], said: str) -> None:
@@ -163,6 +164,7 @@ def test_a_body_that_reports_an_error_is_no_record(body: dict[str, Any], said: s
         {"ok": True, "message": "done"},
         {"error": None, "status": 200},
         {"found": True, "detail": ""},
+        {"data": {"id": 1}, "errors": ["partial"]},  # data: a record, not only a report
         {},
     ],
 )
