@@ -544,14 +544,15 @@ def _has_work(spool: Spool | None) -> bool:
 
 
 def _env_seconds(name: str, default: str) -> float:
-    """A timeout from the environment: seconds > 0, finite (``ConfigError`` otherwise)."""
+    """A timeout from the environment: seconds > 0, finite; ValueError otherwise, as for
+    ``CLAROS_ASK_WAIT`` (a NaN deadline made every read fail, which fail-open let through)."""
     text = os.environ.get(name) or default
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not 0 < value < float("inf"):
-        raise ConfigError(f"{name}={text!r} is not a number of seconds > 0")
+        raise ValueError(f"{name}={text!r} is not a number of seconds > 0")
     return value
 
 

@@ -7,7 +7,7 @@ Every read for a check then failed ("deadline must not be NaN"), silently: with
 the third refund ran), without it every such write was blocked, and ``inf`` let a read
 that hangs hold the call for ever. A timeout is a number of seconds above 0 and finite:
 anything else is refused when the guard starts (exit 2, one line saying which), and a
-hook refuses it as it refuses any bad setting.
+hook denies the call saying which setting it cannot use (as for ``CLAROS_ASK_WAIT``).
 """
 
 from __future__ import annotations
