@@ -16,7 +16,7 @@ from claros.names import NAME
 from claros_guard.api import ClarosApi
 from claros_guard.classify import Classifier
 from claros_guard.errors import ClarosUnavailableError, ConfigError, GuardError, NotAReadError
-from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
+from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments, with_fresh_for
 from claros_guard.peers import PeerClient
 from claros_guard.policy import Policy
 from claros_guard.reporter import Reporter
@@ -216,13 +216,15 @@ class GuardedApp:
         if kind != "lookup":
             return await self.upstream.call_read(tool, arguments)
         cache_key = (tool, canonical_arguments(arguments))
-        hit = self.lookups.get(cache_key)
+        hit = self.lookups.entry(cache_key)
         if hit is not None:
-            return dict(hit)
+            # Says how long it stays fresh: whoever asked keeps it no longer (60 s in all).
+            return with_fresh_for(hit[0], hit[1])
         result = await self.upstream.call_read(tool, arguments)
-        if not result.get("isError"):  # a failed read is tried again next time
-            self.lookups.put(cache_key, result)
-        return result
+        if result.get("isError"):  # a failed read is tried again next time
+            return result
+        self.lookups.put(cache_key, result)
+        return with_fresh_for(result, self.lookups.ttl)
 
     def peer_status(self) -> dict[str, Any]:
         status: dict[str, Any] = {

@@ -63,9 +63,18 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
+def positive_seconds(value: float) -> bool:
+    """A timeout: a number of seconds above 0 and not infinite (NaN is neither: as a
+    deadline it made every read fail, which --fail-open forwarded unchecked)."""
+    return 0 < value < float("inf")
+
+
 def _shared(args: argparse.Namespace, fail_open: bool, ask_wait: float) -> GuardSettings:
-    if ask_wait < 0 or args.read_timeout <= 0:
-        raise ConfigError("--ask-wait must be >= 0 and --read-timeout > 0")
+    if not ask_wait >= 0 or not positive_seconds(args.read_timeout):
+        raise ConfigError(
+            f"--ask-wait must be >= 0 and --read-timeout a number of seconds > 0 "
+            f"(not {args.read_timeout:g})"
+        )
     poll = _seconds("CLAROS_ASK_POLL", 1.0)
     start_wait = _seconds("CLAROS_START_WAIT", 5.0)
     return GuardSettings(
@@ -83,8 +92,8 @@ def _timeout(args: argparse.Namespace) -> float:
         timeout = float(value)
     except ValueError as exc:
         raise ConfigError(f"CLAROS_TIMEOUT {value!r} is not a number of seconds") from exc
-    if timeout <= 0:
-        raise ConfigError("the Claros timeout must be more than 0 seconds")
+    if not positive_seconds(timeout):
+        raise ConfigError(f"the Claros timeout must be a number of seconds > 0, not {value!r}")
     return timeout
 
 

@@ -547,6 +547,19 @@ def _has_work(spool: Spool | None) -> bool:
 # -- entry -----------------------------------------------------------------------------------
 
 
+def _env_seconds(name: str, default: str) -> float:
+    """A timeout from the environment: seconds > 0, finite; ValueError otherwise, as for
+    ``CLAROS_ASK_WAIT`` (a NaN deadline made every read fail, which fail-open let through)."""
+    text = os.environ.get(name) or default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name}={text!r} is not a number of seconds > 0")
+    return value
+
+
 async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
     # The key as every command finds it: $CLAROS_KEY, else the one `claros login` saved
     # (for the server it was made for). The peer sockets are named after that same key.
@@ -554,14 +567,14 @@ async def _run(kind: str, event: Mapping[str, Any]) -> dict[str, Any] | None:
         url, key = resolve_connection(None, None)
     except CredentialsError as exc:
         raise ConfigError(str(exc)) from None
-    read_timeout = float(os.environ.get("CLAROS_READ_TIMEOUT", "30"))
+    read_timeout = _env_seconds("CLAROS_READ_TIMEOUT", "30")
     peers = PeerClient(peer_dir(), key, timeout=read_timeout) if key else None
     spool = _spool_for(key)
     made: list[HttpClarosApi] = []
 
     def client() -> HttpClarosApi:  # made when needed: most runs never talk to Claros
         if not made:
-            timeout = float(os.environ.get("CLAROS_TIMEOUT", "10"))
+            timeout = _env_seconds("CLAROS_TIMEOUT", "10")
             # Asks Claros what the key is before its first request: never an approving key.
             made.append(KindCheckedApi(url, key, timeout=timeout))
         return made[0]

@@ -3,6 +3,9 @@
 * ``fetch``: the record the call targets, read fresh each time.
 * ``lookup``: master data; one read per distinct value, cached for 60 s (here, and again
   in the guard that runs the read: ``LookupCache``, so one-shot hook processes share it).
+  60 s from the read, not from when this guard got it: the guard that ran the read says
+  how long its answer stays fresh (``fresh_for``, in the result's ``_meta``), and this
+  cache keeps it no longer, so the two caches never add up to more than 60 s.
 * ``query``: rows filtered by ``where`` and reduced (``count``, ``first``, ``last``,
   ``min``, ``max``) right here; only the value goes back to Claros, never the rows.
 
@@ -22,11 +25,22 @@ import anyio
 
 from claros_guard.errors import GuardError, ReadFailedError
 from claros_guard.queries import filter_rows, reduce_rows
-from claros_guard.records import record_of, rows_of
+from claros_guard.records import error_report, record_of, rows_of
 
-__all__ = ["LOOKUP_TTL", "LookupCache", "NeedResolver", "Reader", "canonical_arguments"]
+__all__ = [
+    "FRESH_FOR",
+    "LOOKUP_TTL",
+    "LookupCache",
+    "NeedResolver",
+    "Reader",
+    "canonical_arguments",
+    "fresh_for",
+    "with_fresh_for",
+]
 
 LOOKUP_TTL = 60.0
+# Where a lookup's result says how many seconds it stays fresh (its ``_meta``).
+FRESH_FOR = "claros/fresh_for"
 _CACHE_MAX = 2000
 _OPS = frozenset({"count", "first", "last", "min", "max"})
 
@@ -39,6 +53,23 @@ class Reader(Protocol):
         ``kind`` and return its ``CallToolResult`` as JSON. Raises ``ReadFailedError`` (or
         a subclass)."""
         ...
+
+
+def with_fresh_for(result: Mapping[str, Any], seconds: float) -> dict[str, Any]:
+    """``result`` saying it stays fresh ``seconds`` more (a lookup's, for whoever caches it)."""
+    meta = result.get("_meta")
+    meta = dict(meta) if isinstance(meta, Mapping) else {}
+    meta[FRESH_FOR] = max(0.0, seconds)
+    return {**result, "_meta": meta}
+
+
+def fresh_for(result: Mapping[str, Any], ttl: float) -> float:
+    """How long a lookup's result may be kept: what it says, never more than ``ttl``."""
+    meta = result.get("_meta")
+    said = meta.get(FRESH_FOR) if isinstance(meta, Mapping) else None
+    if isinstance(said, bool) or not isinstance(said, int | float) or said != said:
+        return ttl
+    return max(0.0, min(float(said), ttl))
 
 
 def canonical_arguments(arguments: Mapping[str, Any]) -> str:
@@ -66,21 +97,30 @@ class LookupCache:
         return len(self._items)
 
     def get(self, key: tuple[str, ...]) -> Any | None:
+        hit = self.entry(key)
+        return None if hit is None else hit[0]
+
+    def entry(self, key: tuple[str, ...]) -> tuple[Any, float] | None:
+        """The value kept and the seconds it stays fresh, or None."""
         hit = self._items.get(key)
         if hit is None:
             return None
-        if hit[0] <= self.clock():
+        left = hit[0] - self.clock()
+        if left <= 0:
             del self._items[key]
             return None
-        return hit[1]
+        return hit[1], left
 
-    def put(self, key: tuple[str, ...], value: Any) -> None:
+    def put(self, key: tuple[str, ...], value: Any, ttl: float | None = None) -> None:
+        """Keep ``value`` ``ttl`` seconds (this cache's own ttl when None, never more)."""
         now = self.clock()
         if len(self._items) >= self.limit:
             self._items = {k: v for k, v in self._items.items() if v[0] > now}
             if len(self._items) >= self.limit:
                 self._items.clear()
-        self._items[key] = (now + self.ttl, value)
+        keep = self.ttl if ttl is None else min(ttl, self.ttl)
+        if keep > 0:
+            self._items[key] = (now + keep, value)
 
 
 def _shape(need: Mapping[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
@@ -157,6 +197,14 @@ class NeedResolver:
                     f"{tool} returned an empty record ({{}}): the record the call names was "
                     "not found"
                 )
+            report = error_report(record)
+            if report is not None:
+                # As empty as {}: every fact would be the agent's own (tests/security/
+                # test_not_found_body_lets_the_agent_state_the_facts.py).
+                raise ReadFailedError(
+                    f"{tool} returned a body that reports an error, not a record ({report}): "
+                    "the record the call names was not read"
+                )
             return record
         where = need.get("where") or {}
         if not isinstance(where, dict):
@@ -178,6 +226,8 @@ class NeedResolver:
         hit = self._cache.get(cache_key)
         if hit is not None:
             return hit
-        record = record_of(await self._read(app, tool, arguments, "lookup"), tool)
-        self._cache.put(cache_key, record)
+        result = await self._read(app, tool, arguments, "lookup")
+        record = record_of(result, tool)
+        # The guard that ran the read may have kept it a while: 60 s from the read.
+        self._cache.put(cache_key, record, fresh_for(result, self._cache.ttl))
         return record

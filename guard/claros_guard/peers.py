@@ -19,7 +19,9 @@ Then one request, answered, and the connection closes:
   CallToolResult}``; refused (``{"ok": false, "error", "not_a_read": true}``) unless the
   answering guard considers the tool a read. ``kind`` is the need's (``fetch``,
   ``lookup``, ``query``; missing counts as ``fetch``): the answering guard caches lookups
-  for 60 s, so one-shot hook processes and other guards share one read per value;
+  for 60 s, so one-shot hook processes and other guards share one read per value, and a
+  lookup's result says how many of those seconds are left (``_meta`` ``claros/fresh_for``):
+  the asking guard keeps it no longer;
 * ``{"op": "classify", "tool"}`` → ``{"ok": true, "read": bool}``;
 * ``{"op": "status"}`` → ``{"ok": true, "app", "agent", "tools"}``, and ``"client"``:
   the pid at the other end of the agent's stdio, when known (``stdio_peer``; a hook stays

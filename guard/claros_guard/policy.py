@@ -26,6 +26,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -121,6 +122,35 @@ def blocked_message(exc: GuardError) -> str:
     return f"Blocked: {exc}. The call was not run."
 
 
+def _non_finite(value: Any, path: str) -> str | None:
+    """Where in ``value`` a NaN or an infinity is (``fetch.order.total is nan``), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path} is {value}"
+    if isinstance(value, dict):
+        named = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        named = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, item in named:
+        found = _non_finite(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+def _unsendable(fetched: Mapping[str, Any]) -> ReadFailedError | None:
+    """The failed read for a ``fetched`` answer JSON cannot carry (a NaN or an infinity:
+    tests/security/test_record_holds_a_number_json_has_not.py); None when none is."""
+    for key, value in fetched.items():
+        found = _non_finite(value, key)
+        if found is not None:
+            return ReadFailedError(
+                f"{found}, which is no number JSON can carry: the read cannot be checked on"
+            )
+    return None
+
+
 class Policy:
     def __init__(
         self,
@@ -171,7 +201,15 @@ class Policy:
                 body["fetched_with"] = fetched_with
             if approval:
                 body["approval"] = approval
-            answer = await self.api.check(body)
+            try:
+                answer = await self.api.check(body)
+            except ValueError as exc:
+                # JSON has no NaN or infinity (the agent's arguments cannot hold one: shape);
+                # a read can ("NaN" in a Python app's JSON text, 1e999 read as infinity).
+                failed = _unsendable(fetched)
+                if failed is None:
+                    raise
+                raise failed from exc
             if answer.get("fetch_stale"):
                 # Claros set aside everything read (the mapping changed since the read
                 # ahead): what it needs now comes in this answer, as for a first check.

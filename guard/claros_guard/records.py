@@ -14,10 +14,21 @@ record: the write is blocked, or forwarded unchecked with ``--fail-open``.
 
 **Rows** (query lookup) are that value when it is a list; in an object, the first of
 ``result``, ``items``, ``rows``, ``results``, ``records``, ``data`` that is a list, or else
-the only member that is a list. Anything else is an error.
+the only member that is a list. Anything else is an error. An object that says more rows
+follow (it is a page of them) is an error too: beside the rows, or in a ``pagination``,
+``paging``, ``page_info``, ``meta`` or ``links`` object there, a ``next_cursor`` /
+``nextPageToken`` / ``next`` (and the like) that is not null or empty, a ``has_more`` /
+``hasNextPage`` that is true, or a ``total_count`` / ``count`` above the number of rows
+given (names compared without case, ``_`` or ``-``; not a plain ``total``, as often a sum
+of money), and so is one holding a non-empty ``error`` or ``errors`` (GraphQL's
+``{"data": null, "errors": [...]}``). A query reduces every row or none
+(tests/security/test_query_counts_one_page_of_the_history.py).
 
 A result with ``isError: true`` is a failed read, whatever it holds. A fetch's record that
-is empty (``{}``, a read that found nothing) is a failed read too (``needs``).
+is empty (``{}``, a read that found nothing) is a failed read too (``needs``), and so is
+one that only reports an error (``error_report``: ``{"error": "no invoice inv-9"}``,
+``{"detail": "Not found."}``, ``{"found": false}``), which many tools answer instead of a
+tool error.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from typing import Any
 
 from claros_guard.errors import ReadFailedError
 
-__all__ = ["ROW_KEYS", "error_text", "record_of", "rows_of", "value_of"]
+__all__ = ["ROW_KEYS", "error_report", "error_text", "record_of", "rows_of", "value_of"]
 
 ROW_KEYS = ("result", "items", "rows", "results", "records", "data")
 
@@ -101,10 +112,109 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
-        for key in ROW_KEYS:
-            if isinstance(value.get(key), list):
-                return list(value[key])
-        lists = [v for v in value.values() if isinstance(v, list)]
-        if len(lists) == 1:
-            return list(lists[0])
+        failed = _reported_error(value)
+        if failed is not None:
+            raise ReadFailedError(
+                f"{tool} returned an answer that reports an error ({failed}), not rows"
+            )
+        rows = next((value[k] for k in ROW_KEYS if isinstance(value.get(k), list)), None)
+        if rows is None:
+            lists = [v for v in value.values() if isinstance(v, list)]
+            rows = lists[0] if len(lists) == 1 else None
+        if rows is not None:
+            more = _more_follow(value, len(rows))
+            if more is not None:
+                raise ReadFailedError(
+                    f"{tool} returned a page of rows ({len(rows)}), and more rows follow "
+                    f"({more}); a query reduces every row, never a page of them"
+                )
+            return list(rows)
     raise ReadFailedError(f"{tool} did not return rows (a JSON list, or an object holding one)")
+
+
+def _reported_error(answer: Mapping[str, Any]) -> str | None:
+    """A non-empty ``error`` / ``errors`` of a list's answer (GraphQL's ``{"data": null,
+    "errors": [...]}``): its rows, if any, are not all of them, and the errors are not rows
+    (tests/security/test_query_counts_the_errors_as_the_history.py)."""
+    for key, value in answer.items():
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name in ("error", "errors", "errormessage") and value not in (None, "", False, [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:80]}"
+    return None
+
+
+# How a list's answer says it is a page (names without case, "_" or "-"): a next page's
+# cursor, token or link; a flag; or a total above the rows given.
+_NEXT = frozenset(
+    {"nextcursor", "nextpagetoken", "nexttoken", "nextpage", "next", "nexturl", "nextlink",
+     "nextoffset", "continuationtoken"}
+)  # fmt: skip
+_MORE = frozenset({"hasmore", "hasnext", "hasnextpage", "more", "truncated", "istruncated"})
+# Not a plain "total": next to invoices or refunds it is as often a sum of money.
+_TOTAL = frozenset({"totalcount", "count", "totalresults", "totalitems", "totalrows"})
+_PAGING = frozenset({"pagination", "paging", "pageinfo", "meta", "links"})
+
+
+def _more_follow(answer: Mapping[str, Any], rows: int, nested: bool = False) -> str | None:
+    """What in a list's answer says more rows follow than the ``rows`` it gave, or None."""
+    for key, value in answer.items():
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name in _NEXT and value not in (None, "", False, 0, [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:40]}"
+        if name in _MORE and value is True:
+            return f"{key}: true"
+        if (
+            name in _TOTAL
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            and value > rows
+        ):
+            return f"{key}: {value}"
+        if name in _PAGING and not nested and isinstance(value, Mapping):
+            found = _more_follow(value, rows, nested=True)
+            if found is not None:
+                return f"{key}.{found}"
+    return None
+
+
+# The fields of an error report (names without case, "_" or "-"): a body such as
+# {"error": ...}, {"detail": "Not found."} (REST frameworks), {"ok": false, "message": ...}
+# or RFC 9457's {"status": 404, "title": ..., "type": ...}.
+_REPORT = frozenset(
+    {"error", "errors", "errormessage", "errorcode", "message", "detail", "details", "reason",
+     "title", "type", "instance", "description", "code", "status", "statuscode", "ok",
+     "success", "found"}
+)  # fmt: skip
+_SAYS_ERROR = frozenset({"error", "errors", "errormessage", "detail"})
+_FLAGS = frozenset({"ok", "success", "found"})
+_STATUS = frozenset({"code", "status", "statuscode", "errorcode"})
+
+
+def error_report(record: Mapping[str, Any]) -> str | None:
+    """Why ``record`` is an error report rather than a record, or None: each of its fields
+    is one an error report uses, and one says what went wrong (an ``error``, ``errors``
+    or ``detail`` that is not empty, an ``ok`` / ``success`` / ``found`` that is false, a
+    status of 400 to 599). A record with any other field is a record."""
+    if not record or len(record) > len(_REPORT):
+        return None
+    names: dict[str, Any] = {}
+    for key in record:  # a record's first field is seldom a report's: one look, as a rule
+        name = str(key).lower().replace("_", "").replace("-", "")
+        if name not in _REPORT and not (name == "data" and record[key] is None):
+            return None  # (GraphQL's failure is {"data": null, "errors": [...]})
+        names[name] = key
+    for name, key in names.items():
+        value = record[key]
+        if name in _SAYS_ERROR and value not in (None, "", [], {}):
+            return f"{key}: {json.dumps(value, default=str)[:80]}"
+        if name in _FLAGS and value is False:
+            return f"{key}: false"
+        if name in _STATUS and _is_error_status(value):
+            return f"{key}: {value}"
+    return None
+
+
+def _is_error_status(value: Any) -> bool:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599

@@ -9,7 +9,11 @@ fields the guard does not know pass through untouched.
 
 What the server sends on its own goes to ``notify_agent`` / ``request_agent``, set by the
 agent's session; ``tools/list_changed`` also refreshes the tool table and calls
-``tools_changed`` (the guard registers the tools with Claros again).
+``tools_changed`` (the guard registers the tools with Claros again). A request the server
+sends while a read of the guard's own runs (``call_read``: a check's facts) is refused,
+never relayed: over stdio it cannot be told which call it belongs to, and the agent never
+sees the guard's reads, nor answers for them (elicitation picking the record read,
+sampling writing it: tests/security/test_agent_answers_the_guards_own_read.py).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
-from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from claros_guard import VERSION
@@ -90,6 +94,7 @@ class Upstream:
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self.bad_messages = 0
+        self.own_reads = 0  # reads of the guard's own (call_read) now running
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -252,7 +257,9 @@ class Upstream:
             await self._dispatcher.notify(method, params, self._opts())
 
     async def call_read(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run a read for the guard itself (bounded by ``read_timeout``)."""
+        """Run a read for the guard itself (bounded by ``read_timeout``). While it runs,
+        the server's requests to its client are refused (module docstring)."""
+        self.own_reads += 1
         try:
             return await self.request(
                 "tools/call",
@@ -263,6 +270,8 @@ class Upstream:
             raise ReadFailedError(f"{tool} of {self.app} failed: {exc.message}") from exc
         except UpstreamError as exc:
             raise ReadFailedError(f"{tool} of {self.app} could not run: {exc}") from exc
+        finally:
+            self.own_reads -= 1
 
     async def refresh_tools(self) -> None:
         tools: dict[str, dict[str, Any]] = {}
@@ -287,6 +296,13 @@ class Upstream:
     ) -> dict[str, Any]:
         if method == "ping":
             return {}
+        if self.own_reads:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"{method} refused: the guard is reading facts for a check (a read the agent "
+                "never sees, so none of its questions go to the agent); a read tool that "
+                "needs the client's answer cannot give facts",
+            )
         if self.request_agent is None:
             raise MCPError(METHOD_NOT_FOUND, f"no agent is connected to answer {method}")
         return await self.request_agent(method, params)

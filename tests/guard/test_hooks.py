@@ -387,7 +387,8 @@ async def test_an_unexpected_error_denies_in_one_line_never_a_traceback(
     answer, stderr = await hook_process(ws, "post", post, CLAROS_TIMEOUT="later")
     assert answer is None
     assert stderr.splitlines() == [
-        "claros hook post: unexpected error: ValueError: could not convert string to float: 'later'"
+        "claros hook post: unexpected error: ValueError: CLAROS_TIMEOUT='later' is not a number "
+        "of seconds > 0"
     ]
 
 

@@ -18,10 +18,17 @@ from claros_guard.errors import (
     ReadFailedError,
 )
 from claros_guard.identity import agent_name
-from claros_guard.needs import LookupCache, NeedResolver, canonical_arguments
+from claros_guard.keepalive import encoded
+from claros_guard.needs import (
+    LookupCache,
+    NeedResolver,
+    canonical_arguments,
+    fresh_for,
+    with_fresh_for,
+)
 from claros_guard.policy import Call, Policy, outcome_of
 from claros_guard.queries import filter_rows, reduce_rows
-from claros_guard.records import record_of, rows_of
+from claros_guard.records import error_report, record_of, rows_of
 from claros_guard.upstream import forward_params
 
 pytestmark = pytest.mark.anyio
@@ -130,6 +137,73 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         rows_of(result({"a": 1}), "t")
     with pytest.raises(ReadFailedError, match="neither structuredContent nor text"):
         rows_of(result(), "t")
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"error": "no invoice inv-9"}, 'error: "no invoice inv-9"'),
+        ({"Detail": "Not found."}, 'Detail: "Not found."'),
+        ({"found": False}, "found: false"),
+        ({"success": False, "message": "nope"}, "success: false"),
+        ({"errors": ["x"], "code": "E1"}, 'errors: ["x"]'),
+        ({"status": "404", "title": "Not Found", "type": "about:blank"}, "status: 404"),
+        ({"status_code": 500, "message": "boom"}, "status_code: 500"),
+        ({"data": None, "errors": [{"message": "x"}]}, 'errors: [{"message": "x"}]'),
+    ],
+)
+def test_a_body_that_reports_an_error_is_no_record(body: dict[str, Any], said: str) -> None:
+    assert error_report(body) == said
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "INV-9", "error": "none", "grand_total": 5},  # a field no report has
+        {"code": "W-1", "status": "active", "title": "Widget", "type": "goods"},
+        {"ok": True, "message": "done"},
+        {"error": None, "status": 200},
+        {"found": True, "detail": ""},
+        {"data": {"id": 1}, "errors": ["partial"]},  # data: a record, not only a report
+        {},
+    ],
+)
+def test_a_record_is_no_error_report(body: dict[str, Any]) -> None:
+    assert error_report(body) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"items": [1, 2], "next_cursor": "c2"}, 'next_cursor: "c2"'),
+        ({"data": [1], "nextPageToken": "t"}, 'nextPageToken: "t"'),
+        ({"results": [1], "next": "https://app/x?page=2"}, "next: "),
+        ({"rows": [1], "has_more": True}, "has_more: true"),
+        ({"refunds": [1, 2], "total_count": 3}, "total_count: 3"),
+        ({"items": [1], "count": 9}, "count: 9"),
+        ({"items": [1], "pagination": {"Has-More": True}}, "pagination.Has-More: true"),
+        ({"edges": [1], "pageInfo": {"hasNextPage": True}}, "pageInfo.hasNextPage: true"),
+    ],
+)
+def test_a_page_of_rows_is_not_the_rows(answer: dict[str, Any], said: str) -> None:
+    with pytest.raises(
+        ReadFailedError, match=r"a page of rows .*more rows follow \(" + re.escape(said)
+    ):
+        rows_of(result(answer), "t")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"items": [1, 2], "next_cursor": None, "has_more": False, "count": 2},
+        {"invoices": [1, 2], "total": 90000},  # a sum of money, not a number of rows
+        {"items": [], "next": "", "pageInfo": {"hasNextPage": False}},
+        {"items": [1], "meta": {"total_count": 1}},
+    ],
+)
+def test_every_row_in_one_answer_is_the_rows(answer: dict[str, Any]) -> None:
+    rows = next(v for v in answer.values() if isinstance(v, list))
+    assert rows_of(result(answer), "t") == rows
 
 
 class Reader:
@@ -409,6 +483,27 @@ async def test_a_check_answers_its_needs_and_decides() -> None:
     assert claros.checks[1]["fetched"] == {"fetch": {"id": "1187", "total": 200}}
 
 
+class EncodingClaros(FakeClaros):
+    """Encodes each check as the guard sends it (no NaN), as the real client does."""
+
+    async def check(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        encoded(body)
+        return await super().check(body)
+
+
+async def test_a_query_value_json_cannot_carry_is_a_failed_read() -> None:
+    need = {"key": "queries[0]", "kind": "query", "tool": "refund_list", "arguments": {},
+            "where": {}, "op": "max", "field": "amount"}  # fmt: skip
+    reader = Reader({"refund_list": lambda a: result({"result": [{"amount": float("nan")}]})})
+    for fail_open in (False, True):
+        claros = EncodingClaros([{"allowed": False, "need": [need]}])
+        resolver = NeedResolver(reader)
+        verdict = await Policy(claros, resolver, fail_open=fail_open).decide(CALL)
+        assert verdict.forward is fail_open
+        said = str(verdict.unchecked if fail_open else verdict.message)
+        assert "queries[0] is nan, which is no number JSON can carry" in said, said
+
+
 async def test_a_spec_shaped_need_without_result_is_a_need() -> None:
     need = [{"key": "fetch", "kind": "fetch", "tool": "order_read", "arguments": {"id": "1187"}}]
     claros = FakeClaros(
@@ -552,3 +647,23 @@ def test_agent_names_without_a_usable_name_and_forwarded_params() -> None:
 
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def test_a_lookup_says_how_long_it_stays_fresh_and_is_kept_no_longer() -> None:
+    now = [0.0]
+    cache = LookupCache(ttl=60, clock=lambda: now[0])
+    cache.put(("a",), 1, 10)
+    cache.put(("b",), 2, 600)  # never more than the cache's own ttl
+    cache.put(("c",), 3, 0)  # stale already: not kept
+    assert cache.entry(("a",)) == (1, 10) and cache.entry(("b",)) == (2, 60)
+    assert cache.get(("c",)) is None
+    now[0] = 10
+    assert cache.get(("a",)) is None and cache.get(("b",)) == 2
+    said = with_fresh_for({"content": [], "_meta": {"other": 1}}, 12.5)
+    assert said["_meta"] == {"other": 1, "claros/fresh_for": 12.5}
+    assert fresh_for(said, 60) == 12.5
+    for meta in (None, {}, {"claros/fresh_for": True}, {"claros/fresh_for": "5"},
+                 {"claros/fresh_for": float("nan")}):  # fmt: skip
+        assert fresh_for({"_meta": meta}, 60) == 60
+    assert fresh_for({"_meta": {"claros/fresh_for": 999}}, 60) == 60
+    assert fresh_for({"_meta": {"claros/fresh_for": -3}}, 60) == 0

@@ -58,7 +58,10 @@ def builtins(now: dt.datetime) -> dict[str, str]:
 
 def _values(source: Any, key: str) -> tuple[list[Any], bool]:
     """The values at a lookup key (``items[].code`` gives one per item), and whether the key
-    walks a list."""
+    walks a list. A list the key walks that is missing, null or not a list gives ``[None]``
+    and not many: the values are unknown, not "no items" (an order that names no items,
+    filled in by the app from its quote, would pass every rule over its items:
+    tests/security/test_lookup_on_a_missing_list_sees_no_items.py)."""
     current: list[Any] = [source]
     many = False
     for part in key.split("."):
@@ -68,7 +71,9 @@ def _values(source: Any, key: str) -> tuple[list[Any], bool]:
             value = value.get(name) if isinstance(value, Mapping) else None
             if index == "]":
                 many = True
-                nxt.extend(value if isinstance(value, list) else [])
+                if not isinstance(value, list):
+                    return [None], False
+                nxt.extend(value)
             elif index:
                 i = int(index[:-1])
                 nxt.append(value[i] if isinstance(value, list) and i < len(value) else None)
@@ -92,8 +97,15 @@ def _substitute(value: Any, source: Any, env: Mapping[str, Any], key_value: Any 
     return value
 
 
+def _blank(value: Any) -> bool:
+    """Whether a value names nothing: missing or null, or text that is empty or only
+    spaces (many apps read ``""`` as "not given" and fall back to another record:
+    tests/security/test_query_on_an_empty_argument_counts_nothing.py)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def _missing(value: Any, source: Any, env: Mapping[str, Any]) -> str | None:
-    """The first ``$path`` in ``value`` that names nothing (missing or null) in ``source``;
+    """The first ``$path`` in ``value`` that names nothing (``_blank``) in ``source``;
     ``$`` and the built-ins always name something. A read filtered on such a path would be
     filtered on null: not the fact the mapping means, which Claros then does not have."""
     if isinstance(value, dict):
@@ -105,7 +117,7 @@ def _missing(value: Any, source: Any, env: Mapping[str, Any]) -> str | None:
                 return found
         return None
     if is_substitution(value) and value != "$" and value not in env:
-        return value if get_path(source, value[1:]) is None else None
+        return value if _blank(get_path(source, value[1:])) else None
     return None
 
 
@@ -171,6 +183,8 @@ def _lookup_needs(
     i: int, spec: LookupSpec, facts: Mapping[str, Any], env: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[Any], bool]:
     values, many = _values(facts, spec.key)
+    # A key that names nothing is not read: its values are unknown, as a missing key's.
+    values = [None if _blank(v) else v for v in values]
     distinct: dict[str, Any] = {}
     for value in values:
         if value is None or isinstance(value, dict | list):

@@ -936,14 +936,24 @@ class _Evaluator:
 
     def member(self, needle: Any, items: Any) -> bool | None:
         """Whether a list holds ``needle`` (with ``==``'s rules); None when no item could
-        be compared with it at all."""
+        be compared with it at all, or when it is not found and an item is null: a null
+        item is an unknown one, as a null field in a written list is (a lookup that found
+        no record for one of the items gives its value as null:
+        tests/security/test_lookup_item_not_found_is_no_such_group.py)."""
         decided = False
+        null = False
         for item in items:
-            found = self.equal(needle, self.normalize(item))
+            value = self.normalize(item)
+            if value is None:
+                null = True
+                continue
+            found = self.equal(needle, value)
             if found is True:
                 return True
             if found is False:
                 decided = True
+        if null:
+            return None
         return False if decided or not items else None
 
 

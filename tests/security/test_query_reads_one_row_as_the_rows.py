@@ -1,0 +1,72 @@
+"""Attack (proved, not closed): a history of one row, sent as one text block, is read as
+the rows of that row's own list.
+
+A list tool with unstructured output (``structured_output=False`` in the MCP SDK, and
+SDKs before structured output) sends one text block per row. The guard reads several
+blocks as the list of their values, but one block as that value: for one row, the row's
+object. ``rows_of`` then takes "the only member that is a list" of that object as the
+rows: the refund's ``lines``. Filtered on ``customer == "C-7"``, no line matched, and "a
+customer's second refund is made by a person" counted 0: C-7's second refund ran.
+
+The fix belongs in how a result is read, not in a guess: ``value_of`` should say whether
+its value came from structured content, one text block or several; for rows, one text
+block holding an object that has none of the row keys (``result``, ``items``, ``rows``...)
+and says nothing of pages is ambiguous (a wrapper with a list of its own name, or a
+single row) and should be a failed read rather than a count of the wrong list, and no
+text blocks at all (what the SDK sends for no rows) should be zero rows. That changes
+what several servers' answers mean, so it is left for a change of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.guard.conftest import Workspace
+from tests.guard.test_examples import tools_called, wait_registered
+
+pytestmark = pytest.mark.anyio
+
+ROW_BLOCKS = [
+    sys.executable,
+    str(Path(__file__).resolve().parent / "servers" / "row_blocks_shop.py"),
+]
+MAPPING: dict[str, Any] = {
+    "app": "shop",
+    "tool": "refund_create",
+    "queries": [
+        {
+            "tool": "refund_list",
+            "arguments": {"customer": "$customer"},
+            "where": {"customer": "$customer"},
+            "op": "count",
+            "var": "refunds_before",
+        }
+    ],
+}
+SECOND_REFUND = {
+    "id": "second-refund",
+    "app": "shop",
+    "tools": ["refund_create"],
+    "when": "refunds_before >= 1",
+    "response": "stop",
+    "message": "A customer's second refund is made by a person.",
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="one text block holding one row is read as an object whose only list (the row's "
+    "lines) is the rows; needs value_of to say how its value came (see the docstring)",
+)
+async def test_one_row_in_one_block_is_counted_as_one_row(workspace: Workspace) -> None:
+    ws = workspace
+    async with Client(ws.guard("shop", ROW_BLOCKS)) as agent:
+        await wait_registered(ws, "shop", "refund_create")
+        ws.push(rules=[SECOND_REFUND], mappings=[MAPPING])
+        await agent.call_tool("refund_create", {"order": "1187", "amount": 50, "customer": "C-7"})
+    assert "refund_create" not in tools_called(ws), "C-7's second refund ran on a count of 0"
