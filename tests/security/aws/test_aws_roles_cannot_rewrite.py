@@ -65,7 +65,8 @@ class World:
     monkeypatch: pytest.MonkeyPatch
 
     def arns(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+        # The stack's name too: the signer role's alias resources are named under it.
+        out: dict[str, str] = {"AWS::StackName": self.stack.name}
         for logical_id, resource in self.stack.cfn["Resources"].items():
             physical = self.stack.physical.get(logical_id, logical_id)
             out[logical_id] = physical
