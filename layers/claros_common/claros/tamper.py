@@ -541,7 +541,7 @@ class DynamoTamperLog:
             }
         ):
             try:
-                body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
+                body = jsonutil.loads(_inflate_prune_record(item["body"]["B"]))
                 seq = body.get("through_seq", 0)
             except (KeyError, TypeError, ValueError, AttributeError, zlib.error):
                 log.warning("a prune record that is none: %s", item.get("rid"))
@@ -549,6 +549,23 @@ class DynamoTamperLog:
             if isinstance(seq, int) and not isinstance(seq, bool):
                 through = max(through, seq)
         return through
+
+
+# A prune's record is a few hundred bytes (claros.evidence.retention). A planted one is
+# inflated no further than this: a 400 KB item inflates to ~400 MB, and running the
+# checkpoint function out of memory sent the batch to the failure queue unjudged
+# (tests/security/aws/test_compressed_prune_record_bomb_blinds_the_tamper_watch.py).
+PRUNE_RECORD_MAX_BYTES = 64 * 1024
+
+
+def _inflate_prune_record(packed: bytes) -> bytes:
+    """The body of a prune record; ValueError when it inflates past PRUNE_RECORD_MAX_BYTES
+    (then it is no prune's record)."""
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(packed, PRUNE_RECORD_MAX_BYTES)
+    if inflate.unconsumed_tail or not inflate.eof:
+        raise ValueError(f"a prune record inflates past {PRUNE_RECORD_MAX_BYTES} bytes")
+    return raw
 
 
 def verify_with_tampering(store: Store, log_: TamperLog | None, workspace: str) -> VerifyReport:
