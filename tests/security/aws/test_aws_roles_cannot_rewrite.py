@@ -92,7 +92,9 @@ class World:
         return self.arns()[f"{role_of(self.stack.cfn, function)}.Arn"]
 
     def as_role(self, function: str) -> GatedDynamoDB:
-        return GatedDynamoDB(self.client, self.statements(function))
+        """The function's role, called from the function's code (lambda:SourceFunctionArn)."""
+        source = {"lambda:SourceFunctionArn": [self.arns()[f"{function}.Arn"]]}
+        return GatedDynamoDB(self.client, self.statements(function), source)
 
     def table(self, logical_id: str) -> str:
         return self.stack.physical[logical_id]
