@@ -173,11 +173,18 @@ _NO_VALUE: Any = object()
 def role_statements(
     cfn: Json, function: str, arns: Mapping[str, str], conditions: Mapping[str, bool]
 ) -> list[Json]:
-    """Every statement of the inline policies of the role the function runs as."""
+    """Every statement of the inline policies of the role the function runs as, and of the
+    ``AWS::IAM::Policy`` resources attached to it."""
     role = cfn["Resources"][function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    inline = cfn["Resources"][role]["Properties"].get("Policies", [])
+    documents = [p["PolicyDocument"] for p in inline]
+    for resource in cfn["Resources"].values():
+        attached = resource["Properties"].get("Roles", []) if "Properties" in resource else []
+        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role} in attached:
+            documents.append(resource["Properties"]["PolicyDocument"])
     out: list[Json] = []
-    for policy in cfn["Resources"][role]["Properties"].get("Policies", []):
-        for statement in _resolve(policy["PolicyDocument"]["Statement"], arns, conditions):
+    for document in documents:
+        for statement in _resolve(document["Statement"], arns, conditions):
             out.append(statement)
     return out
 
@@ -199,9 +206,14 @@ def _denied(operation: str, request: Request) -> ClientError:
 class GatedDynamoDB:
     """A DynamoDB client that makes only the calls ``statements`` allow."""
 
-    def __init__(self, client: Any, statements: list[Json]) -> None:
+    def __init__(
+        self, client: Any, statements: list[Json], context: Mapping[str, list[str]] | None = None
+    ) -> None:
         self._client = client
         self._statements = statements
+        # What every request of this caller carries (lambda:SourceFunctionArn: the function
+        # whose code makes the call).
+        self._context = dict(context or {})
         self._keys: dict[str, str] = {}
         self.refused: list[Request] = []
 
@@ -221,7 +233,9 @@ class GatedDynamoDB:
     def _authorize(
         self, operation: str, action: str, table: str, leading: list[str] | None
     ) -> None:
-        context = {"dynamodb:LeadingKeys": leading} if leading is not None else {}
+        context = dict(self._context)
+        if leading is not None:
+            context["dynamodb:LeadingKeys"] = leading
         request = Request(f"dynamodb:{action}", self._arn(table), context)
         if not allowed(self._statements, request):
             self.refused.append(request)

@@ -395,7 +395,10 @@ def test_only_the_signing_functions_may_sign(template: dict[str, Any]) -> None:
         # role (tests/security/aws/test_aws_roles_cannot_rewrite.py evaluates both).
         assert "kms:Sign" not in kms and "kms:ScheduleKeyDeletion" not in kms, logical_id
         if logical_id in SIGNERS:
-            assert {"kms:CreateKey", "kms:CreateAlias", "kms:UpdateAlias"} <= kms
+            assert {"kms:CreateKey", "kms:CreateAlias"} <= kms
+            # No function moves an alias (rotate-key is the operator's):
+            # tests/security/aws/test_signer_role_hands_the_workspace_key_away.py.
+            assert "kms:UpdateAlias" not in kms
             assert {"kms:TagResource", "kms:DescribeKey", "kms:GetPublicKey"} <= kms
         elif logical_id == "AuthorizerFunction":
             assert kms == set()  # it reads keys, members and sessions, nothing else

@@ -283,7 +283,8 @@ def _judged(
 
     * an event from another table's stream (the state table: docs, keys, aggregates are
       updated in place by design), or whose keys are no ledger or records item's;
-    * a ``REMOVE`` of an item that is there now, unchanged (no record was removed);
+    * a ``REMOVE`` of a record that is there now as its old image says (no record was
+      removed);
     * a ``MODIFY`` of an item that is not there (a real one that was then removed is
       judged by its ``REMOVE``), or of a record that is now just as the event's old image
       says it was (a real change shows in the table; a change back is a ``MODIFY`` of its
@@ -291,7 +292,8 @@ def _judged(
 
     Every other ``MODIFY`` (a ledger item that is there: the ledger's stream carries the
     new image only, so a made-up one cannot be told from a rewrite, and it counts) and
-    every ``REMOVE`` of an item that is gone, above the last prune's ``through_seq``, is
+    every other ``REMOVE`` (of an item that is gone, or of a ledger entry that is there,
+    which may be a replacement: no old image to tell) that no prune accounts for, is
     tampering. ``reads``: the batch's prune reads (``PruneReads``), shared by its events."""
     event = str(record.get("eventName", ""))
     if event not in ("MODIFY", "REMOVE"):
@@ -354,10 +356,16 @@ def _prunable(reads: PruneReads, workspace: str, seq: int) -> bool:
 def _could_be(
     event: str, table: str, now: Mapping[str, Any] | None, data: Mapping[str, Any]
 ) -> bool:
-    """Whether the tables as they are now could follow the event the record describes."""
+    """Whether the tables as they are now could follow the event the record describes.
+
+    A ``REMOVE`` of an item that is there now is no removal only when its old image says
+    the item there is the one removed: the ledger's stream carries new images only, and an
+    entry deleted and put again at once (the prune role may do both) is there when the
+    watch reads it, a replacement it cannot tell from the original, so it counts
+    (``tests/security/aws/test_prune_role_replaces_an_entry_unseen.py``)."""
     old = data.get("OldImage")
     if event == "REMOVE":
-        return now is None or (old is not None and not _same(now, old))
+        return now is None or old is None or not _same(now, old)
     if now is None:
         return False
     if table == "records" and old is not None:
@@ -533,7 +541,7 @@ class DynamoTamperLog:
             }
         ):
             try:
-                body = jsonutil.loads(zlib.decompress(item["body"]["B"]))
+                body = jsonutil.loads(_inflate_prune_record(item["body"]["B"]))
                 seq = body.get("through_seq", 0)
             except (KeyError, TypeError, ValueError, AttributeError, zlib.error):
                 log.warning("a prune record that is none: %s", item.get("rid"))
@@ -541,6 +549,23 @@ class DynamoTamperLog:
             if isinstance(seq, int) and not isinstance(seq, bool):
                 through = max(through, seq)
         return through
+
+
+# A prune's record is a few hundred bytes (claros.evidence.retention). A planted one is
+# inflated no further than this: a 400 KB item inflates to ~400 MB, and running the
+# checkpoint function out of memory sent the batch to the failure queue unjudged
+# (tests/security/aws/test_compressed_prune_record_bomb_blinds_the_tamper_watch.py).
+PRUNE_RECORD_MAX_BYTES = 64 * 1024
+
+
+def _inflate_prune_record(packed: bytes) -> bytes:
+    """The body of a prune record; ValueError when it inflates past PRUNE_RECORD_MAX_BYTES
+    (then it is no prune's record)."""
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(packed, PRUNE_RECORD_MAX_BYTES)
+    if inflate.unconsumed_tail or not inflate.eof:
+        raise ValueError(f"a prune record inflates past {PRUNE_RECORD_MAX_BYTES} bytes")
+    return raw
 
 
 def verify_with_tampering(store: Store, log_: TamperLog | None, workspace: str) -> VerifyReport:

@@ -65,7 +65,8 @@ class World:
     monkeypatch: pytest.MonkeyPatch
 
     def arns(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+        # The stack's name too: the signer role's alias resources are named under it.
+        out: dict[str, str] = {"AWS::StackName": self.stack.name}
         for logical_id, resource in self.stack.cfn["Resources"].items():
             physical = self.stack.physical.get(logical_id, logical_id)
             out[logical_id] = physical
@@ -91,7 +92,9 @@ class World:
         return self.arns()[f"{role_of(self.stack.cfn, function)}.Arn"]
 
     def as_role(self, function: str) -> GatedDynamoDB:
-        return GatedDynamoDB(self.client, self.statements(function))
+        """The function's role, called from the function's code (lambda:SourceFunctionArn)."""
+        source = {"lambda:SourceFunctionArn": [self.arns()[f"{function}.Arn"]]}
+        return GatedDynamoDB(self.client, self.statements(function), source)
 
     def table(self, logical_id: str) -> str:
         return self.stack.physical[logical_id]

@@ -218,8 +218,30 @@ def _checkpoint(item: Item) -> Checkpoint:
     )
 
 
+# A record's canonical JSON is read whole up to this. The store writes records of at most a
+# 400 KB item, from requests of at most 1 MB; a role that may put records could put one that
+# inflates ~1,000 times (~400 MB), and reading it whole killed the checkpoint function (512
+# MB): the schedule then signed no workspace at all
+# (tests/security/aws/test_compressed_record_bomb_stops_every_signature.py).
+RECORD_MAX_BYTES = 8 * 1024 * 1024
+
+
+class RecordTooLarge(ValueError):
+    """A records item that inflates past RECORD_MAX_BYTES: none the store wrote."""
+
+
+def _inflate_record(packed: bytes) -> bytes:
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(packed, RECORD_MAX_BYTES)
+    if inflate.unconsumed_tail:
+        raise RecordTooLarge(f"a record inflates past {RECORD_MAX_BYTES} bytes")
+    if not inflate.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return raw
+
+
 def _record_body(item: Item) -> dict[str, Any]:
-    return jsonutil.loads(zlib.decompress(item["body"]["B"]))  # type: ignore[no-any-return]
+    return jsonutil.loads(_inflate_record(item["body"]["B"]))  # type: ignore[no-any-return]
 
 
 def _prune_says(item: Item) -> object:
@@ -1359,10 +1381,13 @@ class DynamoStore:
         found = self._batch_get_records(workspace, {f"{e.kind}#{e.ref_id}" for e in page})
         for e in page:
             item = found.get(f"{e.kind}#{e.ref_id}")
+            raw = None
             if item is not None and int(item["seq"]["N"]) == e.seq:
-                yield e, zlib.decompress(item["body"]["B"])  # the canonical JSON, as hashed
-            else:
-                yield e, None
+                try:
+                    raw = _inflate_record(item["body"]["B"])  # the canonical JSON, as hashed
+                except RecordTooLarge:
+                    pass  # no record the store wrote: verify finds the entry's record missing
+            yield e, raw
 
     def _with_records(
         self, workspace: str, page: list[Entry]
@@ -1423,7 +1448,7 @@ class DynamoStore:
 
     def get_raw_record(self, workspace: str, kind: str, ref_id: str) -> bytes | None:
         item = self._record_item(workspace, kind, ref_id)
-        return zlib.decompress(item["body"]["B"]) if item else None
+        return _inflate_record(item["body"]["B"]) if item else None
 
     def _record_item(self, workspace: str, kind: str, ref_id: str) -> Item | None:
         key = record_key(workspace, kind, ref_id)
@@ -1517,7 +1542,7 @@ class DynamoStore:
             )
             for item in query:
                 ref_id = item["rid"]["S"].split("#", 1)[1]
-                body = zlib.decompress(item["body"]["B"])
+                body = _inflate_record(item["body"]["B"])
                 out.append(KeptRecord(int(item["seq"]["N"]), kind, ref_id, body))
         return sorted(out, key=lambda k: k.seq)
 
