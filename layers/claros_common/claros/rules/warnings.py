@@ -7,6 +7,9 @@ every call, so the rule is never decided on it and always answers its ``on_unkno
 (fire, by default): most likely a typo, or a mapping still to write. Saving the rule is
 not refused (the mapping may come next); the answer carries one warning per field and tool.
 
+It also warns of a tool no check ever reaches, so that the rule never applies: one the
+app's guard registered as a read (guards check writes only) or never registered at all.
+
 Only a field's first name is checked (``order`` of ``order.total``). Nothing is warned when
 a tool's facts cannot be known: an input schema without ``properties`` (it takes anything),
 or a mapping that fetches a record into the top level (``into: ""``: any field may come
@@ -29,16 +32,24 @@ _APPS = "app"  # the docs guards register their tools in (claros.mapping.service
 
 
 def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
+    registered = _registered_tools(store, workspace, spec.app)
+    out: list[str] = []
+    unchecked: set[str] = set()
+    for tool in spec.tools:
+        why = _never_checked(spec.app, tool, registered)
+        if why is not None:
+            out.append(why)
+            unchecked.add(tool)
     if not spec.when:
-        return []
+        return out
     try:
         expr = parse_when(spec.when)
     except ExprError:  # validated already; nothing to say
-        return []
+        return out
     fields = sorted(expr.fields(), key=spec.when.find)
-    registered = _registered_tools(store, workspace, spec.app)
-    out: list[str] = []
     for tool in spec.tools:
+        if tool in unchecked:
+            continue  # said already: what it reads does not matter
         arguments = _arguments(registered.get(tool))
         facts = _mapped(store, workspace, spec.app, tool)
         if facts is None or (arguments is not None and "*" in arguments):
@@ -49,6 +60,28 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
                 continue
             out.append(_warning(spec.app, tool, path, name, arguments is not None))
     return out
+
+
+def _never_checked(app: str, tool: str, registered: Mapping[str, Any]) -> str | None:
+    """Why no check ever reaches a rule on ``tool``, or None: guards check writes only, so
+    a tool the app's guard registered as a read (and the workspace does not hold as a
+    write) goes to its server unchecked; and a tool the app's guard never registered is
+    not called by that name (tools/call of a name the server did not list is refused)."""
+    if not registered:
+        return None  # no guard has registered the app yet: the field warnings say so
+    info = registered.get(tool)
+    if info is None:
+        return (
+            f"{tool}: {app}'s guard registered no tool by this name, so no call of it is "
+            "checked and the rule never applies (tool names are matched exactly)"
+        )
+    if isinstance(info, Mapping) and info.get("read") and not info.get("held"):
+        return (
+            f"{tool}: {app}'s guard registered it as a read, and guards check writes only: "
+            f"its calls go to the server unchecked and the rule never applies (run the guard "
+            f"with --write {tool} if it changes anything)"
+        )
+    return None
 
 
 def _warning(app: str, tool: str, path: str, name: str, has_schema: bool) -> str:
