@@ -150,3 +150,32 @@ def test_dates_written_with_a_space_in_front_hold_the_rule(http: httpx.Client, k
     assert _check(http, keys, created_at="2026-09-02")["result"] == "allow"
     # " 2026-11-02" sorts before "2026-10-01" by code point; the app trims it.
     assert _check(http, keys, created_at=" 2026-11-02")["result"] == "stop"
+
+
+def test_a_long_text_is_folded_once_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folding costs up to ~0.5 us a character beyond ASCII: a reason near the 1 MB body
+    limit, read by many rules, is folded once per check, not once per rule (else forty
+    rules over it would keep a check past the guard's 10 s, and ``--fail-open`` forwards
+    the write unchecked)."""
+    from claros.rules import expr
+    from claros.rules.decide import decide
+
+    folds: list[int] = []
+    real = expr._fold_word
+
+    def counted(text: str) -> str:
+        folds.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(expr, "_fold_word", counted)
+    rules = [
+        {"id": f"r{i}", "version": 1, "hash": "h", "confirm": {},
+         "rule": {"app": "shop", "tools": ["refund_create"], "response": "stop",
+                  "when": f'"word{i}" in reason'}}
+        for i in range(40)
+    ]  # fmt: skip
+    reason = "\u00e9t\u00e9 " * 20_000 + "WORD7"
+    decision = decide(rules, "shop", "refund_create", {"reason": reason})
+    assert decision.result == "stop"
+    assert [r["id"] for r in decision.deciding] == ["r7"]
+    assert folds == [len(reason)]

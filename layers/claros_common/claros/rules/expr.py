@@ -821,7 +821,7 @@ def _unseen() -> re.Pattern[str]:
         "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
         "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
         "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
-        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
     )
 
 
@@ -848,11 +848,12 @@ class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
     the decimal context and the step budget of the current expression."""
 
-    __slots__ = ("ctx", "currencies", "facts", "fields", "numbers", "spelled", "steps")
+    __slots__ = ("ctx", "currencies", "facts", "fields", "folds", "numbers", "spelled", "steps")
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.spelled = False  # two words met that differ only in spelling (folded)
+        self.folds: dict[str, str] | None = None  # long texts folded, once per scope
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
         self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
         self.currencies: dict[str, str | None] = {}  # path -> the currency written in it
@@ -952,10 +953,24 @@ class _Evaluator:
             return self.same(a, b, 0)
         return None
 
+    def fold(self, text: str) -> str:
+        """:func:`folded`, each long text (a reason, a note) folded once per scope however
+        many rules read it: folding costs up to ~0.5 us a character beyond ASCII."""
+        if len(text) <= _FOLD_CACHED:
+            return _folded(text)
+        folds = self.folds
+        if folds is None:
+            folds = self.folds = {}
+        try:
+            return folds[text]
+        except KeyError:
+            word = folds[text] = _fold_word(text)
+            return word
+
     def other_word(self, a: str, b: str) -> bool | None:
         """False for two different words, None (and ``spelled``) when they differ only in
         spelling (:func:`folded`)."""
-        if folded(a) != folded(b):
+        if self.fold(a) != self.fold(b):
             return False
         self.spelled = True
         return None
@@ -1497,7 +1512,7 @@ def _order(
         return test(x, y)
     if x is None and y is None and isinstance(a, str) and isinstance(b, str):
         result = test(a, b)
-        if result is test(folded(a), folded(b)):
+        if result is test(ev.fold(a), ev.fold(b)):
             return result
         ev.spelled = True
     return _Unknown(_why(a, a_path) + _why(b, b_path))
@@ -1521,8 +1536,8 @@ def _compile_in(node: _In) -> _Run:
                 return _Unknown(_why(needle, left_path) + _why(container, right_path))
             if needle in container:
                 return not negated
-            word = folded(needle)
-            if not word or word not in folded(container):
+            word = ev.fold(needle)
+            if not word or word not in ev.fold(container):
                 return negated
             ev.spelled = True  # there but for its spelling: neither in nor not in
             return _Unknown(_why(needle, left_path) + _why(container, right_path))
@@ -1561,7 +1576,7 @@ def _in_list(left: _Run, left_path: str, box: _List, negated: bool) -> _Run:
         if words is not None and type(needle) is str:
             if needle in words:
                 return not negated
-            if folded(needle) not in spellings:
+            if ev.fold(needle) not in spellings:
                 return negated
             ev.spelled = True
             return spelled
