@@ -27,7 +27,8 @@ Sent = tuple[str, str, dict[str, Any]]
 def load_items(path: str, plural: str) -> list[dict[str, Any]]:
     parse = parse_json if Path(path).suffix == ".json" else parse_yaml
     try:
-        data = plain_json(parse(read_text(path), path), path)
+        # A key said twice: the file's reviewer may read one, Claros would save the other.
+        data = plain_json(parse(read_text(path), path, unique_keys=True), path)
     except FileProblem as exc:
         raise ClientError(str(exc)) from None
     if isinstance(data, dict) and plural in data:
