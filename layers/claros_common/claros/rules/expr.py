@@ -287,6 +287,16 @@ class Expr:
     def __repr__(self) -> str:
         return f"Expr(text={self.text!r}, kind={self.kind!r})"
 
+    def is_condition(self) -> bool:
+        """Whether the expression can be true or false: not a value written where a ``when``
+        wants a condition (``amount + 1``, ``'refund'``, ``12``, ``null``, a list), whose
+        value is never true or false, so that a ``when`` of it is always unknown. A bare
+        field may hold a boolean, and counts."""
+        root = self._root
+        if isinstance(root, _Lit):
+            return isinstance(root.value, bool)
+        return not isinstance(root, _Arith | _Neg | _List)
+
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
         return frozenset(self._fields)

@@ -7,7 +7,9 @@ every call, so the rule is never decided on it and always answers its ``on_unkno
 (fire, by default): most likely a typo, or a mapping still to write. Saving the rule is
 not refused (the mapping may come next); the answer carries one warning per field and tool.
 
-It also warns of a tool no check ever reaches, so that the rule never applies: one the
+It warns of a ``when`` that never holds: false on every call (it reads no field), or a
+value rather than a condition (``amount + 1``: never true or false, always unknown). And it
+warns of a tool no check ever reaches, so that the rule never applies: one the
 app's guard registered as a read (guards check writes only) or never registered at all.
 
 Only a field's first name is checked (``order`` of ``order.total``). Nothing is warned when
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from claros.mapping.service import mapping_for
-from claros.rules.expr import ExprError, parse_when
+from claros.rules.expr import Expr, ExprError, matches, parse_when
 from claros.rules.model import RuleSpec
 from claros.store.base import Store
 
@@ -46,6 +48,9 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
         expr = parse_when(spec.when)
     except ExprError:  # validated already; nothing to say
         return out
+    never = _never_decided(expr, spec)
+    if never is not None:
+        out.append(never)
     fields = sorted(expr.fields(), key=spec.when.find)
     for tool in spec.tools:
         if tool in unchecked:
@@ -60,6 +65,20 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
                 continue
             out.append(_warning(spec.app, tool, path, name, arguments is not None))
     return out
+
+
+def _never_decided(expr: Expr, spec: RuleSpec) -> str | None:
+    """Why the ``when`` never holds on any call, or None: it reads no field and is false,
+    or it is a value, not a condition (never true or false, so always unknown)."""
+    if not expr.is_condition():
+        on_unknown = spec.on_unknown or "fire"
+        return (
+            f"when: {spec.when!r} is a value, not a condition (true or false): it is never "
+            f"decided, and the rule always answers by its on_unknown ({on_unknown})"
+        )
+    if not expr.fields() and matches(expr, {})[0] is False:
+        return f"when: {spec.when!r} is false on every call: the rule never applies"
+    return None
 
 
 def _never_checked(app: str, tool: str, registered: Mapping[str, Any]) -> str | None:
