@@ -964,17 +964,17 @@ class _Evaluator:
         return None
 
     def fold(self, text: str) -> str:
-        """:func:`folded`, each long text (a reason, a note) folded once per scope however
-        many rules read it: folding costs up to ~0.5 us a character beyond ASCII."""
-        if len(text) <= _FOLD_CACHED:
-            return _folded(text)
+        """:func:`folded`, each text folded once per scope however many rules read it (a
+        long one, a reason or a note, costs up to ~0.5 us a character beyond ASCII; short
+        ones come from a process-wide cache)."""
         folds = self.folds
         if folds is None:
             folds = self.folds = {}
         try:
             return folds[text]
         except KeyError:
-            word = folds[text] = _fold_word(text)
+            word = _folded(text) if len(text) <= _FOLD_CACHED else _fold_word(text)
+            folds[text] = word
             return word
 
     def other_word(self, a: str, b: str) -> bool | None:
