@@ -11,20 +11,26 @@ one counts"); pushing such a file now fails (exit 2, as a file that is not YAML 
 naming the key and where it is, and nothing in the file is sent.
 """
 
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from html import unescape
 from pathlib import Path
 
 import httpx
 import pytest
 
 from claros.local import LocalServer
-from tests.api.conftest import Keys, bearer
+from tests.api.conftest import Keys, bearer, put_rule
 from tests.api.test_rules_push import push
+from tests.web.conftest import Browserish, sign_in  # noqa: F401 - a fixture
+from tests.web.test_rules_forms import EDIT, _once
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
@@ -104,3 +110,22 @@ def test_yaml_merge_keys_are_not_a_key_twice(
     with httpx.Client(base_url=server.url) as http:
         saved = http.get("/api/rules/a", headers=bearer(keys.admin)).json()
     assert saved["rule"]["response"] == "stop"
+
+
+def test_the_rules_page_editor_refuses_a_key_twice(
+    http: httpx.Client, sign_in: Callable[[str], Browserish], keys: Keys
+) -> None:
+    """The same text pasted into the Rules page's editor (an admin copying the reviewed
+    file) was saved with its last value too."""
+    put_rule(http, keys.admin)
+    admin = sign_in(keys.admin)
+    page = admin.get("/app/rules").text
+    text = (
+        "id: refund-half\nworkflow_id: refunds\napp: shop\ntools: [refund_create]\n"
+        "title: Refunds over half\nwhen: amount > order_total / 2\nresponse: ask\n"
+        "owners: [dana@acme.test]\nresponse: allow\n"
+    )
+    sent = admin.post_form(EDIT, {"text": text, "once": _once(page, EDIT)})
+    assert "twice" in unescape(sent.text), sent.text[:2000]
+    saved = http.get("/api/rules/refund-half", headers=bearer(keys.admin)).json()
+    assert (saved["version"], saved["rule"]["response"]) == (1, "ask"), saved
