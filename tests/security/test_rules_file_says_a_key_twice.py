@@ -129,3 +129,24 @@ def test_the_rules_page_editor_refuses_a_key_twice(
     assert "twice" in unescape(sent.text), sent.text[:2000]
     saved = http.get("/api/rules/refund-half", headers=bearer(keys.admin)).json()
     assert (saved["version"], saved["rule"]["response"]) == (1, "ask"), saved
+
+
+def test_a_rules_file_that_lists_a_rule_twice_is_not_pushed(
+    server: LocalServer, keys: Keys, tmp_path: Path
+) -> None:
+    """The same at the list's level: two entries with one id. Each was pushed in turn, so
+    the second (``response: allow``, further down the file) replaced the first as a new
+    version."""
+    first = {"id": "refund-half", "workflow_id": "refunds", "app": "shop",
+             "tools": ["refund_create"], "title": "Refunds over half", "response": "ask",
+             "when": "amount > order_total / 2"}  # fmt: skip
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([first, {"id": "other", **{k: v for k, v in first.items()
+                                                          if k != "id"}},
+                                {**first, "response": "allow"}]))  # fmt: skip
+    done = push(server, keys.admin, str(path))
+    with httpx.Client(base_url=server.url) as http:
+        saved = http.get("/api/rules", headers=bearer(keys.admin)).json()["rules"]
+    assert [(r["id"], r["version"], r["rule"]["response"]) for r in saved] == [], saved
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "refund-half" in done.stderr and "twice" in done.stderr, done.stderr
