@@ -27,7 +27,8 @@ Sent = tuple[str, str, dict[str, Any]]
 def load_items(path: str, plural: str) -> list[dict[str, Any]]:
     parse = parse_json if Path(path).suffix == ".json" else parse_yaml
     try:
-        data = plain_json(parse(read_text(path), path), path)
+        # A key said twice: the file's reviewer may read one, Claros would save the other.
+        data = plain_json(parse(read_text(path), path, unique_keys=True), path)
     except FileProblem as exc:
         raise ClientError(str(exc)) from None
     if isinstance(data, dict) and plural in data:
@@ -86,7 +87,28 @@ def push_rules(client: Client, path: str, made_by: str) -> int:
             raise ValueError("the rule has no id")
         return rule_id, f"/api/rules/{segment(rule_id)}", {"rule": rule, "made_by": made_by}
 
-    return _push(client, load_items(path, "rules"), send)
+    items = load_items(path, "rules")
+    _once_each(path, items, lambda rule: rule.get("id"), "rule")
+    return _push(client, items, send)
+
+
+def _once_each(
+    path: str, items: list[dict[str, Any]], name: Callable[[dict[str, Any]], Any], what: str
+) -> None:
+    """Refuse a file that lists one rule (or mapping) twice: each is pushed in turn, so
+    the later one, further down the file, would replace the one its reviewer read as a
+    new version (tests/security/test_rules_file_says_a_key_twice.py)."""
+    seen: set[str] = set()
+    for item in items:
+        key = name(item)
+        if not isinstance(key, str) or not key:
+            continue  # reported as that item's FAIL
+        if key in seen:
+            raise ClientError(
+                f"{path} lists the {what} {key} twice: each would be pushed in turn, the "
+                "later replacing the earlier, so nothing in it is sent"
+            )
+        seen.add(key)
 
 
 def push_mappings(client: Client, path: str) -> int:
@@ -103,4 +125,11 @@ def push_mappings(client: Client, path: str) -> int:
             body["proposal"] = mapping["proposal"]
         return f"{app} {tool}", path, body
 
-    return _push(client, load_items(path, "mappings"), send)
+    items = load_items(path, "mappings")
+
+    def named(mapping: dict[str, Any]) -> Any:
+        app, tool = mapping.get("app"), mapping.get("tool")
+        return f"{app} {tool}" if isinstance(app, str) and isinstance(tool, str) else None
+
+    _once_each(path, items, named, "mapping")
+    return _push(client, items, send)

@@ -5,7 +5,9 @@ enforced rules wins (stop > ask > nudge > allow). A ``when`` that cannot be deci
 it needs is missing, null or of the wrong type, or a division by zero) answers by the rule's
 ``on_unknown``: ``fire`` (the default: the rule's own response), ``ask`` or ``allow``; its
 entry in ``rules[]`` names the ``unknown`` fields and the ``on_unknown`` that answered
-(and ``answered: "ask"`` when that is not the rule's response). Shadow rules are
+(and ``answered: "ask"`` when that is not the rule's response), except a ``when`` left
+unknown by a word spelled like the one it is compared with but not as it
+(claros.rules.expr.folded): that rule holds, whatever its ``on_unknown``. Shadow rules are
 evaluated and recorded with what they would have answered, but never change the result.
 Rules without ``when`` go to the judge (:mod:`claros.rules.judge`), with the call's
 context; its verdict, note and model land in the rule's entry. With no judge, or when it
@@ -132,7 +134,8 @@ def decide(
     best = 0
     shadow_best = -1
     matched_enforced: list[tuple[Mapping[str, Any], int]] = []
-    matches = Scope(facts).matches
+    scope = Scope(facts)
+    matches = scope.matches
     steps = _plan(rules, app, tool)
     verdicts: dict[int, _Judged] = {}
     if judge is not None:
@@ -144,7 +147,10 @@ def decide(
         if when is not None:
             hit, unknown = matches(when)
             if hit is None:
-                hit, response = _on_unknown(entry, written, unknown)
+                if scope.spelled:
+                    hit, response = _spelled(entry, written, unknown)
+                else:
+                    hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
         else:
             judged_as = verdicts.get(i, (None, "no judge is configured", False))
@@ -243,6 +249,24 @@ def _judged_entry(
     hit, response = _on_unknown(entry, written, ())
     entry["matched"] = hit
     return hit, response
+
+
+def _spelled(
+    entry: dict[str, Any], written: Mapping[str, Any], unknown: tuple[str, ...]
+) -> tuple[bool, str]:
+    """A ``when`` left unknown by a word that differs from the one it is compared with only
+    in spelling (``"acme"``, ``"ACME "``, ``"ＡＣＭＥ"`` against ``"ACME"``:
+    claros.rules.expr.folded): the rule holds, with its own response, whatever its
+    ``on_unknown``. The agent wrote the spelling; an app may well read it as the word the
+    rule names (a deny list), or as another (an allow list), and either way ``on_unknown:
+    allow`` or ``ask`` would answer less than the rule says."""
+    fields = ", ".join(unknown) or "a value"
+    entry.update(
+        unknown=list(unknown), on_unknown="fire", matched=True,
+        note=f"not decided: {fields} is spelled like a word the rule compares it with, but "
+        "not as it (case, spaces, accents, width or invisible characters), so the rule holds",
+    )  # fmt: skip
+    return True, str(written["response"])
 
 
 def _on_unknown(

@@ -52,8 +52,12 @@ decided, or **unknown** (``None``, with the fields it depends on in :attr:`Outco
   fields) or an overflow. ``x == null`` / ``x != null`` are always decided.
 * Comparisons: numbers by value (``1 == 1.0``, ``"$5" == 5``); two strings that both read
   as numbers by value (``"9" < "10"``); other strings by code point, and a word never
-  equals another string. Booleans, lists and objects take ``==``/``!=`` (lists and objects
-  structurally, after 100,000 comparisons or 32 levels: unknown).
+  equals another string, except that two words that differ only in spelling
+  (:func:`folded`: ``"acme"``, ``"ACME "``, ``"ＡＣＭＥ"`` against ``"ACME"``) are unknown
+  (and :attr:`Scope.spelled`, which makes the rule hold: claros.rules.decide), with
+  ``==``, ``!=``, ``in``/``not in`` and the orderings where the spelling decides.
+  Booleans, lists and objects take ``==``/``!=`` (lists and objects structurally, after
+  100,000 comparisons or 32 levels: unknown).
 * ``in``: a list means membership (with ``==``'s rules: found is true; else false when some
   item could be compared, unknown when none could or an item of a list literal is
   unknown), a string means substring (the needle must be a string), anything else is
@@ -82,6 +86,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping
 from decimal import (
     ROUND_HALF_EVEN,
@@ -108,6 +113,7 @@ __all__ = [
     "Outcome",
     "Scope",
     "evaluate",
+    "folded",
     "matches",
     "parse_derived",
     "parse_when",
@@ -281,6 +287,16 @@ class Expr:
     def __repr__(self) -> str:
         return f"Expr(text={self.text!r}, kind={self.kind!r})"
 
+    def is_condition(self) -> bool:
+        """Whether the expression can be true or false: not a value written where a ``when``
+        wants a condition (``amount + 1``, ``'refund'``, ``12``, ``null``, a list), whose
+        value is never true or false, so that a ``when`` of it is always unknown. A bare
+        field may hold a boolean, and counts."""
+        root = self._root
+        if isinstance(root, _Lit):
+            return isinstance(root.value, bool)
+        return not isinstance(root, _Arith | _Neg | _List)
+
     def fields(self) -> frozenset[str]:
         """Every field path the expression references, as written (``items[0].qty``)."""
         return frozenset(self._fields)
@@ -332,7 +348,15 @@ class Scope:
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
         ev = self._ev
         ev.steps = 0
+        ev.spelled = False
         return expr._run(ev, expr._fields)  # a when is True, False or None
+
+    @property
+    def spelled(self) -> bool:
+        """Whether the last :meth:`matches` met two words that differ only in spelling
+        (:func:`folded`): a ``when`` it left unknown holds its rule, whatever the rule's
+        ``on_unknown`` (docs/rules.md)."""
+        return self._ev.spelled
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -774,6 +798,46 @@ def _number_of(value: Any) -> Decimal | Ambiguous | None:
     return None
 
 
+_FOLD_CACHED = 256  # longer texts (a reason, a note) are folded each time, never kept
+
+
+def folded(text: str) -> str:
+    """A word as a lenient reader may take it: case, accents, compatibility forms
+    (fullwidth letters, ligatures), invisible characters (zero-width spaces, soft hyphens,
+    a byte order mark) and runs of spaces do not count; ``"ÀCME "``, ``"ａｃｍｅ"`` and
+    ``"AC\u200bME"`` are ``"acme"``. Databases that collate case- and accent-insensitively
+    (MariaDB's ``utf8mb4_unicode_ci``) and apps that trim find one record for all of them;
+    others tell them apart. Two words that differ but fold alike are therefore neither
+    equal nor unequal to a rule (tests/security/test_supplier_spelled_past_a_deny_list.py)."""
+    return _folded(text) if len(text) <= _FOLD_CACHED else _fold_word(text)
+
+
+def _fold_word(text: str) -> str:
+    if text.isascii():
+        return " ".join(text.split()).lower()
+    import unicodedata  # only for text beyond ASCII
+
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return " ".join(_unseen().sub("", decomposed).split())
+
+
+@functools.cache
+def _unseen() -> re.Pattern[str]:
+    """What a reader does not see, after NFKD: combining diacritical marks (the accents NFKD
+    splits off) and Unicode's default-ignorable code points (zero-width spaces and joiners,
+    soft hyphen, bidirectional marks, variation selectors, the byte order mark, tags).
+    Compiled at the first word beyond ASCII, not at import (a cold start's cost)."""
+    return re.compile(
+        "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+        "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+        "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
+    )
+
+
+_folded = functools.lru_cache(maxsize=8192)(_fold_word)
+
+
 def _why(value: Any, path: str) -> tuple[str, ...]:
     """The blame of an operand that could not be used: its own, or its field's path."""
     if isinstance(value, _Unknown):
@@ -794,10 +858,12 @@ class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
     the decimal context and the step budget of the current expression."""
 
-    __slots__ = ("ctx", "currencies", "facts", "fields", "numbers", "steps")
+    __slots__ = ("ctx", "currencies", "facts", "fields", "folds", "numbers", "spelled", "steps")
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
+        self.spelled = False  # two words met that differ only in spelling (folded)
+        self.folds: dict[str, str] | None = None  # long texts folded, once per scope
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
         self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
         self.currencies: dict[str, str | None] = {}  # path -> the currency written in it
@@ -876,8 +942,11 @@ class _Evaluator:
                 if _other_currencies(read_currency(a), read_currency(b)):
                     return None  # amounts in two currencies: Claros does not convert
                 return bool(x == y)
-            # A word never equals another string; two numbers one can't read are unknown.
-            return False if x is None or y is None else None
+            if x is None or y is None:
+                # A word never equals another string, unless the two differ only in
+                # spelling: then neither equal nor unequal (Claros does not guess).
+                return self.other_word(a, b)
+            return None  # two numbers one can't read
         if a_str and type(b) is Decimal:
             a, b = b, a
             a_str, b_str = False, True
@@ -892,6 +961,28 @@ class _Evaluator:
         both_maps = isinstance(a, Mapping) and isinstance(b, Mapping)
         if both_lists or both_maps:
             return self.same(a, b, 0)
+        return None
+
+    def fold(self, text: str) -> str:
+        """:func:`folded`, each text folded once per scope however many rules read it (a
+        long one, a reason or a note, costs up to ~0.5 us a character beyond ASCII; short
+        ones come from a process-wide cache)."""
+        folds = self.folds
+        if folds is None:
+            folds = self.folds = {}
+        try:
+            return folds[text]
+        except KeyError:
+            word = _folded(text) if len(text) <= _FOLD_CACHED else _fold_word(text)
+            folds[text] = word
+            return word
+
+    def other_word(self, a: str, b: str) -> bool | None:
+        """False for two different words, None (and ``spelled``) when they differ only in
+        spelling (:func:`folded`)."""
+        if self.fold(a) != self.fold(b):
+            return False
+        self.spelled = True
         return None
 
     def same(self, a: Any, b: Any, depth: int) -> bool | None:
@@ -942,6 +1033,7 @@ class _Evaluator:
         tests/security/test_lookup_item_not_found_is_no_such_group.py)."""
         decided = False
         null = False
+        was, self.spelled = self.spelled, False
         for item in items:
             value = self.normalize(item)
             if value is None:
@@ -949,9 +1041,13 @@ class _Evaluator:
                 continue
             found = self.equal(needle, value)
             if found is True:
+                self.spelled = was
                 return True
             if found is False:
                 decided = True
+        spelled, self.spelled = self.spelled, was or self.spelled
+        if spelled:
+            return None  # one item differs only in spelling: neither in nor not in
         if null:
             return None
         return False if decided or not items else None
@@ -1376,7 +1472,7 @@ def _compile_cmp(node: _Cmp) -> _Run:
                 return test(x, y)
             a = run_left(ev) if left_field else x
             b = run_right(ev) if right_field else y
-            return _order(test, a, b, left_path, right_path)
+            return _order(ev, test, a, b, left_path, right_path)
 
         return _same_currency(left, right, ordered)
     negated = op == "!="
@@ -1423,10 +1519,11 @@ def _quick_number(node: _Node, run: _Run) -> _Run:
 
 
 def _order(
-    test: Callable[[Any, Any], bool], a: Any, b: Any, a_path: str, b_path: str
+    ev: _Evaluator, test: Callable[[Any, Any], bool], a: Any, b: Any, a_path: str, b_path: str
 ) -> bool | _Unknown:
     """``<`` ``<=`` ``>`` ``>=``: numbers (money-like strings too) by value, two strings that
-    are not numbers by code point; anything else cannot be decided."""
+    are not numbers by code point (unknown, and ``spelled``, when their spelling decides:
+    ``" 2026-11-02" >= "2026-10-01"``); anything else cannot be decided."""
     undecided = _undecided(a, b, a_path, b_path)
     if undecided is not None:
         return undecided
@@ -1434,7 +1531,10 @@ def _order(
     if type(x) is Decimal and type(y) is Decimal:
         return test(x, y)
     if x is None and y is None and isinstance(a, str) and isinstance(b, str):
-        return test(a, b)
+        result = test(a, b)
+        if result is test(ev.fold(a), ev.fold(b)):
+            return result
+        ev.spelled = True
     return _Unknown(_why(a, a_path) + _why(b, b_path))
 
 
@@ -1454,7 +1554,13 @@ def _compile_in(node: _In) -> _Run:
         if isinstance(container, str):
             if not isinstance(needle, str):
                 return _Unknown(_why(needle, left_path) + _why(container, right_path))
-            return (needle in container) is not negated
+            if needle in container:
+                return not negated
+            word = ev.fold(needle)
+            if not word or word not in ev.fold(container):
+                return negated
+            ev.spelled = True  # there but for its spelling: neither in nor not in
+            return _Unknown(_why(needle, left_path) + _why(container, right_path))
         if isinstance(container, list | tuple):
             found = ev.member(needle, container)
             if found is None:
@@ -1470,40 +1576,65 @@ def _in_list(left: _Run, left_path: str, box: _List, negated: bool) -> _Run:
     field) leaves it unknown."""
     items = _compile_operands(box.items)
     words: frozenset[str] | None = None
+    spellings: frozenset[str] = frozenset()
     if box.items and all(
         isinstance(i, _Lit) and type(i.value) is str and read_number(i.value) is None
         for i in box.items
     ):
-        # Words only: a string equals one of them exactly or not at all.
+        # Words only: a string equals one of them exactly, or differs from one only in
+        # spelling (neither in nor not in), or is none of them.
         words = frozenset(
             i.value for i in box.items if isinstance(i, _Lit) and isinstance(i.value, str)
         )
+        spellings = frozenset(map(folded, words))
+    spelled = _Unknown((left_path,) if left_path else ())
 
     def in_list(ev: _Evaluator) -> bool | _Unknown:
         needle = left(ev)
         if needle is None or isinstance(needle, _Unknown):
             return _Unknown(_why(needle, left_path))
         if words is not None and type(needle) is str:
-            return (needle in words) is not negated
-        blame: tuple[str, ...] | None = None
-        decided = False
-        for item, path in items:
-            value = item(ev)
-            if isinstance(value, _Unknown) or (value is None and path):
-                blame = (blame or ()) + _why(value, path)
-                continue
-            found = ev.equal(needle, value)
-            if found is True:
+            if needle in words:
                 return not negated
-            if found is False:
-                decided = True
-        if blame is not None:
-            return _Unknown(blame)
-        if decided or not items:
-            return negated
-        return _Unknown(_why(needle, left_path))
+            if ev.fold(needle) not in spellings:
+                return negated
+            ev.spelled = True
+            return spelled
+        return _in_items(ev, needle, items, left_path, negated)
 
     return in_list
+
+
+def _in_items(
+    ev: _Evaluator,
+    needle: Any,
+    items: tuple[tuple[_Run, str], ...],
+    left_path: str,
+    negated: bool,
+) -> bool | _Unknown:
+    """``needle in [...]`` item by item (a list holding fields or numbers), with ``==``'s
+    rules: found is decided; else an unknown item, or one that differs from it only in
+    spelling, leaves it unknown; else any item compared decides it."""
+    blame: tuple[str, ...] | None = None
+    decided = False
+    was, ev.spelled = ev.spelled, False
+    for item, path in items:
+        value = item(ev)
+        if isinstance(value, _Unknown) or (value is None and path):
+            blame = (blame or ()) + _why(value, path)
+            continue
+        found = ev.equal(needle, value)
+        if found is True:
+            ev.spelled = was
+            return not negated
+        if found is False:
+            decided = True
+    spelled, ev.spelled = ev.spelled, was or ev.spelled
+    if blame is not None:
+        return _Unknown(blame)
+    if (decided and not spelled) or not items:
+        return negated
+    return _Unknown(_why(needle, left_path))
 
 
 # conditions: true, false, or unknown (an operand that is not a boolean is unknown)

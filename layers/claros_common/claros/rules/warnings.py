@@ -7,6 +7,11 @@ every call, so the rule is never decided on it and always answers its ``on_unkno
 (fire, by default): most likely a typo, or a mapping still to write. Saving the rule is
 not refused (the mapping may come next); the answer carries one warning per field and tool.
 
+It warns of a ``when`` that never holds: false on every call (it reads no field), or a
+value rather than a condition (``amount + 1``: never true or false, always unknown). And it
+warns of a tool no check ever reaches, so that the rule never applies: one the
+app's guard registered as a read (guards check writes only) or never registered at all.
+
 Only a field's first name is checked (``order`` of ``order.total``). Nothing is warned when
 a tool's facts cannot be known: an input schema without ``properties`` (it takes anything),
 a mapping that fetches a record into the top level (``into: ""``: any field may come
@@ -24,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from claros.mapping.service import mapping_for
-from claros.rules.expr import ExprError, parse_when
+from claros.rules.expr import Expr, ExprError, matches, parse_when
 from claros.rules.model import RuleSpec
 from claros.store.base import Store
 
@@ -38,16 +43,27 @@ CLAUDE_CODE_TOOLS = frozenset({*SHELL_TOOLS, "Edit", "Write", "MultiEdit", "Note
 
 
 def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
+    registered = _registered_tools(store, workspace, spec.app)
     out = _shell_warnings(spec)
+    unchecked: set[str] = set()
+    for tool in spec.tools:
+        why = _never_checked(spec.app, tool, registered)
+        if why is not None:
+            out.append(why)
+            unchecked.add(tool)
     if not spec.when:
         return out
     try:
         expr = parse_when(spec.when)
     except ExprError:  # validated already; nothing to say
-        return []
+        return out
+    never = _never_decided(expr, spec)
+    if never is not None:
+        out.append(never)
     fields = sorted(expr.fields(), key=spec.when.find)
-    registered = _registered_tools(store, workspace, spec.app)
     for tool in spec.tools:
+        if tool in unchecked:
+            continue  # said already: what it reads does not matter
         arguments = _arguments(registered.get(tool))
         if arguments is None and tool in CLAUDE_CODE_TOOLS:
             continue  # Claude Code's input, which no guard registers
@@ -72,6 +88,42 @@ def _shell_warnings(spec: RuleSpec) -> list[str]:
         f"shell commands with {', '.join(SHELL_TOOLS)}, and the agent picks which, so the same "
         f"command run with {' or '.join(missing)} is not this rule's (list all three)"
     ]
+
+
+def _never_decided(expr: Expr, spec: RuleSpec) -> str | None:
+    """Why the ``when`` never holds on any call, or None: it reads no field and is false,
+    or it is a value, not a condition (never true or false, so always unknown)."""
+    if not expr.is_condition():
+        on_unknown = spec.on_unknown or "fire"
+        return (
+            f"when: {spec.when!r} is a value, not a condition (true or false): it is never "
+            f"decided, and the rule always answers by its on_unknown ({on_unknown})"
+        )
+    if not expr.fields() and matches(expr, {})[0] is False:
+        return f"when: {spec.when!r} is false on every call: the rule never applies"
+    return None
+
+
+def _never_checked(app: str, tool: str, registered: Mapping[str, Any]) -> str | None:
+    """Why no check ever reaches a rule on ``tool``, or None: guards check writes only, so
+    a tool the app's guard registered as a read (and the workspace does not hold as a
+    write) goes to its server unchecked; and a tool the app's guard never registered is
+    not called by that name (tools/call of a name the server did not list is refused)."""
+    if not registered:
+        return None  # no guard has registered the app yet: the field warnings say so
+    info = registered.get(tool)
+    if info is None:
+        return (
+            f"{tool}: {app}'s guard registered no tool by this name, so no call of it is "
+            "checked and the rule never applies (tool names are matched exactly)"
+        )
+    if isinstance(info, Mapping) and info.get("read") and not info.get("held"):
+        return (
+            f"{tool}: {app}'s guard registered it as a read, and guards check writes only: "
+            f"its calls go to the server unchecked and the rule never applies (run the guard "
+            f"with --write {tool} if it changes anything)"
+        )
+    return None
 
 
 def _warning(app: str, tool: str, path: str, name: str, has_schema: bool) -> str:
