@@ -14,7 +14,12 @@ record: the write is blocked, or forwarded unchecked with ``--fail-open``.
 
 **Rows** (query lookup) are that value when it is a list; in an object, the first of
 ``result``, ``items``, ``rows``, ``results``, ``records``, ``data`` that is a list, or else
-the only member that is a list. Anything else is an error. An object that says more rows
+the only member that is a list. Anything else is an error. An object that came as the one
+text block of a result is not read so unless it is a wrapper: a tool without structured
+output sends one block per row, so one block may be a single row, and the only list of a
+row (a refund's ``lines``) is not the rows; such an object's only list counts only when
+every other member says something of pages or errors (below), and otherwise the read
+fails (tests/security/test_query_reads_one_row_as_the_rows.py). An object that says more rows
 follow (it is a page of them) is an error too: beside the rows, or in a ``pagination``,
 ``paging``, ``page_info``, ``meta`` or ``links`` object there, a ``next_cursor`` /
 ``nextPageToken`` / ``next`` (and the like) that is not null or empty, a ``has_more`` /
@@ -55,11 +60,16 @@ def error_text(result: Mapping[str, Any], limit: int = 300) -> str:
 
 
 def value_of(result: Mapping[str, Any], tool: str) -> Any:
+    return _value_and_blocks(result, tool)[0]
+
+
+def _value_and_blocks(result: Mapping[str, Any], tool: str) -> tuple[Any, int]:
+    """The result's value, and how many text blocks it came from (0: structuredContent)."""
     if result.get("isError"):
         raise ReadFailedError(f"{tool} failed: {error_text(result)}")
     structured = result.get("structuredContent")
     if structured is not None:
-        return structured
+        return structured, 0
     texts = [
         block.get("text")
         for block in result.get("content") or []
@@ -76,7 +86,7 @@ def value_of(result: Mapping[str, Any], tool: str) -> Any:
                 f"{tool} returned text that is not JSON ({str(text)[:60]!r}); the guard reads "
                 "records from structuredContent or JSON text"
             ) from exc
-    return values[0] if len(values) == 1 else values
+    return (values[0] if len(values) == 1 else values), len(values)
 
 
 def record_of(result: Mapping[str, Any], tool: str) -> dict[str, Any]:
@@ -108,7 +118,7 @@ def _describe(value: Any) -> str:
 
 
 def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
-    value = value_of(result, tool)
+    value, blocks = _value_and_blocks(result, tool)
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
@@ -119,8 +129,15 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
             )
         rows = next((value[k] for k in ROW_KEYS if isinstance(value.get(k), list)), None)
         if rows is None:
-            lists = [v for v in value.values() if isinstance(v, list)]
-            rows = lists[0] if len(lists) == 1 else None
+            lists = [k for k, v in value.items() if isinstance(v, list)]
+            if len(lists) == 1 and blocks == 1 and not _only_about_pages(value, lists[0]):
+                raise ReadFailedError(
+                    f"{tool} returned one text block holding an object whose only list is "
+                    f"{lists[0]!r}: one row (whose own list that is) or a wrapper of the rows; "
+                    "a query counts no rows it cannot tell (answer with structuredContent, or "
+                    f"name the rows {', '.join(ROW_KEYS)})"
+                )
+            rows = value[lists[0]] if len(lists) == 1 else None
         if rows is not None:
             more = _more_follow(value, len(rows))
             if more is not None:
@@ -130,6 +147,13 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
                 )
             return list(rows)
     raise ReadFailedError(f"{tool} did not return rows (a JSON list, or an object holding one)")
+
+
+def _only_about_pages(answer: Mapping[str, Any], rows_key: str) -> bool:
+    """Whether every member but the rows says something of pages, totals or errors: the
+    object wraps the rows, it is not one of them."""
+    names = (str(k).lower().replace("_", "").replace("-", "") for k in answer if k != rows_key)
+    return all(n in _PAGE_WORDS for n in names)
 
 
 def _reported_error(answer: Mapping[str, Any]) -> str | None:
@@ -153,6 +177,10 @@ _MORE = frozenset({"hasmore", "hasnext", "hasnextpage", "more", "truncated", "is
 # Not a plain "total": next to invoices or refunds it is as often a sum of money.
 _TOTAL = frozenset({"totalcount", "count", "totalresults", "totalitems", "totalrows"})
 _PAGING = frozenset({"pagination", "paging", "pageinfo", "meta", "links"})
+# A wrapper's other members (names as above): its pages, totals and errors.
+_WRAPPER = frozenset({"error", "errors", "errormessage", "page", "pagesize", "limit", "offset",
+                      "total"})  # fmt: skip
+_PAGE_WORDS = _NEXT | _MORE | _TOTAL | _PAGING | _WRAPPER
 
 
 def _more_follow(answer: Mapping[str, Any], rows: int, nested: bool = False) -> str | None:

@@ -3,6 +3,7 @@ cache), the check policy against a fake Claros, identity, forwarded params."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -137,6 +138,17 @@ def test_records_and_rows_come_from_structured_content_or_json_text() -> None:
         rows_of(result({"a": 1}), "t")
     with pytest.raises(ReadFailedError, match="neither structuredContent nor text"):
         rows_of(result(), "t")
+    # One text block: a wrapper of the rows is read as one (its other members say only
+    # something of pages, totals or errors) ...
+    wrapped = '{"refunds": [{"id": 1}], "next_cursor": null, "Total_Count": 1, "page": 1}'
+    assert rows_of(result(text=[wrapped]), "t") == [{"id": 1}]
+    # ... but an object with fields of its own may be one row, whose own list it holds.
+    row = '{"id": "r1", "customer": "C-7", "lines": [{"sku": "A"}]}'
+    with pytest.raises(ReadFailedError, match="only list is 'lines': one row"):
+        rows_of(result(text=[row]), "t")
+    # The same object as structured content, or in two blocks, is read as before.
+    assert rows_of(result({"page": 1, "hits": [5], "shop": "x"}), "t") == [5]
+    assert rows_of(result(text=[row, row]), "t") == [json.loads(row)] * 2
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Attack (proved, not closed): a history of one row, sent as one text block, is read as
-the rows of that row's own list.
+"""Attack: a history of one row, sent as one text block, is read as the rows of that
+row's own list.
 
 A list tool with unstructured output (``structured_output=False`` in the MCP SDK, and
 SDKs before structured output) sends one text block per row. The guard reads several
@@ -8,13 +8,11 @@ object. ``rows_of`` then takes "the only member that is a list" of that object a
 rows: the refund's ``lines``. Filtered on ``customer == "C-7"``, no line matched, and "a
 customer's second refund is made by a person" counted 0: C-7's second refund ran.
 
-The fix belongs in how a result is read, not in a guess: ``value_of`` should say whether
-its value came from structured content, one text block or several; for rows, one text
-block holding an object that has none of the row keys (``result``, ``items``, ``rows``...)
-and says nothing of pages is ambiguous (a wrapper with a list of its own name, or a
-single row) and should be a failed read rather than a count of the wrong list, and no
-text blocks at all (what the SDK sends for no rows) should be zero rows. That changes
-what several servers' answers mean, so it is left for a change of its own.
+Now the guard knows how the value came (``records.rows_of``): one text block holding an
+object with none of the row keys (``result``, ``items``, ``rows``...) whose only list has
+members beside it that say nothing of pages, totals or errors may be a single row, and is
+a failed read, not a count of the wrong list: the write is blocked. A wrapper in one block
+(``{"refunds": [...], "next_cursor": null}``) and structured content are read as before.
 """
 
 from __future__ import annotations
@@ -58,11 +56,6 @@ SECOND_REFUND = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one text block holding one row is read as an object whose only list (the row's "
-    "lines) is the rows; needs value_of to say how its value came (see the docstring)",
-)
 async def test_one_row_in_one_block_is_counted_as_one_row(workspace: Workspace) -> None:
     ws = workspace
     async with Client(ws.guard("shop", ROW_BLOCKS)) as agent:
