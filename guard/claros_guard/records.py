@@ -149,11 +149,16 @@ def rows_of(result: Mapping[str, Any], tool: str) -> list[Any]:
     raise ReadFailedError(f"{tool} did not return rows (a JSON list, or an object holding one)")
 
 
+def _plain(key: Any) -> str:
+    """A member's name as the words below are written: no case, no ``_`` or ``-``
+    (``next_cursor``, ``nextCursor`` and ``Next-Cursor`` alike)."""
+    return str(key).lower().replace("_", "").replace("-", "")
+
+
 def _only_about_pages(answer: Mapping[str, Any], rows_key: str) -> bool:
     """Whether every member but the rows says something of pages, totals or errors: the
     object wraps the rows, it is not one of them."""
-    names = (str(k).lower().replace("_", "").replace("-", "") for k in answer if k != rows_key)
-    return all(n in _PAGE_WORDS for n in names)
+    return all(_plain(k) in _PAGE_WORDS for k in answer if k != rows_key)
 
 
 def _reported_error(answer: Mapping[str, Any]) -> str | None:
@@ -161,7 +166,7 @@ def _reported_error(answer: Mapping[str, Any]) -> str | None:
     "errors": [...]}``): its rows, if any, are not all of them, and the errors are not rows
     (tests/security/test_query_counts_the_errors_as_the_history.py)."""
     for key, value in answer.items():
-        name = str(key).lower().replace("_", "").replace("-", "")
+        name = _plain(key)
         if name in ("error", "errors", "errormessage") and value not in (None, "", False, [], {}):
             return f"{key}: {json.dumps(value, default=str)[:80]}"
     return None
@@ -186,7 +191,7 @@ _PAGE_WORDS = _NEXT | _MORE | _TOTAL | _PAGING | _WRAPPER
 def _more_follow(answer: Mapping[str, Any], rows: int, nested: bool = False) -> str | None:
     """What in a list's answer says more rows follow than the ``rows`` it gave, or None."""
     for key, value in answer.items():
-        name = str(key).lower().replace("_", "").replace("-", "")
+        name = _plain(key)
         if name in _NEXT and value not in (None, "", False, 0, [], {}):
             return f"{key}: {json.dumps(value, default=str)[:40]}"
         if name in _MORE and value is True:
@@ -227,7 +232,7 @@ def error_report(record: Mapping[str, Any]) -> str | None:
         return None
     names: dict[str, Any] = {}
     for key in record:  # a record's first field is seldom a report's: one look, as a rule
-        name = str(key).lower().replace("_", "").replace("-", "")
+        name = _plain(key)
         if name not in _REPORT and not (name == "data" and record[key] is None):
             return None  # (GraphQL's failure is {"data": null, "errors": [...]})
         names[name] = key
