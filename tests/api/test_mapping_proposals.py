@@ -146,7 +146,9 @@ def test_the_proposal_page_shows_the_draft_and_saves_it(
 ) -> None:
     html = {**bearer(keys.admin), "Accept": "text/html"}
     rules = http.get("/app/rules", headers=html).text
-    assert 'action="/app/mappings/propose"' in rules and "Propose mapping" in rules
+    assert 'href="/app/apps/accounting"' in rules
+    tools = http.get("/app/apps/accounting", headers=html).text
+    assert 'action="/app/mappings/propose"' in tools and "Propose mapping" in tools
     page = http.post("/app/mappings/propose", data={"app": "accounting",
                      "tool": "credit_note_create"}, headers=html)  # fmt: skip
     assert page.status_code == 200, page.text

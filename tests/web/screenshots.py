@@ -58,6 +58,7 @@ PAGES: tuple[Shot, ...] = (
     Shot("check", "/app/checks/{check_id}", "admin", "One check, with its rules and facts"),
     Shot("asks", "/app/asks", "admin", "Asks: the whole queue"),
     Shot("rules", "/app/rules", "admin", "Rules and mappings"),
+    Shot("app", "/app/apps/shop", "admin", "One app's tools"),
     Shot("keys", "/app/keys", "admin", "Keys & people"),
     Shot("evidence", "/app/evidence", "admin", "Evidence"),
     Shot("device", "/app/device", "person", "Device sign-in (claros login)"),

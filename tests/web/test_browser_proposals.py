@@ -37,7 +37,7 @@ def _shots(driver: Any, world: World, tmp_path: Path, name: str) -> list[Path]:
     return out
 
 
-def test_propose_a_mapping_from_the_rules_page_and_save_it(
+def test_propose_a_mapping_from_an_apps_page_and_save_it(
     driver: Any, world: World, api: httpx.Client, tmp_path: Path
 ) -> None:
     for app, tools in registrations().items():
@@ -49,6 +49,10 @@ def test_propose_a_mapping_from_the_rules_page_and_save_it(
     _sign_in(driver, world, world.admin)
     driver.get(f"{world.url}/app/rules#tools")
     _wait(driver, lambda d: _h1(d) == "Rules", "the Rules page")
+    # The Rules page lists the apps, one row each; an app's page has its tools.
+    driver.find_element(By.CSS_SELECTOR, "#tools a[href='/app/apps/accounting']").click()
+    _wait(driver, lambda d: _h1(d) == "App accounting", "the accounting app's page")
+    _shots(driver, world, tmp_path, "05-app-tools")
     button = driver.find_element(
         By.CSS_SELECTOR, "button[aria-label='Propose a mapping for credit_note_create']"
     )
@@ -64,7 +68,7 @@ def test_propose_a_mapping_from_the_rules_page_and_save_it(
         m for m in yaml.safe_load((EXAMPLES / "mappings.yaml").read_text())["mappings"]
         if m["tool"] == "credit_note_create"
     )  # fmt: skip
-    _shots(driver, world, tmp_path, "05-proposal")
+    _shots(driver, world, tmp_path, "06-proposal")
     driver.find_element(By.XPATH, "//button[text()='Save this mapping']").click()
     _wait(driver, lambda d: _h1(d) == "Rules", "the Rules page after saving")
     notice = driver.find_element(By.CSS_SELECTOR, ".notice").text

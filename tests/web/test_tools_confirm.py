@@ -30,7 +30,9 @@ def test_the_rules_page_lists_tools_and_confirms_a_held_one(
     _hold(http, keys)
     admin = sign_in(keys.admin)
     page = admin.get("/app/rules").text
-    assert 'id="tools"' in page and "held as write" in page and "order_read" in page
+    assert 'id="tools"' in page and "held as write" in page and 'href="/app/apps/shop"' in page
+    tools = admin.get("/app/apps/shop").text  # the app's own page lists every tool
+    assert "order_read" in tools and "refund_list" in tools and "held as write" in tools
     action = "/app/apps/shop/tools/refund_list/confirm"
     [once] = re.findall(rf'action="{action}".*?name="once" value="([^"]+)"', page, flags=re.S)
     # Without the session's CSRF token: refused, nothing confirmed.

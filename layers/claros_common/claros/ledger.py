@@ -69,6 +69,7 @@ KINDS = (
     "public_key",
     "mapping_status",  # a mapping suspended (or restored) as the tools it names changed
     "tool_confirm",  # an admin confirmed that a tool held as a write is a read
+    "app_removed",  # an admin removed an app and its registered tools (claros.mapping.tools)
     # Who could act when (claros.people): a key revoked ({"key_id", "kind", "person",
     # "revoked_by", "revoked_at", ...}) and a member added, made admin or member, or removed
     # ({"person", "role", "previous", "changed_by", "changed_at"}; role "removed").

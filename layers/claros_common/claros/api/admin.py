@@ -14,7 +14,7 @@ from claros.coverage import coverage
 from claros.errors import BadRequestError, ConflictError
 from claros.mapping.model import MappingSpec
 from claros.mapping.service import close_mapping, get_mapping, list_mappings, put_mapping
-from claros.mapping.tools import confirm_tool
+from claros.mapping.tools import confirm_tool, remove_app
 from claros.overrides import OverrideRequest, record_override
 from claros.rules.model import RuleSpec
 from claros.rules.service import close_rule, get_rule, list_rules, put_rule
@@ -140,6 +140,10 @@ def register(app: ClarosResolver) -> None:  # noqa: C901 - one small handler per
     @routed(app, "POST", "/api/apps/{app}/tools/{tool}/confirm", ADMINS)
     def confirm(principal: Principal, **path: str) -> Any:
         return confirm_tool(services, principal, path["app"], path["tool"])
+
+    @routed(app, "DELETE", "/api/apps/{app}", ADMINS)
+    def remove(principal: Principal, **path: str) -> Any:
+        return remove_app(services, principal, path["app"])
 
     @routed(app, "GET", "/api/asks", READERS)
     def asks(principal: Principal) -> Any:

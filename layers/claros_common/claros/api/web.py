@@ -60,7 +60,7 @@ from claros.errors import (
 from claros.evidence.activity import DAY_MS, load_versions
 from claros.evidence.retention import FLOOR_DAYS, MAX_DAYS, get_retention, set_retention
 from claros.evidence.windowed import HOME_PARTS, window_bucket, window_counters
-from claros.mapping.tools import confirm_tool
+from claros.mapping.tools import APPS, confirm_tool, remove_app
 from claros.rules.service import list_rules
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, StoreError
@@ -699,6 +699,24 @@ def _admin_routes(app: ClarosResolver) -> None:
         if _wants_html(app):
             query = urlencode({"confirmed": f"{done['app']} {done['tool']}"})
             return redirect(f"/app/rules?{query}#tools")
+        return json_response(done)
+
+    @page(app, "GET", "/app/apps/{app}", ADMINS)
+    def app_tools(principal: Principal, **path: str) -> Response[str]:
+        """One app's registered tools (the Rules page lists the apps, one row each)."""
+        doc = services.store.get_doc(principal.workspace, APPS, path["app"])
+        if doc is None:
+            raise NotFoundError(f"app {path['app']!r} has registered no tools")
+        body = pages.app_page(_chrome(app, principal, "rules"), path["app"], doc.value)
+        return html_response(body)
+
+    @page(app, "POST", "/app/apps/{app}/remove", ADMINS)
+    def remove(principal: Principal, **path: str) -> Response[str]:
+        form = read_input(app, ConfirmForm, empty_ok=True)
+        with _form_once(app, principal, form.once, "the app was removed: see the Rules page"):
+            done = remove_app(services, principal, path["app"])
+        if _wants_html(app):
+            return redirect(f"/app/rules?{urlencode({'removed': done['app']})}#tools")
         return json_response(done)
 
     @page(app, "GET", "/app/evidence", ADMINS)

@@ -217,6 +217,10 @@ def _flash(query: Mapping[str, str]) -> Safe:
         return pages.notice(
             render("Confirmed: <code>{t}</code> is a read.", t=query["confirmed"][:300]), "ok"
         )
+    if query.get("removed"):
+        return pages.notice(
+            render("Removed: <code>{t}</code> and its tools.", t=query["removed"][:300]), "ok"
+        )
     if query.get("saved"):  # a proposed mapping accepted (claros.api.proposals)
         return pages.notice(
             render("Mapping saved: <code>{t}</code>.", t=query["saved"][:300]), "ok"

@@ -14,6 +14,10 @@ one that no longer names only reads is *suspended* (a ``mapping_status`` ledger 
 the checks that need it are refused with a 409 naming it and why (``claros.mapping.
 service.mapping_for``), until it names only reads again (a tool confirmed and registered as
 a read: restored, another ``mapping_status`` entry) or a valid version is saved.
+
+A workspace keeps at most ``MAX_APPS`` apps; an admin removes one no longer used
+(``remove_app``, an ``app_removed`` ledger entry), which suspends the mappings that read
+through its tools, and its next registration is taken as a first one.
 """
 
 from __future__ import annotations
@@ -34,15 +38,23 @@ from claros.wiring import Services
 __all__ = [
     "APPS",
     "MAPPINGS",
+    "MAX_APPS",
     "confirm_tool",
     "mapping_problem",
     "registered_tools",
+    "remove_app",
     "revalidate",
     "tool_problem",
     "update_tools",
 ]
 
 APPS, MAPPINGS = "app", "mapping"
+# Apps one workspace registers. Guards register with the agent's own key, and each app
+# holds up to 1,000 tools: without a bound an agent could register apps without end and
+# bury the admin's Rules page (and every read of the workspace's apps) under them. A
+# registration checks the count when its app is new; two new apps registered at the same
+# moment can each pass it by one (docs/api.md, Limits).
+MAX_APPS = 100
 _ATTEMPTS = 5  # concurrent registrations of one app: retried on a lost race
 
 Tools = Mapping[str, Mapping[str, Any]]
@@ -222,6 +234,8 @@ def save_registration(
     store, workspace = services.store, principal.workspace
     for attempt in range(_ATTEMPTS):
         doc = store.get_doc(workspace, APPS, app)
+        if doc is None:
+            _room_for_an_app(store, workspace, app)
         tools, writes, held = update_tools(doc.value if doc else None, reported)
         value = {
             "app": app,
@@ -255,6 +269,59 @@ def save_registration(
             "held": held,
             "suspended": [_label(w.value or {}) for w, _ in suspend],
             "restored": [_label(w.value or {}) for w, _ in restore],
+        }
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _room_for_an_app(store: Store, workspace: str, app: str) -> None:
+    if len(store.query_docs(workspace, APPS, limit=MAX_APPS)) >= MAX_APPS:
+        raise ConflictError(
+            f"the workspace has {MAX_APPS} apps registered, as many as it keeps: {app} is "
+            "not registered. An admin removes an app no longer used (the app's page in the "
+            "web app, or DELETE /api/apps/APP) to make room"
+        )
+
+
+def remove_app(services: Services, principal: Principal, app: str) -> dict[str, Any]:
+    """An admin removes an app and its registered tools: the mappings that name its tools
+    are suspended in the same transaction (whatever fails leaves them stricter). What it
+    held as writes is forgotten with it: the app's next registration is a first one."""
+    store, workspace = services.store, principal.workspace
+    for attempt in range(_ATTEMPTS):
+        doc = store.get_doc(workspace, APPS, app)
+        if doc is None:
+            raise NotFoundError(f"app {app!r} has registered no tools")
+        now = now_ms()
+        entry = {
+            "workspace": workspace,
+            "app": app,
+            "tools": len(doc.value["tools"]),
+            "writes": sorted(_writes_of(doc.value)),
+            "registered_by": doc.value.get("registered_by"),
+            "removed_by": principal.person or principal.key_id,
+            "removed_at": now,
+        }
+        others = registered_tools(store, workspace)
+
+        def gone(name: str, others: ToolsOf = others) -> Tools | None:
+            return None if name == app else others(name)
+
+        suspend, restore = revalidate(store, principal, app, gone, f"{app} was removed")
+        removed = NewRecord("app_removed", f"{quote(app, safe='')}/{new_id('ar')}", entry)
+        try:
+            _commit(
+                services, workspace, suspend, [DocWrite(workspace, APPS, app, None, doc.rev)],
+                [removed], restore,
+            )  # fmt: skip
+        except StoreConflictError:
+            if attempt == _ATTEMPTS - 1:
+                raise ConflictError(f"the tools of {app} changed meanwhile; try again") from None
+            continue
+        return {
+            "app": app,
+            "removed_by": entry["removed_by"],
+            "removed_at": now,
+            "suspended": [_label(w.value or {}) for w, _ in suspend],
         }
     raise AssertionError("unreachable")  # pragma: no cover
 

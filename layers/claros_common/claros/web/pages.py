@@ -46,6 +46,9 @@ STATIC = {"claros.css": "text/css; charset=utf-8", "claros.js": "text/javascript
 # The static files beside this module (the package is installed as files, in the layer
 # and in a wheel): importlib.resources would import tempfile, shutil, bz2 and lzma, a
 # cold-start cost for every page (each links the files by their hash, ``_version``).
+# Tools held as writes the Rules page lists with a confirm form each; an app's own page
+# lists all of its own (an agent's guard can register 1,000 tools an app).
+HELD_SHOWN = 50
 _STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
@@ -278,11 +281,19 @@ def rules_page(
     is held until an admin confirms it here."""
     from claros.web.templating import render_page
 
-    tool_rows = [
-        (str(a["app"]), t)
-        for a in apps
-        for t in sorted(a.get("tools") or [], key=lambda t: (not t.get("held"), t.get("name")))
-    ]
+    app_rows: list[dict[str, Any]] = []
+    held_rows: list[tuple[str, Mapping[str, Any]]] = []
+    for a in apps:
+        tools = list(a.get("tools") or [])
+        held = sorted((t for t in tools if t.get("held")), key=lambda t: str(t.get("name")))
+        reads = sum(bool(t.get("read")) and not t.get("held") for t in tools)
+        app_rows.append({
+            "app": str(a["app"]), "tools": len(tools), "reads": reads,
+            "writes": len(tools) - reads, "held": len(held),
+            "registered_at": a.get("registered_at"),
+        })  # fmt: skip
+        held_rows.extend((str(a["app"]), t) for t in held)
+    held_total = len(held_rows)
     return render_page(
         "rules.html",
         chrome,
@@ -292,11 +303,27 @@ def rules_page(
         rules=rules,
         warned=warnings or {},
         mappings=mappings,
-        tool_rows=tool_rows,
+        app_rows=app_rows,
+        # The tools waiting for the admin, a page of them: each app's page has them all.
+        held_rows=held_rows[:HELD_SHOWN],
+        held_total=held_total,
         needs=mapping_needs,
         failed=failed,
         dump=dump or (lambda value: json.dumps(dict(value), indent=2, ensure_ascii=False)),
     )
+
+
+def app_page(chrome: Chrome, app: str, value: Mapping[str, Any]) -> str:
+    """One app's registered tools, the held ones first, and a form that removes the app."""
+    from claros.web.templating import render_page
+
+    tools = sorted(
+        (value.get("tools") or {}).values(), key=lambda t: (not t.get("held"), str(t.get("name")))
+    )
+    return render_page(
+        "app.html", chrome, title=f"App {app}", app=app, tools=tools,
+        lede=f"The tools {app}'s guard registered, and what Claros counts each as.",
+    )  # fmt: skip
 
 
 # --- device sign-in ---------------------------------------------------------------------
