@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 
 from claros.local import LocalServer
-from tests.api.conftest import Keys, bearer
+from tests.api.conftest import Keys, bearer, put_rule, rule
 from tests.web.conftest import Browserish
 
 
@@ -120,3 +120,35 @@ def test_the_rules_page_says_why_a_mapping_is_suspended(
     assert turned["suspended"] == ["shop refund_create"]
     page = sign_in(keys.admin).get("/app/rules").text
     assert "suspended" in page and "&#39;order_read&#39; of shop is not a read tool" in page
+
+
+def test_a_suspended_mapping_leaves_the_rules_page_and_rule_pushes_working(
+    sign_in: Callable[[str], Browserish], keys: Keys, http: httpx.Client
+) -> None:
+    """A rule on a tool whose mapping is suspended: the Rules page (where the admin mends
+    the mapping) and saving rules must still work. Before, the rule's push-time warnings
+    read the mapping as a check does, and its 409 made the whole Rules page an error page
+    and refused every rule on the tool."""
+    _hold(http, keys, "order_get")
+    fetch = {"tool": "order_read", "arguments": {"id": "$order"}, "into": "o"}
+    mapping = {"app": "shop", "tool": "refund_create", "fetch": fetch}
+    saved = http.put("/api/mappings/shop/refund_create", json={"mapping": mapping},
+                     headers=bearer(keys.admin))  # fmt: skip
+    assert saved.status_code == 200, saved.text
+    put_rule(http, keys.admin, when="amount > o.total / 2")
+    body = {
+        "tools": [{"name": "order_read", "read": False}, {"name": "refund_create", "read": False}]
+    }
+    turned = http.post("/v1/apps/shop/tools", json=body, headers=bearer(keys.agent)).json()
+    assert turned["suspended"] == ["shop refund_create"]
+
+    page = sign_in(keys.admin).get("/app/rules")
+    assert page.status_code == 200, page.text
+    assert "&#39;order_read&#39; of shop is not a read tool" in page.text
+    # A stricter rule on the same tool is saved, and warned that its mapping is suspended.
+    answer = http.put(
+        "/api/rules/refund-any", json={"rule": rule(id="refund-any", when="o.total > 0")},
+        headers=bearer(keys.admin),
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert any("suspended" in w for w in answer.json()["warnings"]), answer.json()

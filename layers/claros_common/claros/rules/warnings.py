@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from claros.errors import ConflictError
 from claros.mapping.service import mapping_for
 from claros.rules.expr import Expr, ExprError, matches, parse_when
 from claros.rules.model import RuleSpec
@@ -67,7 +68,11 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
         arguments = _arguments(registered.get(tool))
         if arguments is None and tool in CLAUDE_CODE_TOOLS:
             continue  # Claude Code's input, which no guard registers
-        facts = _mapped(store, workspace, spec.app, tool)
+        try:
+            facts = _mapped(store, workspace, spec.app, tool)
+        except ConflictError as exc:  # suspended: the warning says so, and why
+            out.append(str(exc))
+            continue
         if facts is None or (arguments is not None and "*" in arguments):
             continue  # anything may be provided
         for path in fields:
