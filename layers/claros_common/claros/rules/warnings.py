@@ -63,24 +63,35 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
         out.append(never)
     fields = sorted(expr.fields(), key=spec.when.find)
     for tool in spec.tools:
-        if tool in unchecked:
-            continue  # said already: what it reads does not matter
-        arguments = _arguments(registered.get(tool))
-        if arguments is None and tool in CLAUDE_CODE_TOOLS:
-            continue  # Claude Code's input, which no guard registers
-        try:
-            facts = _mapped(store, workspace, spec.app, tool)
-        except ConflictError as exc:  # suspended: the warning says so, and why
-            out.append(str(exc))
-            continue
-        if facts is None or (arguments is not None and "*" in arguments):
-            continue  # anything may be provided
-        for path in fields:
-            name = _root(path)
-            if name in facts or (arguments is not None and name in arguments):
-                continue
-            out.append(_warning(spec.app, tool, path, name, arguments is not None))
+        if tool not in unchecked:  # said already: what it reads does not matter
+            out.extend(_field_warnings(store, workspace, spec.app, tool, registered, fields))
     return out
+
+
+def _field_warnings(
+    store: Store,
+    workspace: str,
+    app: str,
+    tool: str,
+    registered: Mapping[str, Any],
+    fields: Sequence[str],
+) -> list[str]:
+    """A warning for each field the rule reads that neither the tool's input schema nor
+    its mapping provides."""
+    arguments = _arguments(registered.get(tool))
+    if arguments is None and tool in CLAUDE_CODE_TOOLS:
+        return []  # Claude Code's input, which no guard registers
+    try:
+        facts = _mapped(store, workspace, app, tool)
+    except ConflictError as exc:  # suspended: the warning says so, and why
+        return [str(exc)]
+    if facts is None or (arguments is not None and "*" in arguments):
+        return []  # anything may be provided
+    return [
+        _warning(app, tool, path, _root(path), arguments is not None)
+        for path in fields
+        if not (_root(path) in facts or (arguments is not None and _root(path) in arguments))
+    ]
 
 
 def _shell_warnings(spec: RuleSpec) -> list[str]:
