@@ -158,6 +158,12 @@ class QuerySpec(_Spec):
         check_values(self.arguments, "arguments")
         check_values(self.where, "where")
         for name, cond in self.where.items():
+            if not _PATH.match(name):
+                # Read as a path into each row, such a key matches no row: 0 on every call.
+                raise ValueError(
+                    f"where key {name!r} is not a field path of the rows (like customer or "
+                    "customer.id)"
+                )
             if isinstance(cond, dict):
                 unknown = set(cond) - _WHERE_OPS
                 if unknown:
