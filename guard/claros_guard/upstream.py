@@ -13,7 +13,8 @@ agent's session; ``tools/list_changed`` also refreshes the tool table and calls
 sends while a read of the guard's own runs (``call_read``: a check's facts) is refused,
 never relayed: over stdio it cannot be told which call it belongs to, and the agent never
 sees the guard's reads, nor answers for them (elicitation picking the record read,
-sampling writing it: tests/security/test_agent_answers_the_guards_own_read.py).
+sampling writing it: tests/security/test_agent_answers_the_guards_own_read.py). Its log
+messages (``notifications/message``) are kept from the agent for the same reason.
 """
 
 from __future__ import annotations
@@ -313,6 +314,13 @@ class Upstream:
         # Progress for our requests and cancellations of the server's requests are applied
         # by the dispatcher itself; everything else goes on to the agent.
         if method in ("notifications/progress", "notifications/cancelled"):
+            return
+        if method == "notifications/message" and self.own_reads:
+            # A log line of the guard's own read would show the agent that read and its
+            # record (tests/security/test_agent_reads_the_guards_read_in_its_logs.py); over
+            # stdio it cannot be told from a line of the agent's own call, and neither goes.
+            log.debug("%s: a log message during the guard's own read, kept here: %s",
+                      self.app, params)  # fmt: skip
             return
         if method == "notifications/tools/list_changed" and self.result is not None:
             try:
