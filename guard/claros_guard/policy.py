@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 
 from claros_guard.api import ClarosApi, Report, is_need, outcome_report, unchecked_report
 from claros_guard.errors import (
@@ -41,6 +42,7 @@ from claros_guard.errors import (
     ClarosUnavailableError,
     GuardError,
     ReadFailedError,
+    RecordTooLargeError,
 )
 from claros_guard.needs import NeedResolver
 from claros_guard.read_ahead import ReadAhead
@@ -52,6 +54,9 @@ log = logging.getLogger("claros_guard.policy")
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 MAX_ROUNDS = 5
+# What Claros takes of the records and values read for one check (its MAX_FETCHED_BYTES,
+# fetching-facts' "fetched" as canonical JSON): more fails the read here, with the reason.
+MAX_FETCHED_BYTES = 512 * 1024
 ASK_WAIT = 120.0  # seconds a call waits for an answer to its ask, guard and hooks alike
 
 
@@ -151,6 +156,22 @@ def _unsendable(fetched: Mapping[str, Any]) -> ReadFailedError | None:
     return None
 
 
+def _within_limit(fetched: Mapping[str, Any]) -> None:
+    """Raise ``RecordTooLargeError`` when the answers read are more than Claros takes
+    (about a microsecond per KB read; tests/security/test_bulky_record_stalls_the_guard.py)."""
+    try:
+        size = len(orjson.dumps(fetched))
+    except (TypeError, orjson.JSONEncodeError):
+        return  # the check's own encoding says what is wrong with it
+    if size <= MAX_FETCHED_BYTES:
+        return
+    largest = max(fetched, key=lambda k: len(orjson.dumps(fetched[k], default=str)))
+    raise RecordTooLargeError(
+        f"{largest} read {size:,} bytes of records for this check, and Claros takes at most "
+        f"{MAX_FETCHED_BYTES:,} bytes: the record is too large to be checked on"
+    )
+
+
 class Policy:
     def __init__(
         self,
@@ -189,6 +210,8 @@ class Policy:
         fetched: dict[str, Any] = {}
         fetched_with = await self._read_ahead(call, fetched)
         for _ in range(MAX_ROUNDS):
+            if fetched:
+                _within_limit(fetched)
             body: dict[str, Any] = {
                 "app": call.app,
                 "tool": call.tool,
