@@ -408,6 +408,5 @@ def _apply_lookup(
 
     if spec.var and spec.pick:
         out.vars[spec.var] = per_value(spec.pick)
-    leaf = spec.key.split(".")[-1].replace("[]", "")
     for name in spec.context:
-        out.context[f"{leaf}.{name}"] = per_value(name)
+        out.context[spec.context_key(name)] = per_value(name)

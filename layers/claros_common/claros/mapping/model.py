@@ -128,6 +128,10 @@ class LookupSpec(_Spec):
             raise ValueError(f"key must be a field path like items[].item_code, not {key!r}")
         return key
 
+    def context_key(self, name: str) -> str:
+        """The judge-context key of context field ``name`` (``item_code.item_name``)."""
+        return f"{self.key.split('.')[-1].replace('[]', '')}.{name}"
+
     @model_validator(mode="after")
     def _shape(self) -> LookupSpec:
         check_values(self.arguments, "arguments", dollar_ok=True)
@@ -210,6 +214,22 @@ class MappingSpec(_Spec):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"{sorted(dup)[0]!r} is given by two parts of the mapping")
+        return self
+
+    @model_validator(mode="after")
+    def _context(self) -> MappingSpec:
+        # Two lookups giving one judge-context key: the judge would see only the last. (A
+        # query's ``as`` is a plain name and a lookup's key has a dot: they never meet.)
+        given: dict[str, str] = {}
+        for i, lookup in enumerate(self.lookups):
+            part = f"lookups[{i}]"
+            for key in map(lookup.context_key, lookup.context):
+                if key in given:
+                    raise ValueError(
+                        f"{part} gives the judge {key!r}, as {given[key]} does: the judge "
+                        "would see one of them (leave the field out of one context, or give it as a var)"
+                    )
+                given[key] = part
         return self
 
     def written(self) -> dict[str, Any]:
