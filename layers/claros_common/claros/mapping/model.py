@@ -227,7 +227,8 @@ class MappingSpec(_Spec):
                 if key in given:
                     raise ValueError(
                         f"{part} gives the judge {key!r}, as {given[key]} does: the judge "
-                        "would see one of them (leave the field out of one context, or give it as a var)"
+                        "would see one of them (leave the field out of one context, or give "
+                        "it as a var)"
                     )
                 given[key] = part
         return self
