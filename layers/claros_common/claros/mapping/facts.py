@@ -274,9 +274,17 @@ def read_ahead_holds(
     """Whether a record the guard read ahead (``read``: the tool and arguments it ran) is
     the one the mapping asks for on this call now. Compared as canonical JSON, so a
     mapping edited since, a built-in date that moved on or a guard that substituted
-    differently all count as stale."""
+    differently all count as stale; and as values, since canonical JSON writes a number
+    as its double and two ids past 2**53 would be one read
+    (tests/security/test_record_read_ahead_for_a_neighbouring_id.py). Each compare alone
+    misses something: ``==`` takes ``true`` for ``1``."""
     expected = fetch_read(spec, arguments, now)
-    return expected is not None and canonical_bytes(expected) == canonical_bytes(dict(read))
+    read = dict(read)
+    return (
+        expected is not None
+        and expected == read
+        and canonical_bytes(expected) == canonical_bytes(read)
+    )
 
 
 def _check_answers(fetched: Mapping[str, Any], asked: set[str], round_keys: set[str]) -> None:
