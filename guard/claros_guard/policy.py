@@ -156,19 +156,21 @@ def _unsendable(fetched: Mapping[str, Any]) -> ReadFailedError | None:
     return None
 
 
-def _within_limit(fetched: Mapping[str, Any]) -> None:
-    """Raise ``RecordTooLargeError`` when the answers read are more than Claros takes
-    (about a microsecond per KB read; tests/security/test_bulky_record_stalls_the_guard.py)."""
+def _too_large(fetched: Mapping[str, Any]) -> RecordTooLargeError | None:
+    """The failed read for answers larger than Claros takes, naming the largest; None when
+    they are not (the refusal was about something else). Worked out only after Claros (or
+    the client's body limit) refused the check, so a check that fits costs nothing here
+    (tests/security/test_bulky_record_stalls_the_guard.py)."""
     try:
-        size = len(orjson.dumps(fetched))
+        sizes = {k: len(orjson.dumps(v, default=str)) for k, v in fetched.items()}
     except (TypeError, orjson.JSONEncodeError):
-        return  # the check's own encoding says what is wrong with it
-    if size <= MAX_FETCHED_BYTES:
-        return
-    largest = max(fetched, key=lambda k: len(orjson.dumps(fetched[k], default=str)))
-    raise RecordTooLargeError(
-        f"{largest} read {size:,} bytes of records for this check, and Claros takes at most "
-        f"{MAX_FETCHED_BYTES:,} bytes: the record is too large to be checked on"
+        return None
+    if sum(sizes.values()) <= MAX_FETCHED_BYTES:
+        return None
+    largest = max(sizes, key=lambda k: sizes[k])
+    return RecordTooLargeError(
+        f"{largest} read {sizes[largest]:,} bytes of records for this check, and Claros takes "
+        f"at most {MAX_FETCHED_BYTES:,} bytes: the record is too large to be checked on"
     )
 
 
@@ -210,8 +212,6 @@ class Policy:
         fetched: dict[str, Any] = {}
         fetched_with = await self._read_ahead(call, fetched)
         for _ in range(MAX_ROUNDS):
-            if fetched:
-                _within_limit(fetched)
             body: dict[str, Any] = {
                 "app": call.app,
                 "tool": call.tool,
@@ -226,6 +226,11 @@ class Policy:
                 body["approval"] = approval
             try:
                 answer = await self.api.check(body)
+            except ClarosRefusedError as exc:  # a 413, or the 400 of "fetched is larger"
+                failed_size = _too_large(fetched) if fetched and exc.status in (400, 413) else None
+                if failed_size is None:
+                    raise
+                raise failed_size from exc
             except ValueError as exc:
                 # JSON has no NaN or infinity (the agent's arguments cannot hold one: shape);
                 # a read can ("NaN" in a Python app's JSON text, 1e999 read as infinity).
