@@ -278,9 +278,9 @@ def _has_progress_token(params: Mapping[str, Any] | None) -> bool:
 
 
 def _with_notes(result: dict[str, Any], verdict: Verdict, more: list[str]) -> dict[str, Any]:
-    notes = [*verdict.notes, *more]
-    if not notes:
+    if not verdict.notes and not more:  # the usual write: nothing to add
         return result
+    notes = list(dict.fromkeys([*verdict.notes, *more]))  # a nudge the answer's check repeats
     content = list(result.get("content") or [])
     content += [{"type": "text", "text": note} for note in notes]
     return {**result, "content": content}
