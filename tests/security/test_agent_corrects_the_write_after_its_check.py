@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -64,7 +65,7 @@ class Agent:
 
 
 def refunds(ws: Workspace) -> list[dict[str, Any]]:
-    return [c["arguments"] for c in ws.calls() if c["tool"] == "refund_create"]
+    return [c["arguments"] for c in ws.calls() if c["tool"] in ("refund_create", "refund_paired")]
 
 
 def checked_amounts(ws: Workspace) -> list[Any]:
@@ -103,3 +104,32 @@ async def test_an_answer_the_rules_allow_still_confirms_the_write(workspace: Wor
     assert checked_amounts(ws) == [5, 15, 5]
     outcomes = ws.records("outcome")
     assert len(outcomes) == 3, outcomes
+
+
+async def test_a_question_while_two_writes_run_is_not_answered_unchecked(
+    workspace: Workspace,
+) -> None:
+    """Over stdio a question does not say which call asks. While two checked writes run,
+    the first question is refused; a later one (once the other write ended) is checked
+    against the write still running. Either way no answer reaches the shop unchecked."""
+    ws = workspace
+    agent = Agent(400, 400)
+    paired = {**MAPPING, "tool": "refund_paired"}
+    rule = {**AT_MOST_THE_TOTAL, "tools": ["refund_paired"]}
+    async with Client(ws.guard("shop", CONFIRMING_SHOP), elicitation_callback=agent.elicit) as shop:
+        await wait_registered(ws, "shop", "refund_paired")
+        ws.push(rules=[rule], mappings=[paired])
+        said: list[str] = []
+
+        async def refund() -> None:
+            try:
+                result = await shop.call_tool("refund_paired", {"order": "1187", "amount": 5})
+                said.append(text(result) if result.is_error else "the refund ran")
+            except MCPError as exc:
+                said.append(exc.message)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(refund)
+            tg.start_soon(refund)
+    assert refunds(ws) == [], f"refunded an answer no check saw: {refunds(ws)}"
+    assert any("several checked writes are running" in s for s in said), said

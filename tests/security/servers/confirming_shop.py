@@ -1,13 +1,15 @@
 """A shop MCP server (the SDK's high-level ``MCPServer``) whose refund asks its client to
 confirm the amount, and lets it be corrected (``elicitation/create``), as tools that show
 a person a form before they act do. ``order_read`` is a read, ``refund_create`` a write
-that refunds the amount the answer gives. Every tool call is appended to
+that refunds the amount the answer gives; ``refund_paired`` does the same once a second
+call of it has arrived. Every tool call is appended to
 ``$EXAMPLE_CALL_LOG`` (the write with the amount it refunded)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from call_log import call_logger
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -43,6 +45,20 @@ async def refund_create(order: str, amount: float, ctx: Context) -> dict[str, An
     amount = answer.data.amount
     _log("refund_create", {"order": order, "amount": amount})
     return {"ok": True, "order": order, "amount": amount}
+
+
+_arrived = 0
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False))
+async def refund_paired(order: str, amount: float, ctx: Context) -> dict[str, Any]:
+    """``refund_create``, once a second such refund has arrived too (two writes at once)."""
+    global _arrived
+    _arrived += 1
+    with anyio.fail_after(10):
+        while _arrived < 2:
+            await anyio.sleep(0.01)
+    return await refund_create(order, amount, ctx)
 
 
 if __name__ == "__main__":
