@@ -32,7 +32,11 @@ import pytest
 from mcp import Client
 
 from claros.local import LocalServer
-from tests.api.conftest import Keys, bearer, check_body, put_rule
+from claros.mapping.tools import MAPPINGS
+from claros.store.base import DocWrite
+from claros.wiring import Services
+from tests.api.conftest import WORKSPACE, Keys, bearer, check_body, put_rule
+from tests.api.fake_guard import FakeApp
 from tests.api.test_fetching_facts import apps, put_mapping  # noqa: F401 - apps: a fixture
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
@@ -114,3 +118,26 @@ def test_claros_mappings_push_says_which_where_key(
     )  # fmt: skip
     assert done.returncode != 0, (done.stdout, done.stderr)
     assert "where key 'customer ' is not a field path" in done.stderr + done.stdout, done
+
+
+def test_a_mapping_saved_before_the_where_key_check_still_reads(
+    http: httpx.Client,
+    keys: Keys,
+    services: Services,
+    apps: dict[str, FakeApp],  # noqa: F811 - the fixture
+) -> None:
+    """A mapping saved by an earlier version with such a key is read as it was saved: had
+    the check made it unreadable, every registration of the workspace's tools (which
+    re-validates its mappings) and every check of the tool would fail."""
+    query = {"tool": "refund_list", "arguments": {}, "where": {"customer": "$customer"},
+             "op": "count", "var": "refunds_before"}  # fmt: skip
+    mapping = {"app": "shop", "tool": "refund_create", "queries": [query]}
+    assert put_mapping(http, keys.admin, mapping).status_code == 200
+    [doc] = services.store.query_docs(WORKSPACE, MAPPINGS, limit=10)
+    old = {**mapping, "queries": [{**query, "where": {"customer ": "$customer"}}]}
+    services.store.write_docs([DocWrite(WORKSPACE, MAPPINGS, doc.key,
+                                        {**doc.value, "mapping": old}, doc.rev)])  # fmt: skip
+    apps["shop"].register(http, keys.agent)  # re-validates the saved mappings
+    body = check_body(arguments={"order": "1187", "amount": 5, "customer": "C-7"})
+    answer = http.post("/v1/check", json=body, headers=bearer(keys.agent))
+    assert answer.status_code == 200 and answer.json()["result"] == "need", answer.text
