@@ -73,22 +73,35 @@ async def child_stdio(
 async def _read_stdout(
     process: anyio.abc.Process, send: MemoryObjectSendStream[SessionMessage | Exception], limit: int
 ) -> None:
+    """The server's stdout as messages, one per line. Linear in a line's length: the
+    chunks of a line are kept and joined once, when it ends (adding each chunk to the whole
+    and splitting it again took most of a minute over a 40 MB answer:
+    tests/security/test_bulky_record_stalls_the_guard.py)."""
     assert process.stdout is not None
-    buffer = b""
+    parts: list[bytes] = []  # the line so far
+    size = 0
     skipping = False  # inside a line longer than ``limit``, dropped
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         async with send:
             async for chunk in process.stdout:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    piece = chunk[start:end]
+                    start = end + 1
                     if skipping:
                         skipping = False
-                    elif line.strip():
+                        continue
+                    line = b"".join([*parts, piece]) if parts else piece
+                    parts, size = [], 0
+                    if line.strip():
                         await _deliver(send, _parse(line))
-                if len(buffer) > limit:
-                    buffer, skipping = b"", True
-                    await _deliver(send, ValueError(f"a message longer than {limit} bytes"))
+                rest = chunk[start:]
+                if rest and not skipping:
+                    parts.append(rest)
+                    size += len(rest)
+                    if size > limit:
+                        parts, size, skipping = [], 0, True
+                        await _deliver(send, ValueError(f"a message longer than {limit} bytes"))
 
 
 async def _deliver(

@@ -16,6 +16,7 @@ __all__ = [
     "NotAReadError",
     "PeerError",
     "ReadFailedError",
+    "RecordTooLargeError",
     "UpstreamError",
 ]
 
@@ -66,6 +67,13 @@ class NotAReadError(ReadFailedError):
 
     Always blocks, even with ``--fail-open``: that option is for outages, and a need naming
     a write is a wrong (or hostile) mapping, not an outage."""
+
+    blocks_unless_fail_open = False
+
+
+class RecordTooLargeError(ReadFailedError):
+    """What the reads gave is larger than Claros takes for one check. Always blocks, as
+    Claros's own refusal of it (a 400) did: the record is the app's, not an outage."""
 
     blocks_unless_fail_open = False
 

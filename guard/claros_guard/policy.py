@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 
 from claros_guard.api import ClarosApi, Report, is_need, outcome_report, unchecked_report
 from claros_guard.errors import (
@@ -41,6 +42,7 @@ from claros_guard.errors import (
     ClarosUnavailableError,
     GuardError,
     ReadFailedError,
+    RecordTooLargeError,
 )
 from claros_guard.needs import NeedResolver
 from claros_guard.read_ahead import ReadAhead
@@ -52,6 +54,9 @@ log = logging.getLogger("claros_guard.policy")
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 MAX_ROUNDS = 5
+# What Claros takes of the records and values read for one check (its MAX_FETCHED_BYTES,
+# fetching-facts' "fetched" as canonical JSON): more fails the read here, with the reason.
+MAX_FETCHED_BYTES = 512 * 1024
 ASK_WAIT = 120.0  # seconds a call waits for an answer to its ask, guard and hooks alike
 
 
@@ -151,6 +156,24 @@ def _unsendable(fetched: Mapping[str, Any]) -> ReadFailedError | None:
     return None
 
 
+def _too_large(fetched: Mapping[str, Any]) -> RecordTooLargeError | None:
+    """The failed read for answers larger than Claros takes, naming the largest; None when
+    they are not (the refusal was about something else). Worked out only after Claros (or
+    the client's body limit) refused the check, so a check that fits costs nothing here
+    (tests/security/test_bulky_record_stalls_the_guard.py)."""
+    try:
+        sizes = {k: len(orjson.dumps(v, default=str)) for k, v in fetched.items()}
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if sum(sizes.values()) <= MAX_FETCHED_BYTES:
+        return None
+    largest = max(sizes, key=lambda k: sizes[k])
+    return RecordTooLargeError(
+        f"{largest} read {sizes[largest]:,} bytes of records for this check, and Claros takes "
+        f"at most {MAX_FETCHED_BYTES:,} bytes: the record is too large to be checked on"
+    )
+
+
 class Policy:
     def __init__(
         self,
@@ -203,6 +226,11 @@ class Policy:
                 body["approval"] = approval
             try:
                 answer = await self.api.check(body)
+            except ClarosRefusedError as exc:  # a 413, or the 400 of "fetched is larger"
+                failed_size = _too_large(fetched) if fetched and exc.status in (400, 413) else None
+                if failed_size is None:
+                    raise
+                raise failed_size from exc
             except ValueError as exc:
                 # JSON has no NaN or infinity (the agent's arguments cannot hold one: shape);
                 # a read can ("NaN" in a Python app's JSON text, 1e999 read as infinity).

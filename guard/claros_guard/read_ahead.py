@@ -32,7 +32,9 @@ _KEEP = 1000  # tools whose fetch is kept; past it, all are forgotten and learnt
 
 
 class _Unfillable(Exception):
-    """A template names a value only Claros knows (a built-in)."""
+    """A template names a value only Claros knows (a built-in), or one that names no
+    record: missing, null, blank text or an object (Claros refuses such a check rather
+    than read with it: claros.mapping.facts._missing; so the read is not run either)."""
 
 
 def _fill(value: Any, arguments: Mapping[str, Any]) -> Any:
@@ -43,7 +45,14 @@ def _fill(value: Any, arguments: Mapping[str, Any]) -> Any:
     if isinstance(value, str) and value.startswith("$"):  # as Claros's is_substitution
         if value in BUILTINS or value == "$":
             raise _Unfillable(value)
-        return get_path(arguments, value[1:])
+        named = get_path(arguments, value[1:])
+        if (
+            named is None
+            or isinstance(named, Mapping)
+            or (isinstance(named, str) and not named.strip())
+        ):
+            raise _Unfillable(value)
+        return named
     return value
 
 

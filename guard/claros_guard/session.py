@@ -10,12 +10,19 @@ client (sampling, elicitation, roots), which wait for the agent's ``initialized`
 
 One method is not only relayed: ``tools/call`` of a tool that is not a read goes through
 the check policy first (``policy.Policy``), and its outcome is reported after it ran.
+
+A question the server asks while a checked write runs (``elicitation/create``) is the
+write asking for more of its values: the agent's answer is checked as part of that write
+(its fields over the call's arguments of the same name) and given to the server only
+when that check lets the write go (``_checked_answer``; docs/guard.md, "Questions a write
+asks"; tests/security/test_agent_corrects_the_write_after_its_check.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -49,6 +56,16 @@ _INITIALIZED_WAIT = 30.0
 _RESTART = "Restart this MCP server in your client if it keeps failing."
 
 
+@dataclass
+class _Write:
+    """A checked write while it runs: the checks of the answers it was given (each with
+    its verdict, reported with the write's outcome) and the refusals to tell the agent."""
+
+    call: Call
+    answered: list[tuple[Call, Verdict]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def tool_error(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
@@ -65,6 +82,7 @@ class AgentSession:
         self.agent: dict[str, Any] = agent_info(None, self.session)
         self.initialized = anyio.Event()  # the agent sent notifications/initialized
         self._answered_initialize = False
+        self._writes: dict[int, _Write] = {}  # checked writes running, by id()
 
     async def run(self) -> None:
         upstream = self.app.upstream
@@ -158,29 +176,68 @@ class AgentSession:
         if not verdict.forward:
             return tool_error(verdict.message or "Blocked by Claros.")
         if self.app.upstream.failure:
-            self._report(call, verdict, None, f"not run: {self.app.upstream.failure}")
+            self._report(_Write(call), verdict, None, f"not run: {self.app.upstream.failure}")
             return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
+        write = _Write(call)
+        self._writes[id(write)] = write
         try:
             result = await self._forward(dctx, "tools/call", params)
         except MCPError as exc:
-            self._report(call, verdict, None, f"the server answered an error: {exc.message}")
+            self._report(write, verdict, None, f"the server answered an error: {exc.message}")
             raise
         except UpstreamError as exc:
-            self._report(call, verdict, None, str(exc))
+            self._report(write, verdict, None, str(exc))
             return tool_error(f"The call may not have run: {exc}. {_RESTART}")
         except anyio.get_cancelled_exc_class():
-            self._report(call, verdict, None, "cancelled by the agent while it ran")
+            self._report(write, verdict, None, "cancelled by the agent while it ran")
             raise
-        self._report(call, verdict, result, None)
-        return _with_notes(result, verdict)
+        finally:
+            del self._writes[id(write)]
+        self._report(write, verdict, result, None)
+        return _with_notes(result, verdict, write.notes)
 
     def _report(
-        self, call: Call, verdict: Verdict, result: Mapping[str, Any] | None, error: str | None
+        self,
+        write: _Write,
+        verdict: Verdict,
+        result: Mapping[str, Any] | None,
+        error: str | None,
     ) -> None:
         status, summary = outcome_of(result, error)
-        report = self.app.policy.report_for(call, verdict, status, summary)
-        if report is not None:
-            self.app.reporter.submit(report)
+        for call, its in [(write.call, verdict), *write.answered]:
+            report = self.app.policy.report_for(call, its, status, summary)
+            if report is not None:
+                self.app.reporter.submit(report)
+
+    async def _checked_answer(self, ask: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """The agent's answer to a question asked while a checked write runs, given to the
+        server only when the write with the answer's fields as its arguments is allowed.
+        ``ask()`` puts the question to the agent."""
+        if len(self._writes) > 1:
+            # Over stdio a request does not say which call it belongs to.
+            raise MCPError(
+                INVALID_REQUEST,
+                "elicitation/create refused: several checked writes are running, and the "
+                "guard cannot tell which one asks, so it cannot check the answer with it",
+            )
+        [write] = self._writes.values()
+        answer: dict[str, Any] = await ask()
+        content = answer.get("content")
+        if answer.get("action") != "accept" or not isinstance(content, Mapping):
+            return answer  # declined or cancelled: no value comes from the agent
+        arguments = {**write.call.arguments, **content}
+        if arguments == write.call.arguments:
+            return answer  # nothing the check did not see
+        call = Call(write.call.app, write.call.tool, arguments,
+                    {**write.call.agent, "call_id": new_call_id()})  # fmt: skip
+        verdict = await self.app.policy.decide(call)
+        if not verdict.forward:
+            note = f"Claros checked the answer the server asked for: {verdict.message}"
+            write.notes.append(note)
+            raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld. {note}")
+        write.answered.append((call, verdict))
+        write.notes.extend(verdict.notes)
+        return answer
 
     async def _on_notify(self, dctx: Ctx, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/initialized":
@@ -208,6 +265,10 @@ class AgentSession:
             raise MCPError(
                 INVALID_REQUEST, f"the agent has not finished initializing; {method} was not sent"
             )
+        if method == "elicitation/create" and self._writes:
+            return await self._checked_answer(
+                lambda: self.dispatcher.send_raw_request(method, params)
+            )
         return await self.dispatcher.send_raw_request(method, params)
 
 
@@ -216,9 +277,10 @@ def _has_progress_token(params: Mapping[str, Any] | None) -> bool:
     return isinstance(meta, Mapping) and meta.get("progressToken") is not None
 
 
-def _with_notes(result: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
-    if not verdict.notes:
+def _with_notes(result: dict[str, Any], verdict: Verdict, more: list[str]) -> dict[str, Any]:
+    if not verdict.notes and not more:  # the usual write: nothing to add
         return result
+    notes = list(dict.fromkeys([*verdict.notes, *more]))  # a nudge the answer's check repeats
     content = list(result.get("content") or [])
-    content += [{"type": "text", "text": note} for note in verdict.notes]
+    content += [{"type": "text", "text": note} for note in notes]
     return {**result, "content": content}

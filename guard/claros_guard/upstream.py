@@ -13,7 +13,8 @@ agent's session; ``tools/list_changed`` also refreshes the tool table and calls
 sends while a read of the guard's own runs (``call_read``: a check's facts) is refused,
 never relayed: over stdio it cannot be told which call it belongs to, and the agent never
 sees the guard's reads, nor answers for them (elicitation picking the record read,
-sampling writing it: tests/security/test_agent_answers_the_guards_own_read.py).
+sampling writing it: tests/security/test_agent_answers_the_guards_own_read.py). Its log
+messages (``notifications/message``) are kept from the agent for the same reason.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from claros_guard import VERSION
-from claros_guard.errors import ReadFailedError, UpstreamError
-from claros_guard.transport import UpstreamSpec, describe_bad_message, upstream
+from claros_guard.errors import ReadFailedError, RecordTooLargeError, UpstreamError
+from claros_guard.transport import MAX_LINE, UpstreamSpec, describe_bad_message, upstream
 
 __all__ = ["Upstream", "forward_params"]
 
@@ -95,6 +96,7 @@ class Upstream:
         self._tg: anyio.abc.TaskGroup | None = None
         self.bad_messages = 0
         self.own_reads = 0  # reads of the guard's own (call_read) now running
+        self.too_long = 0  # messages dropped for their length (transport.MAX_LINE)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -155,6 +157,8 @@ class Upstream:
         """A line from the server that is not JSON-RPC (a server printing to stdout):
         skipped, and said in one line; past the first few, counted."""
         self.bad_messages += 1
+        if str(exc).startswith("a message longer than"):
+            self.too_long += 1
         n = self.bad_messages
         if n <= _BAD_SHOWN:
             more = "; more such lines are counted, not shown" if n == _BAD_SHOWN else ""
@@ -260,6 +264,7 @@ class Upstream:
         """Run a read for the guard itself (bounded by ``read_timeout``). While it runs,
         the server's requests to its client are refused (module docstring)."""
         self.own_reads += 1
+        dropped = self.too_long
         try:
             return await self.request(
                 "tools/call",
@@ -267,6 +272,12 @@ class Upstream:
                 timeout=self.read_timeout,
             )
         except MCPError as exc:
+            if self.too_long > dropped:  # its answer, most likely, which never came whole
+                # Not an outage --fail-open would forward: the record is too large.
+                raise RecordTooLargeError(
+                    f"{tool} of {self.app} failed: {exc.message} (meanwhile the server sent "
+                    f"a message longer than {MAX_LINE:,} bytes, which the guard cannot read)"
+                ) from exc
             raise ReadFailedError(f"{tool} of {self.app} failed: {exc.message}") from exc
         except UpstreamError as exc:
             raise ReadFailedError(f"{tool} of {self.app} could not run: {exc}") from exc
@@ -313,6 +324,13 @@ class Upstream:
         # Progress for our requests and cancellations of the server's requests are applied
         # by the dispatcher itself; everything else goes on to the agent.
         if method in ("notifications/progress", "notifications/cancelled"):
+            return
+        if method == "notifications/message" and self.own_reads:
+            # A log line of the guard's own read would show the agent that read and its
+            # record (tests/security/test_agent_reads_the_guards_read_in_its_logs.py); over
+            # stdio it cannot be told from a line of the agent's own call, and neither goes.
+            log.debug("%s: a log message during the guard's own read, kept here: %s",
+                      self.app, params)  # fmt: skip
             return
         if method == "notifications/tools/list_changed" and self.result is not None:
             try:

@@ -513,15 +513,16 @@ def test_a_path_that_names_nothing_leaves_its_lookup_and_query_unknown(
     assert extra.status_code == 400 and "queries[0] was not asked for" in extra.text
 
 
-def test_a_where_value_that_is_an_object_is_compared_whole(http: httpx.Client, keys: Keys) -> None:
-    """A call's value is a value, never operators: ``customer: {"id": "C-7"}`` substituted
-    into ``where`` was read by the guard as the operator ``id``, matched no row, and the
-    count was 0 (the rule over it never fired). It goes as ``{"eq": {"id": "C-7"}}``."""
-    refunds = [
-        {"customer": {"id": "C-7"}},
-        {"customer": {"id": "C-7"}},
-        {"customer": {"id": "C-9"}},
-    ]
+def test_a_where_value_that_is_an_object_leaves_the_query_unknown(
+    http: httpx.Client, keys: Keys
+) -> None:
+    """A call's object is no value to filter on: ``customer: {"id": "C-7"}`` substituted
+    into ``where`` was first read by the guard as the operator ``id``, then (stop 31)
+    compared whole, and matched no row of a shop whose rows say ``"C-7"``: the count was
+    0 and the rule over it never fired. What the app makes of an object (an id, operators)
+    Claros cannot know: the query is not run, its value is unknown
+    (tests/security/test_object_argument_empties_the_history.py)."""
+    refunds = [{"customer": "C-7"}, {"customer": "C-7"}, {"customer": "C-9"}]
     shop = FakeApp("shop", reads={"refund_list": lambda a: refunds},
                    writes={"refund_create": lambda a: {"ok": True}})  # fmt: skip
     shop.register(http, keys.agent)
@@ -532,10 +533,10 @@ def test_a_where_value_that_is_an_object_is_compared_whole(http: httpx.Client, k
                             "var": "refunds_before"}]}  # fmt: skip
     assert put_mapping(http, keys.admin, mapping).status_code == 200
     put_rule(http, keys.admin, id="third-refund", response="stop", when="refunds_before >= 2")
-    answer = guard.check("shop", "refund_create", {"customer": {"id": "C-7"}, "amount": 5})
-    assert answer["result"] == "stop", answer
-    assert guard.rounds[0][0]["where"] == {"customer": {"eq": {"id": "C-7"}}}
-    # An object of operators from the call is a value too: it matches no customer.
-    sneaky = {"customer": {"ne": "C-nobody"}, "amount": 5}
-    assert guard.check("shop", "refund_create", sneaky)["result"] == "allow"
-    assert guard.rounds[-1][0]["where"] == {"customer": {"eq": {"ne": "C-nobody"}}}
+    plain = guard.check("shop", "refund_create", {"customer": "C-7", "amount": 5})
+    assert plain["result"] == "stop", plain
+    for customer in ({"id": "C-7"}, {"ne": "C-nobody"}, {"$ne": None}):
+        before = len(guard.rounds)
+        answer = guard.check("shop", "refund_create", {"customer": customer, "amount": 5})
+        assert answer["result"] == "stop", answer
+        assert len(guard.rounds) == before, "the query was run"

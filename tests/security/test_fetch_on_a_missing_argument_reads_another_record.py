@@ -68,3 +68,27 @@ def test_claros_refuses_a_fetch_on_a_path_naming_nothing(
         headers=bearer(keys.agent),
     )
     assert answered.status_code == 400, answered.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "arguments", [{"id": "INV-9"}, {"id": "INV-9", "name": " "}, {"id": "INV-9", "name": {}}],
+    ids=["missing", "blank", "object"],
+)  # fmt: skip
+async def test_a_read_ahead_without_its_argument_runs_no_read(
+    workspace: Workspace, arguments: dict[str, object]
+) -> None:
+    """The guard reads a tool's record ahead once it learnt the fetch (stop 30's note): a
+    later call without the argument ran ``invoice_read`` with ``name: null`` (the newest
+    draft) before Claros refused the check. Claros never used that record, but a read the
+    mapping cannot mean is not run: the guard sends the check without it, as Claros would
+    refuse the read it names."""
+    ws = workspace
+    async with Client(ws.guard("accounting", TWO_KEYS)) as agent:
+        await wait_registered(ws, "accounting", "invoice_submit")
+        ws.push(rules=[STOP_OVER_500], mappings=[FETCH_INVOICE])
+        small = await agent.call_tool("invoice_submit", {"name": "INV-10"})
+        assert not small.is_error, text(small)
+        sneaky = await agent.call_tool("invoice_submit", arguments)
+    assert sneaky.is_error and "name" in text(sneaky), text(sneaky)
+    assert tools_called(ws) == ["invoice_read", "invoice_submit"], ws.calls()

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from claros.empty import new_dict, new_list
 from claros.names import NAME
@@ -20,6 +20,7 @@ from claros.rules.expr import ExprError, parse_derived
 
 __all__ = [
     "BUILTINS",
+    "STORED",
     "FetchSpec",
     "LookupSpec",
     "MappingSpec",
@@ -40,6 +41,17 @@ _KEY_PATH = re.compile(rf"^{_IDENT}(?:\[\]|\[\d+\])?(?:\.{_IDENT}(?:\[\]|\[\d+\]
 _INTO = re.compile(rf"^(?:{_IDENT}(?:\.{_IDENT})*)?$")
 _VAR = re.compile(rf"^{_IDENT}$")
 _WHERE_OPS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in"})
+
+
+# The validation context of a mapping the store holds (``MappingSpec.model_validate(value,
+# context=STORED)``): the checks added since it may have been saved (where keys as paths,
+# one judge-context key per lookup field) apply when a mapping is saved, and never make
+# a saved one unreadable, which would fail every registration of the workspace's tools.
+STORED = {"stored": True}
+
+
+def _stored(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get("stored"))
 
 
 def is_substitution(value: Any) -> bool:
@@ -128,6 +140,10 @@ class LookupSpec(_Spec):
             raise ValueError(f"key must be a field path like items[].item_code, not {key!r}")
         return key
 
+    def context_key(self, name: str) -> str:
+        """The judge-context key of context field ``name`` (``item_code.item_name``)."""
+        return f"{self.key.split('.')[-1].replace('[]', '')}.{name}"
+
     @model_validator(mode="after")
     def _shape(self) -> LookupSpec:
         check_values(self.arguments, "arguments", dollar_ok=True)
@@ -154,10 +170,16 @@ class QuerySpec(_Spec):
     app: str | None = Field(None, pattern=NAME)
 
     @model_validator(mode="after")
-    def _shape(self) -> QuerySpec:
+    def _shape(self, info: ValidationInfo) -> QuerySpec:
         check_values(self.arguments, "arguments")
         check_values(self.where, "where")
         for name, cond in self.where.items():
+            if not _PATH.match(name) and not _stored(info):
+                # Read as a path into each row, such a key matches no row: 0 on every call.
+                raise ValueError(
+                    f"where key {name!r} is not a field path of the rows (like customer or "
+                    "customer.id)"
+                )
             if isinstance(cond, dict):
                 unknown = set(cond) - _WHERE_OPS
                 if unknown:
@@ -204,6 +226,23 @@ class MappingSpec(_Spec):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"{sorted(dup)[0]!r} is given by two parts of the mapping")
+        return self
+
+    @model_validator(mode="after")
+    def _context(self, info: ValidationInfo) -> MappingSpec:
+        # Two lookups giving one judge-context key: the judge would see only the last. (A
+        # query's ``as`` is a plain name and a lookup's key has a dot: they never meet.)
+        given: dict[str, str] = {}
+        for i, lookup in enumerate([] if _stored(info) else self.lookups):
+            part = f"lookups[{i}]"
+            for key in map(lookup.context_key, lookup.context):
+                if key in given:
+                    raise ValueError(
+                        f"{part} gives the judge {key!r}, as {given[key]} does: the judge "
+                        "would see one of them (leave the field out of one context, or give "
+                        "it as a var)"
+                    )
+                given[key] = part
         return self
 
     def written(self) -> dict[str, Any]:

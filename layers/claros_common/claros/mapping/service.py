@@ -19,7 +19,7 @@ from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ConflictError, NotFoundError
-from claros.mapping.model import MappingSpec, tools_named
+from claros.mapping.model import STORED, MappingSpec, tools_named
 from claros.mapping.tools import APPS, MAPPINGS, save_registration, tool_problem
 from claros.names import NAME
 from claros.rules.terms import rule_hash
@@ -130,7 +130,7 @@ def mapping_from(doc: Doc | None) -> MappingSpec | None:
     digest = str(doc.value["hash"])
     spec = _SPECS.get(digest)
     if spec is None:
-        spec = MappingSpec.model_validate(doc.value["mapping"])
+        spec = MappingSpec.model_validate(doc.value["mapping"], context=STORED)
         if len(_SPECS) >= _MAX_SPECS:
             _SPECS.clear()
         _SPECS[digest] = spec

@@ -30,7 +30,7 @@ from claros.auth import Principal
 from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError, PayloadTooLargeError
-from claros.mapping.model import MappingSpec, tools_named
+from claros.mapping.model import STORED, MappingSpec, tools_named
 from claros.store.base import MAX_BATCH_RECORDS, DocWrite, NewRecord, RecordTooLargeError, Store
 from claros.store.base import ConflictError as StoreConflictError
 from claros.wiring import Services
@@ -157,7 +157,7 @@ def revalidate(
         status = doc.value.get("status")
         if status not in ("active", "suspended"):
             continue
-        spec = MappingSpec.model_validate(doc.value["mapping"])
+        spec = MappingSpec.model_validate(doc.value["mapping"], context=STORED)
         if all(named != app for named, _, _ in tools_named(spec)):
             continue
         problem = mapping_problem(spec, tools_of)

@@ -17,6 +17,7 @@ from claros.checkpoints import record
 from claros.clock import new_id, now_ms
 from claros.errors import ConflictError, NotFoundError
 from claros.rules.ruleset import RuleSet
+from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import Doc, DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -125,9 +126,10 @@ def rules_under(store: Store, workspace: str, stamp_doc: Doc | None) -> RuleSet:
     return rules
 
 
-def _stamp(workspace: str) -> DocWrite:
-    """The write that tells every process's cache the workspace's rules changed."""
-    return DocWrite(workspace, STAMP_COLLECTION, STAMP_KEY, {"stamp": new_id("rs")})
+def _stamp(workspace: str, expect_rev: int | None = None) -> DocWrite:
+    """The write that tells every process's cache the workspace's rules changed (only
+    while the stamp is at ``expect_rev``, when given)."""
+    return DocWrite(workspace, STAMP_COLLECTION, STAMP_KEY, {"stamp": new_id("rs")}, expect_rev)
 
 
 def put_rule(
@@ -144,8 +146,16 @@ def put_rule(
     current = doc.value if doc else None
     if current and current["status"] == "active" and current["hash"] == digest:
         return dict(current), False
-    if doc is None and len(store.query_docs(workspace, COLLECTION, limit=MAX_RULES)) >= MAX_RULES:
-        raise ConflictError(f"a workspace holds at most {MAX_RULES} rules")
+    stamp_rev: int | None = None  # an edit changes no count: its stamp goes as before
+    if doc is None:
+        # Counted, then written only if no rule changed meanwhile (the stamp doc is still
+        # the one read before the count): two saves that count at once cannot both add
+        # the last rule, which checks would never read
+        # (tests/security/test_two_admins_pass_the_rule_limit.py).
+        stamp = store.get_doc(workspace, *STAMP_DOC)
+        stamp_rev = stamp.rev if stamp is not None else 0
+        if len(store.query_docs(workspace, COLLECTION, limit=MAX_RULES)) >= MAX_RULES:
+            raise ConflictError(f"a workspace holds at most {MAX_RULES} rules")
     now = now_ms()
     version = int(current["version"]) + 1 if current else 1
     confirm = Confirm.model_validate(
@@ -178,12 +188,23 @@ def put_rule(
         "status": "active",
         "updated_at": now,
     }
-    record(
-        services,
-        workspace,
-        records,
-        [DocWrite(workspace, COLLECTION, spec.id, state, doc.rev if doc else 0), _stamp(workspace)],
-    )
+    try:
+        record(
+            services,
+            workspace,
+            records,
+            [
+                DocWrite(workspace, COLLECTION, spec.id, state, doc.rev if doc else 0),
+                _stamp(workspace, stamp_rev),
+            ],
+        )
+    except StoreConflictError as exc:
+        if exc.collection != STAMP_COLLECTION:
+            raise
+        raise ConflictError(
+            f"rule {spec.id!r} was not saved: another rule was saved while this one was "
+            f"counted against the limit of {MAX_RULES}; send it again"
+        ) from exc
     return state, True
 
 
