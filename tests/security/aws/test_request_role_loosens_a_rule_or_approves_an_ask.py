@@ -40,6 +40,7 @@ FUNCTION_OF = {
     "checkpoint": "CheckpointFunction",
     "export": "ExportFunction",
     "prune": "PruneFunction",
+    "authorizer": "AuthorizerFunction",
 }
 
 
