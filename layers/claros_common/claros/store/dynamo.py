@@ -260,8 +260,8 @@ def _aggregate_body(item: Item, workspace: str) -> dict[str, Any]:
     why = str(bucket) if isinstance(bucket, Exception) else "not a JSON object"
     raise StorageUnavailableError(
         f"the aggregate {item.get('sk', {}).get('S', '?')} of workspace {workspace} does not "
-        f"read ({why}); rebuild it: python -m claros.aggregates rebuild --workspace "
-        f"{workspace}"
+        f"read ({why}); rebuild it: python -m claros.aggregates rebuild --stack <stack> "
+        f"--workspace {workspace}"
     )
 
 
