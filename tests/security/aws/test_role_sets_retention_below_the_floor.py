@@ -45,8 +45,8 @@ def test_a_retention_below_the_floor_prunes_nothing(
     _seed(world)  # seq 1-3, a checkpoint at seq 2
     role = world.as_role(function)
     setting = {
-        "pk": {"S": f"{WS}#doc#settings"},
-        "sk": {"S": "retention"},
+        "pk": {"S": f"{WS}#doc#retention"},
+        "sk": {"S": "days"},
         "rev": {"N": "1"},
         "body": {"S": json.dumps({"days": 1, "set_by": "dana@acme.test", "set_at": 1})},
     }
