@@ -271,8 +271,14 @@ class GatedDynamoDB:
 
     def query(self, **kw: Any) -> Any:
         values = kw.get("ExpressionAttributeValues", {})
-        first = next(iter(values.values()), None)  # the partition key's value comes first
-        leading = [str(next(iter(first.values())))] if first else None
+        names = kw.get("ExpressionAttributeNames", {})
+        hash_key = self._hash_key(kw["TableName"])
+        # The partition key's value: the placeholder the key condition sets it equal to.
+        leading = None
+        for part in re.split(r"(?i)\s+AND\s+", kw.get("KeyConditionExpression", "")):
+            left, eq, right = part.partition("=")
+            if eq and names.get(left.strip(), left.strip()) == hash_key:
+                leading = [str(next(iter(values[right.strip()].values())))]
         self._authorize("Query", "Query", kw["TableName"], leading)
         return self._client.query(**kw)
 

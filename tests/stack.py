@@ -31,7 +31,7 @@ from tests.events import load_event
 STACK_NAME = "claros-test"
 ARTIFACTS = "claros-test-artifacts"
 # Small values so a test sees a checkpoint at every 2nd entry and a stale tail after 1 s.
-PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1", "AnchorRetentionDays": "1"}
+PARAMETERS = {"CheckpointEvery": "2", "CheckpointMaxAge": "1", "AnchorRetentionDays": "183"}
 WS = "acme"
 ADMIN = "admin@acme.test"
 PERSON = "dana@acme.test"

@@ -418,7 +418,7 @@ def test_ledger_tampered_raises_an_alarm(template: dict[str, Any]) -> None:
     # Powertools Metrics publishes with the service dimension the functions' env names.
     service = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
     assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]
-    assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 1
+    assert alarm["Statistic"] == "Maximum" and alarm["Threshold"] == 1
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"  # no tampering is no alarm
     # The stack's own topic always, and AlarmTopicArn's when one is given.
@@ -599,7 +599,7 @@ def test_alarms_watch_metrics_the_code_publishes(template: dict[str, Any]) -> No
         assert metric in published, metric
         assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]
     failed = claros["CheckpointSignFailed"]
-    assert (failed["Statistic"], failed["Threshold"]) == ("Sum", 1)
+    assert (failed["Statistic"], failed["Threshold"]) == ("Maximum", 1)
     lag = claros["CheckpointLagSeconds"]
     assert lag["Statistic"] == "Maximum"
     assert lag["Threshold"] == {"Ref": "CheckpointLagAlarmSeconds"}

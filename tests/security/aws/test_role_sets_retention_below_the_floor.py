@@ -2,7 +2,8 @@
 
 ``PUT /api/evidence/retention`` refuses fewer than 183 days, but the setting is a doc
 (``{workspace}#doc#settings``, ``retention``), and every role that appends may write
-``*#doc#*`` items. The prune function read ``days`` back as it found it: a check role that
+``*#doc#*`` items (the check and outcome roles no longer may: they write only their own
+doc collections). The prune function read ``days`` back as it found it: a check role that
 wrote ``{"days": 1}`` made the next prune (an admin's, run as usual) delete every entry
 and record older than a day, months inside the floor, from the tables themselves. The
 stream then saw the deletes as tampering and verify refused the prune entry, but what was
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 from claros.evidence import retention
 from tests.api.seed import OCT_1, install_clock
@@ -42,15 +44,19 @@ def test_a_retention_below_the_floor_prunes_nothing(
     clock = install_clock(monkeypatch, OCT_1)
     _seed(world)  # seq 1-3, a checkpoint at seq 2
     role = world.as_role(function)
-    role.put_item(
-        TableName=world.table("StateTable"),
-        Item={
-            "pk": {"S": f"{WS}#doc#settings"},
-            "sk": {"S": "retention"},
-            "rev": {"N": "1"},
-            "body": {"S": json.dumps({"days": 1, "set_by": "dana@acme.test", "set_at": 1})},
-        },
-    )
+    setting = {
+        "pk": {"S": f"{WS}#doc#retention"},
+        "sk": {"S": "days"},
+        "rev": {"N": "1"},
+        "body": {"S": json.dumps({"days": 1, "set_by": "dana@acme.test", "set_at": 1})},
+    }
+    if function != "PruneFunction":
+        # The check and outcome roles may not write the settings doc at all any more
+        # (template.yaml, WriteItsOwnDocsOnly; test_request_role_loosens_a_rule_or_approves_an_ask).
+        with pytest.raises(ClientError, match="AccessDenied"):
+            role.put_item(TableName=world.table("StateTable"), Item=setting)
+        return
+    role.put_item(TableName=world.table("StateTable"), Item=setting)
     assert not role.refused, role.refused
     clock.at(OCT_1 + 10 * DAY_MS)  # ten days on: well inside the 183-day floor
     monkeypatch.setattr(retention, "COVER_WAIT_S", 0.0)  # the test signs the prune entry

@@ -20,7 +20,7 @@ from claros.clock import now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
 from claros.ledger import PRUNE_KIND, RETENTION_FLOOR_DAYS, Checkpoint, Entry, kept_digest
-from claros.store.base import DocWrite, NewRecord, Store
+from claros.store.base import Doc, DocWrite, NewRecord, Store
 from claros.wiring import Services
 
 __all__ = [
@@ -35,12 +35,26 @@ __all__ = [
 
 FLOOR_DAYS = RETENTION_FLOOR_DAYS  # every verifier refuses a prune entry naming fewer
 MAX_DAYS = 36_500
-SETTINGS, KEY = "settings", "retention"
+# The setting's own doc collection: in AWS the prune role writes it and no other settings
+# (the ask webhook is ``settings``/``ask_webhook``, which the prune role once could rewrite:
+# tests/security/aws/test_prune_role_redirects_the_ask_webhook.py). A setting made before
+# is read from ``settings``/``retention`` while the new doc is absent; clearing writes a
+# ``cleared`` doc, so the old one never comes back.
+SETTINGS, KEY = "retention", "days"
+OLD_SETTINGS, OLD_KEY = "settings", "retention"
 # In AWS, how long a prune waits for the checkpoint function to sign its entry (the
 # stream delivers within seconds; the prune function's timeout is 29 s).
 COVER_WAIT_S = 12.0
 COVER_POLL_S = 0.25
 _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
+
+
+def _setting(store: Store, workspace: str) -> Doc | None:
+    """The retention setting's doc (None: none is set, or it was cleared)."""
+    doc = store.get_doc(workspace, SETTINGS, KEY)
+    if doc is None:
+        doc = store.get_doc(workspace, OLD_SETTINGS, OLD_KEY)
+    return None if doc is None or doc.value.get("cleared") else doc
 
 
 def retention_days(store: Store, workspace: str) -> int | None:
@@ -49,7 +63,7 @@ def retention_days(store: Store, workspace: str) -> int | None:
     (below the floor, above ``MAX_DAYS``, not a whole number). The setting is a doc, and in
     AWS every role that appends may write docs (template.yaml): a prune never trusts it
     past the bounds every verifier holds it to."""
-    doc = store.get_doc(workspace, SETTINGS, KEY)
+    doc = _setting(store, workspace)
     if doc is None:
         return None
     problem = _setting_problem(doc.value.get("days"))
@@ -73,7 +87,9 @@ def _setting_problem(days: object) -> str | None:
 def set_retention(store: Store, principal: Principal, days: int | None) -> dict[str, Any]:
     workspace = principal.workspace
     if days is None:
-        store.write_docs([DocWrite(workspace, SETTINGS, KEY, None)])
+        cleared = {"cleared": True, "set_by": principal.person or principal.key_id,
+                   "set_at": now_ms()}  # fmt: skip
+        store.write_docs([DocWrite(workspace, SETTINGS, KEY, cleared)])
         return get_retention(store, workspace)
     if days < FLOOR_DAYS:
         raise BadRequestError(
@@ -96,7 +112,7 @@ def _brief(entry: Entry) -> dict[str, Any]:
 
 
 def get_retention(store: Store, workspace: str) -> dict[str, Any]:
-    doc = store.get_doc(workspace, SETTINGS, KEY)
+    doc = _setting(store, workspace)
     first = next(iter(store.entries(workspace, limit=1)), None)
     oldest = _brief(first) if first else None
     if first is not None and first.seq > 1:

@@ -462,8 +462,9 @@ class Store(Protocol):
     def aggregate_version(
         self, workspace: str, span: str, start: int
     ) -> tuple[dict[str, Any] | None, str]:
-        """One hour's or day's aggregate as stored (None: none) and an opaque version of
-        it, which changes whenever an append folds into it."""
+        """One hour's or day's aggregate as stored (None: none, or one that does not read,
+        which the rebuild replaces) and an opaque version of it, which changes whenever an
+        append folds into it."""
         ...
 
     def put_aggregate(

@@ -73,6 +73,7 @@ from claros.store.base import (
     PruneError,
     PruneResult,
     RecordTooLargeError,
+    StorageUnavailableError,
     StoreError,
     ascii_lower,
     check_batch,
@@ -242,6 +243,26 @@ def _inflate_record(packed: bytes) -> bytes:
 
 def _record_body(item: Item) -> dict[str, Any]:
     return jsonutil.loads(_inflate_record(item["body"]["B"]))  # type: ignore[no-any-return]
+
+
+def _aggregate_body(item: Item, workspace: str) -> dict[str, Any]:
+    """An aggregate row's bucket, inflated at most RECORD_MAX_BYTES. Every role that appends
+    may put these rows (``#doc#_aggregates``); one that does not read (past the cap, not
+    zlib, not a JSON object) is a StorageUnavailableError naming it and the rebuild that
+    replaces it, never a 500 or a function killed for memory
+    (tests/security/aws/test_compressed_aggregate_bomb_stops_a_workspaces_checks.py)."""
+    try:
+        bucket = jsonutil.loads(_inflate_record(item["body"]["B"]))
+    except (KeyError, TypeError, ValueError, zlib.error) as exc:
+        bucket = exc
+    if isinstance(bucket, dict):
+        return bucket
+    why = str(bucket) if isinstance(bucket, Exception) else "not a JSON object"
+    raise StorageUnavailableError(
+        f"the aggregate {item.get('sk', {}).get('S', '?')} of workspace {workspace} does not "
+        f"read ({why}); rebuild it: python -m claros.aggregates rebuild --stack <stack> "
+        f"--workspace {workspace}"
+    )
 
 
 def _prune_says(item: Item) -> object:
@@ -1075,9 +1096,7 @@ class DynamoStore:
         for at, pairs in folds.items():
             key = keys[at]
             got = found.get(key["sk"]["S"])
-            bucket: dict[str, Any] = (
-                jsonutil.loads(zlib.decompress(got["body"]["B"])) if got else {}
-            )
+            bucket: dict[str, Any] = _aggregate_body(got, workspace) if got else {}
             rev = int(got["rev"]["N"]) if got else 0
             for entry, record in pairs:
                 fold(bucket, entry.seq, entry.kind, record)
@@ -1113,10 +1132,7 @@ class DynamoStore:
             },
         }
         return [
-            (
-                int(item["sk"]["S"].split("#")[1]),
-                jsonutil.loads(zlib.decompress(item["body"]["B"])),
-            )
+            (int(item["sk"]["S"].split("#")[1]), _aggregate_body(item, workspace))
             for item in self._query(request, None)
         ]
 
@@ -1138,7 +1154,11 @@ class DynamoStore:
         )
         if not got:
             return None, "absent"
-        return jsonutil.loads(zlib.decompress(got["body"]["B"])), str(int(got["rev"]["N"]))
+        version = str(int(got["rev"]["N"]))
+        try:
+            return _aggregate_body(got, workspace), version
+        except StorageUnavailableError:
+            return None, version  # the rebuild replaces a row that does not read
 
     def put_aggregate(
         self, workspace: str, span: str, start: int, bucket: Mapping[str, Any], *, expect: str
