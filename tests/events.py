@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["EVENTS", "KEY_PLACEHOLDER", "event_names", "load_event", "route_of"]
+__all__ = [
+    "EVENTS",
+    "KEY_PLACEHOLDER",
+    "event_names",
+    "events_in_order",
+    "load_event",
+    "route_of",
+]
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 KEY_PLACEHOLDER = "REPLACE_WITH_KEY"
@@ -24,6 +31,13 @@ _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def event_names() -> list[str]:
     return sorted(p.stem for p in EVENTS.glob("*.json"))
+
+
+def events_in_order() -> list[str]:
+    """Every sample, in an order where they fit together: the tool list registered first
+    (the mapping's read tool is one of them), the app removed last."""
+    first, last = ["check-register-tools"], ["admin-remove-app", "web-app-remove-app"]
+    return [*first, *(n for n in event_names() if n not in first + last), *last]
 
 
 def route_of(event: dict[str, Any]) -> tuple[str, str]:

@@ -31,7 +31,7 @@ from claros.wiring import build_services
 from claros_guard.verify import main as verify
 from tests.api.seed import Clock, install_clock, utc_ms
 from tests.aws import load_template
-from tests.events import KEY_PLACEHOLDER, event_names, load_event, route_of
+from tests.events import KEY_PLACEHOLDER, event_names, events_in_order, load_event, route_of
 from tests.stack import (
     PERSON,
     WS,
@@ -183,8 +183,7 @@ def test_every_sample_event_is_served_as_it_is(functions: Functions, keys: Keys)
     together: the mapping's read tool is the one the tool list registers, first, and the
     app is removed last."""
     seen = 0
-    first, last = ["check-register-tools"], ["admin-remove-app", "web-app-remove-app"]
-    for name in [*first, *(n for n in event_names() if n not in first + last), *last]:
+    for name in events_in_order():
         event = load_event(name)
         if "routeKey" not in event:
             continue

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.events import event_names, load_event
+from tests.events import events_in_order, load_event
 from tests.iam import GatedDynamoDB, Request
 from tests.security.aws.test_aws_roles_cannot_rewrite import World
 from tests.stack import ADMIN, STACK_WARNINGS, WS
@@ -161,8 +161,7 @@ def _check(world: World, **extra: str) -> dict[str, Any]:
 
 def test_every_function_works_within_its_role(world: World, gate: Gate) -> None:
     """Every sample event, each function's calls gated by its own role: nothing refused."""
-    first = "check-register-tools"
-    for name in [first, *(n for n in event_names() if n != first)]:
+    for name in events_in_order():
         event = load_event(name)
         if "routeKey" not in event:
             continue
