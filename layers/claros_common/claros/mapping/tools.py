@@ -282,6 +282,37 @@ def _room_for_an_app(store: Store, workspace: str, app: str) -> None:
         )
 
 
+Pairs = list[tuple[DocWrite, NewRecord]]
+
+
+def _change_app(
+    services: Services,
+    principal: Principal,
+    app: str,
+    value: Mapping[str, Any] | None,
+    rev: int,
+    entry: NewRecord,
+    tools_of: ToolsOf,
+    why: str,
+    attempt: int,
+) -> tuple[Pairs, Pairs] | None:
+    """An admin's change of an app's doc (``value``; None removes it) at revision ``rev``,
+    with its ledger entry and the mappings it suspends or restores, in one commit:
+    (suspended, restored), or None when the app changed meanwhile (read it again)."""
+    workspace = principal.workspace
+    suspend, restore = revalidate(services.store, principal, app, tools_of, why)
+    try:
+        _commit(
+            services, workspace, suspend, [DocWrite(workspace, APPS, app, value, rev)], [entry],
+            restore,
+        )  # fmt: skip
+    except StoreConflictError:
+        if attempt == _ATTEMPTS - 1:
+            raise ConflictError(f"the tools of {app} changed meanwhile; try again") from None
+        return None
+    return suspend, restore
+
+
 def remove_app(services: Services, principal: Principal, app: str) -> dict[str, Any]:
     """An admin removes an app and its registered tools: the mappings that name its tools
     are suspended in the same transaction (whatever fails leaves them stricter). What it
@@ -306,17 +337,12 @@ def remove_app(services: Services, principal: Principal, app: str) -> dict[str, 
         def gone(name: str, others: ToolsOf = others) -> Tools | None:
             return None if name == app else others(name)
 
-        suspend, restore = revalidate(store, principal, app, gone, f"{app} was removed")
         removed = NewRecord("app_removed", f"{quote(app, safe='')}/{new_id('ar')}", entry)
-        try:
-            _commit(
-                services, workspace, suspend, [DocWrite(workspace, APPS, app, None, doc.rev)],
-                [removed], restore,
-            )  # fmt: skip
-        except StoreConflictError:
-            if attempt == _ATTEMPTS - 1:
-                raise ConflictError(f"the tools of {app} changed meanwhile; try again") from None
+        why = f"{app} was removed"
+        done = _change_app(services, principal, app, None, doc.rev, removed, gone, why, attempt)
+        if done is None:
             continue
+        suspend, _ = done
         return {
             "app": app,
             "removed_by": entry["removed_by"],
@@ -360,17 +386,11 @@ def confirm_tool(services: Services, principal: Principal, app: str, tool: str) 
         }
         overlay = _overlay(app, tools, registered_tools(store, workspace))
         why = f"{tool} of {app} confirmed as a read"
-        suspend, restore = revalidate(store, principal, app, overlay, why)
         confirm = NewRecord("tool_confirm", f"{_key(app, tool)}/{new_id('tc')}", entry)
-        try:
-            _commit(
-                services, workspace, suspend, [DocWrite(workspace, APPS, app, value, doc.rev)],
-                [confirm], restore,
-            )  # fmt: skip
-        except StoreConflictError:
-            if attempt == _ATTEMPTS - 1:
-                raise ConflictError(f"the tools of {app} changed meanwhile; try again") from None
+        done = _change_app(services, principal, app, value, doc.rev, confirm, overlay, why, attempt)
+        if done is None:
             continue
+        suspend, restore = done
         return {
             "app": app,
             "tool": tool,
