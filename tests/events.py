@@ -18,6 +18,8 @@ from urllib.parse import quote
 __all__ = [
     "EVENTS",
     "KEY_PLACEHOLDER",
+    "AUTHORIZER_HOST",
+    "authorizer_event",
     "event_names",
     "events_in_order",
     "load_event",
@@ -26,6 +28,7 @@ __all__ = [
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 KEY_PLACEHOLDER = "REPLACE_WITH_KEY"
+AUTHORIZER_HOST = "abc123.execute-api.us-east-1.amazonaws.com"
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -80,3 +83,53 @@ def _fill_path(name: str, event: dict[str, Any], values: dict[str, str]) -> None
     event["pathParameters"] = params
     event["rawPath"] = raw
     event["requestContext"]["http"]["path"] = raw
+
+
+def authorizer_event(
+    route: str = "POST /v1/check",
+    authorization: str | None = None,
+    cookies: list[str] | None = None,
+) -> dict[str, Any]:
+    """A REQUEST authorizer event, payload 2.0, as API Gateway sends it."""
+    method, path = route.split(" ", 1)
+    headers = {
+        "host": AUTHORIZER_HOST,
+        "user-agent": "claros-guard",
+        "content-type": "application/json",
+    }
+    identity = []
+    if authorization is not None:
+        headers["authorization"] = authorization
+        identity.append(authorization)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:abc123/$default/{method}{path}",
+        "identitySource": identity,
+        "routeKey": route,
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "domainName": AUTHORIZER_HOST,
+            "domainPrefix": "abc123",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "198.51.100.7",
+                "userAgent": "claros-guard",
+            },
+            "requestId": "req-1",
+            "routeKey": route,
+            "stage": "$default",
+            "time": "01/Dec/2026:12:00:00 +0000",
+            "timeEpoch": 1796126400000,
+        },
+    }
+    if cookies is not None:
+        event["cookies"] = cookies
+        headers["cookie"] = "; ".join(cookies)
+    return event

@@ -23,6 +23,7 @@ from claros.store.base import GLOBAL, DocWrite, Store
 from claros.web.sessions import SECURE_COOKIE, open_session
 from claros.wiring import build_services
 from tests.aws import load_template
+from tests.events import authorizer_event
 from tests.stack import ADMIN, PERSON, WS, Functions, Json, Keys, translate
 
 pytestmark = [
@@ -31,7 +32,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy:UserWarning"),
 ]
 
-HOST = "abc123.execute-api.us-east-1.amazonaws.com"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -138,50 +138,6 @@ def test_sam_deploy_guided_finds_authentication_on_every_route(aws_env: None) ->
 
 
 # --- the handler, in the moto stack ----------------------------------------------------
-def _event(
-    route: str = "POST /v1/check",
-    authorization: str | None = None,
-    cookies: list[str] | None = None,
-) -> Json:
-    """A REQUEST authorizer event, payload 2.0, as API Gateway sends it."""
-    method, path = route.split(" ", 1)
-    headers = {"host": HOST, "user-agent": "claros-guard", "content-type": "application/json"}
-    identity = []
-    if authorization is not None:
-        headers["authorization"] = authorization
-        identity.append(authorization)
-    event: Json = {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:abc123/$default/{method}{path}",
-        "identitySource": identity,
-        "routeKey": route,
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": headers,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "abc123",
-            "domainName": HOST,
-            "domainPrefix": "abc123",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "198.51.100.7",
-                "userAgent": "claros-guard",
-            },
-            "requestId": "req-1",
-            "routeKey": route,
-            "stage": "$default",
-            "time": "01/Dec/2026:12:00:00 +0000",
-            "timeEpoch": 1796126400000,
-        },
-    }
-    if cookies is not None:
-        event["cookies"] = cookies
-        headers["cookie"] = "; ".join(cookies)
-    return event
 
 
 def _decide(functions: Functions, event: Json) -> Any:
@@ -189,7 +145,7 @@ def _decide(functions: Functions, event: Json) -> Any:
 
 
 def test_a_valid_key_is_allowed_with_who_it_is(functions: Functions, keys: Keys) -> None:
-    answer = _decide(functions, _event(authorization=f"Bearer {keys.agent}"))
+    answer = _decide(functions, authorizer_event(authorization=f"Bearer {keys.agent}"))
     assert answer == {
         "isAuthorized": True,
         "context": {
@@ -199,7 +155,7 @@ def test_a_valid_key_is_allowed_with_who_it_is(functions: Functions, keys: Keys)
             "keyId": hash_key(keys.agent)[:16],
         },
     }
-    admin = _decide(functions, _event("GET /api/rules", f"Bearer {keys.admin}"))
+    admin = _decide(functions, authorizer_event("GET /api/rules", f"Bearer {keys.admin}"))
     assert admin["isAuthorized"] is True and admin["context"]["kind"] == "admin"
 
 
@@ -216,7 +172,9 @@ def test_the_authorizer_writes_nothing(
         [DocWrite(GLOBAL, "key", digest, {**doc.value, "last_used_at": 1}, doc.rev)]
     )
     before = stack_store.get_doc(GLOBAL, "key", digest)
-    assert _decide(functions, _event(authorization=f"Bearer {keys.agent}"))["isAuthorized"]
+    assert _decide(functions, authorizer_event(authorization=f"Bearer {keys.agent}"))[
+        "isAuthorized"
+    ]
     assert stack_store.get_doc(GLOBAL, "key", digest) == before
 
 
@@ -230,7 +188,7 @@ def test_a_cold_authorizer_answers_without_the_json_writer(tmp_path: Path) -> No
         key = create_key(services.store, WS, "service")
     finally:
         services.close()
-    event = _event(authorization=f"Bearer {key}")
+    event = authorizer_event(authorization=f"Bearer {key}")
     probe = (
         "import json, sys\nimport app\n"
         f"answer = app.lambda_handler(json.loads({json.dumps(event)!r}), None)\n"
@@ -246,7 +204,7 @@ def test_a_cold_authorizer_answers_without_the_json_writer(tmp_path: Path) -> No
 
 
 def test_a_revoked_key_is_refused(functions: Functions, keys: Keys, stack_store: Store) -> None:
-    event = _event(authorization=f"Bearer {keys.agent}")
+    event = authorizer_event(authorization=f"Bearer {keys.agent}")
     assert _decide(functions, event)["isAuthorized"] is True
     digest = hash_key(keys.agent)
     doc = stack_store.get_doc(GLOBAL, "key", digest)
@@ -271,7 +229,7 @@ def test_a_revoked_key_is_refused(functions: Functions, keys: Keys, stack_store:
 def test_a_bad_or_missing_credential_is_refused(
     functions: Functions, keys: Keys, authorization: str | None, why: str
 ) -> None:
-    answer = _decide(functions, _event("GET /v1/me", authorization))
+    answer = _decide(functions, authorizer_event("GET /v1/me", authorization))
     assert answer == {"isAuthorized": False, "context": {"error": "unauthorized", "message": why}}
 
 
@@ -281,13 +239,13 @@ def test_a_web_session_cookie_is_allowed(
     person_key = create_key(stack_store, WS, "person", person=ADMIN)
     session_id, _ = open_session(stack_store, person_key)
     cookies = [f"{SECURE_COOKIE}={session_id}"]
-    answer = _decide(functions, _event("POST /app/keys", cookies=cookies))
+    answer = _decide(functions, authorizer_event("POST /app/keys", cookies=cookies))
     assert answer["isAuthorized"] is True
     assert answer["context"]["person"] == ADMIN and answer["context"]["kind"] == "person"
     # Authentication only: the cookie's POST without its CSRF token passes here; the
     # route refuses it (its answer is cached by credential across routes, so must not
     # depend on the route or the form).
-    dead = _decide(functions, _event("GET /api/asks", cookies=[f"{SECURE_COOKIE}=nope"]))
+    dead = _decide(functions, authorizer_event("GET /api/asks", cookies=[f"{SECURE_COOKIE}=nope"]))
     assert dead["isAuthorized"] is False
     assert "signed out" in dead["context"]["message"]
 
@@ -300,6 +258,8 @@ def test_the_route_still_refuses_what_the_authorizer_let_through(
     from tests.events import load_event
 
     person_key = create_key(stack_store, WS, "person", person=PERSON)
-    assert _decide(functions, _event(authorization=f"Bearer {person_key}"))["isAuthorized"]
+    assert _decide(functions, authorizer_event(authorization=f"Bearer {person_key}"))[
+        "isAuthorized"
+    ]
     status, body = functions.http("check", load_event("check-check", person_key))
     assert status == 403 and body["error"] == "forbidden", body

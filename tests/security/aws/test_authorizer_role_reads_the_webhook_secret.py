@@ -20,65 +20,16 @@ from botocore.exceptions import ClientError
 from claros.auth import Principal, create_key, hash_key
 from claros.store.base import GLOBAL, DocWrite
 from claros.web.sessions import SECURE_COOKIE, open_session
-from tests.events import load_event
+from tests.events import authorizer_event, load_event
 from tests.security.aws.test_aws_roles_cannot_rewrite import World
 from tests.security.aws.test_request_role_loosens_a_rule_or_approves_an_ask import (
     FUNCTION_OF,
     Gate,
     gate,  # noqa: F401
 )
-from tests.stack import ADMIN, STACK_WARNINGS, WS, Json
+from tests.stack import ADMIN, STACK_WARNINGS, WS
 
 pytestmark = STACK_WARNINGS
-
-HOST = "abc123.execute-api.us-east-1.amazonaws.com"
-
-
-# As tests/aws/test_authorizer.py builds it (that folder is no package to import from).
-def _event(
-    route: str = "POST /v1/check",
-    authorization: str | None = None,
-    cookies: list[str] | None = None,
-) -> Json:
-    """A REQUEST authorizer event, payload 2.0, as API Gateway sends it."""
-    method, path = route.split(" ", 1)
-    headers = {"host": HOST, "user-agent": "claros-guard", "content-type": "application/json"}
-    identity = []
-    if authorization is not None:
-        headers["authorization"] = authorization
-        identity.append(authorization)
-    event: Json = {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:abc123/$default/{method}{path}",
-        "identitySource": identity,
-        "routeKey": route,
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": headers,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "abc123",
-            "domainName": HOST,
-            "domainPrefix": "abc123",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "198.51.100.7",
-                "userAgent": "claros-guard",
-            },
-            "requestId": "req-1",
-            "routeKey": route,
-            "stage": "$default",
-            "time": "01/Dec/2026:12:00:00 +0000",
-            "timeEpoch": 1796126400000,
-        },
-    }
-    if cookies is not None:
-        event["cookies"] = cookies
-        headers["cookie"] = "; ".join(cookies)
-    return event
 
 
 def test_the_authorizer_role_cannot_read_the_webhook_secret(world: World) -> None:
@@ -107,7 +58,7 @@ def test_the_authorizer_decides_within_its_role(world: World, gate: Gate) -> Non
     stack_store = world.functions.stack.store(world.client)
 
     def decide(**kw: object) -> dict[str, object]:
-        answer: dict[str, object] = world.functions.invoke("authorizer", _event(**kw))
+        answer: dict[str, object] = world.functions.invoke("authorizer", authorizer_event(**kw))
         return answer
 
     assert decide(authorization=f"Bearer {world.keys.agent}")["isAuthorized"] is True
