@@ -57,6 +57,10 @@ def test_many_apps_of_many_tools_leave_the_rules_page_small(
     # The held tools still wait on the page for the admin, with a confirm form each (a
     # page of them at most; the app's page has the rest).
     assert "/app/apps/app00/tools/app00_tool_0000/confirm" in page.text
+    assert page.text.count("/confirm") == 50
+    assert (
+        "Showing 50 of 1000 tools waiting. Each app's page above lists all of its own." in page.text
+    )
 
     # The app's own page lists its tools.
     one = admin.get("/app/apps/app05")
