@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from claros.yaml_keys import KeyTwice, unique_key_loader
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
@@ -93,44 +95,16 @@ def parse_yaml(text: str, name: str | Path, *, unique_keys: bool = False) -> Any
     """The file's YAML (safe); with ``unique_keys``, a mapping that says a key twice is a
     ``FileProblem``, as for :func:`parse_json` (a merge, ``<<: *base``, is not one)."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader if unique_keys else yaml.SafeLoader)  # noqa: S506
+        return yaml.load(text, Loader=unique_key_loader() if unique_keys else yaml.SafeLoader)  # noqa: S506
     except RecursionError:
         raise FileProblem(f"{name} is nested too deeply to be read") from None
-    except _KeyTwice as exc:
+    except KeyTwice as exc:
         raise FileProblem(
             f"{name} says the key {exc.key!r} twice in one mapping{exc.where}: readers "
             "disagree on which one counts (the last, for Claros), so nothing in it is sent"
         ) from None
     except yaml.YAMLError as exc:
         raise FileProblem(f"{name} is not valid YAML: {exc}") from exc
-
-
-class _KeyTwice(yaml.YAMLError):
-    def __init__(self, key: Any, where: str) -> None:
-        super().__init__(f"the key {key!r} twice")
-        self.key = key
-        self.where = where
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a mapping whose own keys say one key twice."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    twice = key in seen
-                except TypeError:  # an unhashable key: the safe loader refuses it anyway
-                    continue
-                if twice:
-                    mark = key_node.start_mark
-                    raise _KeyTwice(key, f" (line {mark.line + 1})" if mark else "")
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _key(k: Any, name: str | Path, where: str) -> str:

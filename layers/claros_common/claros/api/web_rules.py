@@ -11,7 +11,6 @@ messages.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -48,6 +47,7 @@ from claros.rules.warnings import saved_rule_warnings
 from claros.web import pages
 from claros.web.html import NOTHING, Safe, render
 from claros.web.plain import plain_problem
+from claros.yaml_keys import KeyTwice, unique_key_loader
 
 __all__ = ["register", "rules_page_for"]
 
@@ -102,8 +102,8 @@ def _parse(text: str, what: str) -> dict[str, Any]:
     import yaml
 
     try:
-        value = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader
-    except _KeyTwice as exc:
+        value = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader
+    except KeyTwice as exc:
         raise BadRequestError(
             f"The {what} says {exc.key!r} twice{exc.where}: YAML keeps the last one without "
             "a word, so what you read may not be what is saved. Say each field once."
@@ -118,42 +118,6 @@ def _parse(text: str, what: str) -> dict[str, Any]:
             f"The {what} must be a set of fields (id: …, title: …), not a single value or a list."
         )
     return value
-
-
-class _KeyTwice(Exception):
-    def __init__(self, key: Any, where: str) -> None:
-        super().__init__(key)
-        self.key = key
-        self.where = where
-
-
-@functools.cache
-def _unique_key_loader() -> Any:
-    """yaml's SafeLoader, refusing a mapping whose own keys say one key twice (a merge,
-    ``<<: *base``, is not one): the text pasted from a reviewed rules file means what its
-    reviewer read (tests/security/test_rules_file_says_a_key_twice.py; ``claros rules
-    push`` refuses the same file). Made at the first edit: yaml is imported only here."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            if isinstance(node, yaml.MappingNode):
-                seen: set[Any] = set()
-                for key_node, _ in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":
-                        continue
-                    key = self.construct_object(key_node, deep=True)
-                    try:
-                        twice = key in seen
-                    except TypeError:  # an unhashable key: refused by the safe loader anyway
-                        continue
-                    if twice:
-                        mark = key_node.start_mark
-                        raise _KeyTwice(key, f" (line {mark.line + 1})" if mark else "")
-                    seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return Loader
 
 
 def _form(app: ClarosResolver, model: type[EditForm] | type[CloseForm]) -> Any:
