@@ -21,6 +21,7 @@ import json
 import os
 import sys
 
+from claros.claude_code import WRITE_TOOLS
 from claros_guard.surrogates import holds_lone_surrogate, may_hold_lone_surrogate
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (mypy knows it)
@@ -41,10 +42,6 @@ __all__ = [
     "run_hook",
 ]
 
-# Claude Code's tools that run a shell command (``PowerShell``: Windows, opt-in elsewhere;
-# ``Monitor``: a command in the background, its output fed back) or edit a file.
-SHELL_TOOLS = frozenset({"Bash", "PowerShell", "Monitor"})
-WRITE_TOOLS = SHELL_TOOLS | {"Edit", "Write", "MultiEdit", "NotebookEdit"}
 # The built-in tools that run no command and edit no file (they read, search, plan, ask,
 # or start subagents whose own calls come through these hooks), today's and the names
 # older releases used: only these pass unchecked. A tool not named here, such as one a

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from claros.claude_code import SHELL_TOOLS, WRITE_TOOLS
 from claros.errors import ConflictError
 from claros.mapping.service import mapping_for
 from claros.rules.expr import Expr, ExprError, matches, parse_when
@@ -37,10 +38,6 @@ from claros.store.base import Store
 __all__ = ["rule_warnings", "saved_rule_warnings"]
 
 _APPS = "app"  # the docs guards register their tools in (claros.mapping.service)
-# Claude Code's tools that its hooks check (claros_guard.hook_gate.WRITE_TOOLS): the hooks
-# send Claude Code's input whole and register no schema. The first three run a shell command.
-SHELL_TOOLS = ("Bash", "PowerShell", "Monitor")
-CLAUDE_CODE_TOOLS = frozenset({*SHELL_TOOLS, "Edit", "Write", "MultiEdit", "NotebookEdit"})
 
 
 def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
@@ -79,7 +76,7 @@ def _field_warnings(
     """A warning for each field the rule reads that neither the tool's input schema nor
     its mapping provides."""
     arguments = _arguments(registered.get(tool))
-    if arguments is None and tool in CLAUDE_CODE_TOOLS:
+    if arguments is None and tool in WRITE_TOOLS:
         return []  # Claude Code's input, which no guard registers
     try:
         facts = _mapped(store, workspace, app, tool)
