@@ -18,7 +18,9 @@ TEST_STAMP := $(VENV)/.installed-dev
 # needs pytest below 9.2: pytest 9.2 drops xdist's '@group' suffix (pytest-xdist issue
 # 1386), every file's tests were spread and module fixtures built once per worker;
 # pyproject.toml pins it and tests/conftest.py fails a grouped test whose group was
-# lost. `make test TEST_WORKERS=0` runs everything in this one process. The byte-code
+# lost. pytest 9.1 is kept out too: given files of two folders interleaved
+# (tests/api/a.py tests/b.py tests/api/c.py) it lost tests/api's conftest fixtures for
+# the last (pytest issue 14971). `make test TEST_WORKERS=0` runs everything in this one process. The byte-code
 # cache is on for the tests: they start hundreds of Python subprocesses (guards, hooks,
 # the CLI), each of which would otherwise compile Claros again.
 TEST_WORKERS ?= 4
