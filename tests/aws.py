@@ -2,7 +2,7 @@
 
 * ``load_template`` / ``tables_from_template``: the DynamoDB tables are created from the
   ``Properties`` written in ``template.yaml``, so the template and the tests cannot drift.
-* ``patch_moto_dynamodb``: two fixes that make moto's DynamoDB behave like the service
+* ``patch_moto_dynamodb``: three fixes that make moto's DynamoDB behave like the service
   under the store's workload (see the function's docstring).
 * ``patch_moto_kms_ed25519``: moto 5.2 knows no ``ECC_NIST_EDWARDS25519`` KMS keys; this
   adds them, signing as KMS does (``ED25519_SHA_512`` over a RAW message gives a plain
@@ -262,6 +262,11 @@ def patch_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
        checks and error reporting but snapshots only the items the transaction names, and
        trims the table streams back on rollback. Each condition is checked once (moto's
        checks it, then has the write check it again on the same item).
+    3. **Key sizes on reads.** DynamoDB refuses a key past its limits (partition key 2,048
+       bytes, sort key 1,024) on every call that names one: ``GetItem``, ``DeleteItem``
+       and ``UpdateItem`` too, with the ValidationException moto gives only on writes. A
+       read by an id too long to be one (``GET /v1/asks/<1,100 bytes>``) then fails here
+       as it would in AWS (tests/security/test_long_id_looks_like_an_outage.py).
     """
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.responses import DynamoHandler
@@ -275,6 +280,20 @@ def patch_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(DynamoHandler, "call_action", call_action)
     monkeypatch.setattr(DynamoDBBackend, "transact_write_items", _transact_write_items)
+    keys_value = DynamoDBBackend.get_keys_value  # GetItem's and DeleteItem's key
+    update_item = DynamoDBBackend.update_item
+
+    def sized_keys_value(self: Any, table: Any, keys: dict[str, Any]) -> Any:
+        table._validate_key_sizes(keys)
+        return keys_value(self, table, keys)
+
+    def sized_update_item(self: Any, table_name: str, key: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(key, dict):
+            self.get_table(table_name)._validate_key_sizes(key)
+        return update_item(self, table_name, key, *args, **kw)
+
+    monkeypatch.setattr(DynamoDBBackend, "get_keys_value", sized_keys_value)
+    monkeypatch.setattr(DynamoDBBackend, "update_item", sized_update_item)
 
 
 class _ItemRollback:

@@ -2,7 +2,8 @@
 without importing pydantic (the functions whose routes validate no body never load it): a
 validation error that escapes a route is still a 400 naming the fields, any other
 ValueError still a 500 with nothing of it shown, and a CanonicalError (a ValueError with a
-handler of its own) still its 400."""
+handler of its own) still its 400. A store's KeyTooLongError (a name longer than DynamoDB
+keys) is the request's fault: a 400 with the reason."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from claros.api.errors_http import install_error_handlers
 from claros.api.http import ClarosResolver
 from claros.canonical import CanonicalError
 from claros.config import Settings
+from claros.store.base import KeyTooLongError
 from claros.wiring import Services, build_services
 
 
@@ -86,3 +88,12 @@ def test_another_value_error_is_a_500_that_shows_nothing_of_it(
 def test_a_canonical_error_keeps_its_own_400(services: Services) -> None:
     status, body = _get(_app(services, CanonicalError("NaN is not JSON")))
     assert status == 400 and body["message"] == "invalid value: NaN is not JSON"
+
+
+def test_a_name_too_long_to_key_is_a_400_with_the_reason_not_an_outage(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    why = "apps 'xxxx'... is too long a name to keep: DynamoDB keys hold at most 1,024 bytes"
+    status, body = _get(_app(services, KeyTooLongError(why)))
+    assert (status, body) == (400, {"error": "bad_request", "message": why})
+    assert "storage error" not in caplog.text  # not logged as the store's failure

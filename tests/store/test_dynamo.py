@@ -22,6 +22,7 @@ from claros.store.base import (
     ConflictError,
     Doc,
     DocWrite,
+    KeyTooLongError,
     NewRecord,
     PruneResult,
     RecordTooLargeError,
@@ -229,6 +230,32 @@ def test_one_doc_twice_in_a_transaction_is_refused(make_store: Callable[..., Dyn
     with pytest.raises(StoreError, match="twice"):
         store.append(WS, "check", "c1", {}, writes=twice)
     assert store.get_doc(WS, "d", "k") is None and store.head(WS) is None
+
+
+def test_a_key_longer_than_dynamodb_keeps_is_found_nowhere_and_never_written(
+    make_store: Callable[..., DynamoStore],
+) -> None:
+    """DynamoDB refuses a sort key over 1,024 bytes on reads too (tests.aws fills the gap
+    moto leaves there): a read by one finds nothing without asking, a write of one is a
+    KeyTooLongError (a 400 with the reason, never a 503) and writes nothing."""
+    store = make_store()
+    store.append(WS, "check", "c1", {})
+    store.write_docs([DocWrite(WS, "d", "short", {"v": 1})])
+    for long in ("x" * 1025, "\U0001d538" * 257):  # 1,025 and 1,028 UTF-8 bytes
+        assert store.get_doc(WS, "d", long) is None
+        assert store.get_docs(WS, [("d", long), ("d", "short")])[0] is None
+        assert store.get_docs(WS, [("d", long), ("d", "short")])[1] is not None
+        assert store.get_record(WS, "check", long) is None
+        assert store.get_raw_record(WS, "check", long) is None
+        assert store.record_entry(WS, "check", long) is None
+        with pytest.raises(KeyTooLongError, match="at most 1,024 bytes"):
+            store.write_docs([DocWrite(WS, "d", "other", {"v": 1}), DocWrite(WS, "d", long, {})])
+        with pytest.raises(KeyTooLongError):
+            store.append(WS, "check", "c2", {}, writes=[DocWrite(WS, "d", long, {"v": 1})])
+    assert store.get_doc(WS, "d", "other") is None and store.get_record(WS, "check", "c2") is None
+    # 1,024 bytes exactly is a key DynamoDB keeps.
+    store.write_docs([DocWrite(WS, "d", "y" * 1024, {"v": 2})])
+    assert store.get_doc(WS, "d", "y" * 1024) is not None
 
 
 def test_keys_dynamodb_refuses_are_store_errors(make_store: Callable[..., DynamoStore]) -> None:

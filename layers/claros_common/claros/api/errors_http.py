@@ -15,6 +15,7 @@ from claros.signing import SigningError
 from claros.store.base import (
     ChainBusyError,
     ConflictError,
+    KeyTooLongError,
     RecordTooLargeError,
     StorageUnavailableError,
     StoreError,
@@ -31,6 +32,8 @@ def _error(status: int, code: str, message: str, **extra: object) -> Response[st
 
 
 def _store_error(app: ClarosResolver, exc: StoreError) -> Response[str]:
+    if isinstance(exc, KeyTooLongError):
+        return _error(400, "bad_request", str(exc))  # a name too long to keep: the request's
     if isinstance(exc, StorageUnavailableError):
         app.services.metric("Overloaded", 1)  # the 503 rate is a metric
         # A full or read-only disk, an I/O error: the reason is the operator's to fix and

@@ -38,6 +38,7 @@ __all__ = [
     "NewRecord",
     "PruneError",
     "PruneResult",
+    "KeyTooLongError",
     "RecordTooLargeError",
     "Store",
     "StorageUnavailableError",
@@ -87,6 +88,11 @@ class StorageUnavailableError(StoreError):
 
 class RecordTooLargeError(StoreError):
     """The record is larger than the store can keep in one row."""
+
+
+class KeyTooLongError(StoreError):
+    """A doc's name is longer than the store can key an item by (DynamoDB: 1,024 bytes);
+    nothing was written. The API answers 400 with the message."""
 
 
 class PruneError(StoreError):

@@ -69,6 +69,7 @@ from claros.store.base import (
     Doc,
     DocWrite,
     KeptRecord,
+    KeyTooLongError,
     NewRecord,
     PruneError,
     PruneResult,
@@ -291,6 +292,28 @@ def _doc_pk(workspace: str, collection: str) -> str:
 
 def _doc_key(workspace: str, collection: str, key: str) -> Item:
     return {"pk": _s(_doc_pk(workspace, collection)), "sk": _s(key)}
+
+
+# DynamoDB's key limits, in UTF-8 bytes: a partition key holds at most 2,048, a sort key
+# 1,024. It refuses a longer one on every call that names it, reads too, with a
+# ValidationException, which would be answered 503 "storage is unavailable" for what is
+# bad input (an id in a request's path too long to be one). No item has such a key, so a
+# read of one finds nothing without asking; a write of one is a KeyTooLongError (400).
+_RANGE_KEYS = frozenset({"sk", "rid"})
+_HASH_KEY_MAX_BYTES = 2048
+_RANGE_KEY_MAX_BYTES = 1024
+
+
+def _key_fits(key: Item) -> bool:
+    """Whether DynamoDB takes ``key`` (an item's key, its string parts within the limits)."""
+    for name, value in key.items():
+        text = value.get("S")
+        if text is None:
+            continue
+        limit = _RANGE_KEY_MAX_BYTES if name in _RANGE_KEYS else _HASH_KEY_MAX_BYTES
+        if len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+            return False
+    return True
 
 
 def _doc_fits(write: DocWrite, body: str) -> None:
@@ -1446,7 +1469,9 @@ class DynamoStore:
     def _batch_items(self, keys: list[Item], projection: str | None, table: str) -> Iterator[Item]:
         """The items of ``keys`` in ``table`` that exist, in no order: BatchGetItem,
         consistent, 100 keys a request; keys DynamoDB left unprocessed are asked again
-        after a backoff, within ``max_attempts``, then StoreError."""
+        after a backoff, within ``max_attempts``, then StoreError. A key DynamoDB would
+        refuse (``_key_fits``) names no item and is not asked."""
+        keys = [k for k in keys if _key_fits(k)]
         for i in range(0, len(keys), _BATCH_GET):
             request: dict[str, Any] = {"Keys": keys[i : i + _BATCH_GET], "ConsistentRead": True}
             if projection:
@@ -1472,6 +1497,8 @@ class DynamoStore:
 
     def _record_item(self, workspace: str, kind: str, ref_id: str) -> Item | None:
         key = record_key(workspace, kind, ref_id)
+        if not _key_fits(key):
+            return None
         got = self.client.get_item(TableName=self.records_table, Key=key, ConsistentRead=True)
         item = got.get("Item")
         if item is None and key["workspace"]["S"] != workspace:  # written before the spread
@@ -1689,12 +1716,11 @@ class DynamoStore:
 
     # --- docs -------------------------------------------------------------------------
     def get_doc(self, workspace: str, collection: str, key: str) -> Doc | None:
+        where = _doc_key(workspace, collection, key)
+        if not _key_fits(where):
+            return None
         try:
-            got = self.client.get_item(
-                TableName=self.state_table,
-                Key=_doc_key(workspace, collection, key),
-                ConsistentRead=True,
-            )
+            got = self.client.get_item(TableName=self.state_table, Key=where, ConsistentRead=True)
         except ClientError as exc:
             raise self._refused(exc, f"{collection}/{key}") from exc
         item = got.get("Item")
@@ -1809,9 +1835,15 @@ class DynamoStore:
                     "DynamoDB allows one action per item"
                 )
             seen.add(target)
+            where = _doc_key(w.workspace, w.collection, w.key)
+            if not _key_fits(where):
+                raise KeyTooLongError(
+                    f"{w.collection} {w.key[:40]!r}... is too long a name to keep: DynamoDB "
+                    f"keys hold at most {_RANGE_KEY_MAX_BYTES:,} bytes"
+                )
             action: dict[str, Any] = {
                 "TableName": self.state_table,
-                "Key": _doc_key(w.workspace, w.collection, w.key),
+                "Key": where,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
             names: dict[str, str] = {}
@@ -1998,6 +2030,8 @@ class DynamoStore:
     def record_entry(self, workspace: str, kind: str, ref_id: str) -> Entry | None:
         found_seq: Item | None = None
         key = record_key(workspace, kind, ref_id)
+        if not _key_fits(key):
+            return None
         for where in (key, _legacy_key(workspace, key["rid"]["S"])):
             got = self.client.get_item(
                 TableName=self.records_table,
