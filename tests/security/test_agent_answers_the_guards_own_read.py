@@ -16,8 +16,6 @@ write). The agent's own calls are asked as before.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,23 +25,11 @@ from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
+from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
-ASKING_SHOP = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "asking_shop.py")]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "fetch": {"tool": "order_read", "arguments": {"order": "$order"}, "into": "order"},
-}
-AT_MOST_THE_TOTAL = {
-    "id": "at-most-the-total",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "amount > order.total",
-    "response": "stop",
-    "message": "A refund is at most the order's total.",
-}
+ASKING_SHOP = server_command("asking_shop")
 
 
 class Agent:
@@ -67,7 +53,7 @@ async def test_the_agent_cannot_pick_the_record_the_guard_reads(workspace: Works
     agent = Agent("1187-A", "1187-B")
     async with Client(ws.guard("shop", ASKING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         refund = await shop.call_tool("refund_create", {"order": "1187", "amount": 400})
     assert refunds(ws) == [], f"refunded on the record the agent chose: {refunds(ws)}"
     assert agent.asked == [], f"the agent saw the guard's read: {agent.asked}"
@@ -81,7 +67,7 @@ async def test_the_agents_own_calls_are_still_asked(workspace: Workspace) -> Non
     agent = Agent("1187-B", "1187-A")
     async with Client(ws.guard("shop", ASKING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         # The agent's read: its question is the agent's.
         read = await shop.call_tool("order_read", {"order": "1187"})
         assert not read.is_error and read.structured_content == {

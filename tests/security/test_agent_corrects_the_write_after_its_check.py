@@ -17,8 +17,6 @@ ledger holds both checks.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,26 +28,11 @@ from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
+from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
-CONFIRMING_SHOP = [
-    sys.executable,
-    str(Path(__file__).resolve().parent / "servers" / "confirming_shop.py"),
-]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "fetch": {"tool": "order_read", "arguments": {"order": "$order"}, "into": "order"},
-}
-AT_MOST_THE_TOTAL = {
-    "id": "at-most-the-total",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "amount > order.total",
-    "response": "stop",
-    "message": "A refund is at most the order's total.",
-}
+CONFIRMING_SHOP = server_command("confirming_shop")
 
 
 class Agent:
@@ -77,7 +60,7 @@ async def test_the_agents_answer_is_checked_as_part_of_the_write(workspace: Work
     agent = Agent(400)
     async with Client(ws.guard("shop", CONFIRMING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         try:
             refund = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
             said = text(refund) if refund.is_error else "the refund ran"
@@ -94,7 +77,7 @@ async def test_an_answer_the_rules_allow_still_confirms_the_write(workspace: Wor
     agent = Agent(15, 5)
     async with Client(ws.guard("shop", CONFIRMING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         corrected = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
         assert not corrected.is_error, text(corrected)
         confirmed = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
@@ -114,7 +97,7 @@ async def test_a_question_while_two_writes_run_is_not_answered_unchecked(
     against the write still running. Either way no answer reaches the shop unchecked."""
     ws = workspace
     agent = Agent(400, 400)
-    paired = {**MAPPING, "tool": "refund_paired"}
+    paired = {**REFUND_READS_THE_ORDER, "tool": "refund_paired"}
     rule = {**AT_MOST_THE_TOTAL, "tools": ["refund_paired"]}
     async with Client(ws.guard("shop", CONFIRMING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", "refund_paired")

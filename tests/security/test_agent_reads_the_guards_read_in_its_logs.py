@@ -15,10 +15,7 @@ log at debug level. The agent's own calls log as before.
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -27,26 +24,11 @@ from mcp_types import LoggingMessageNotificationParams
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
+from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
-LOGGING_SHOP = [
-    sys.executable,
-    str(Path(__file__).resolve().parent / "servers" / "logging_shop.py"),
-]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "fetch": {"tool": "order_read", "arguments": {"order": "$order"}, "into": "order"},
-}
-AT_MOST_THE_TOTAL = {
-    "id": "at-most-the-total",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "amount > order.total",
-    "response": "stop",
-    "message": "A refund is at most the order's total.",
-}
+LOGGING_SHOP = server_command("logging_shop")
 
 
 async def test_the_guards_reads_are_not_in_the_agents_logs(workspace: Workspace) -> None:
@@ -63,7 +45,7 @@ async def test_the_guards_reads_are_not_in_the_agents_logs(workspace: Workspace)
         warnings.simplefilter("ignore")  # the logging capability is deprecated (2026-07-28)
         async with Client(ws.guard("shop", LOGGING_SHOP), logging_callback=logged) as shop:
             await wait_registered(ws, "shop", "refund_create")
-            ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+            ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
             refund = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
             assert not refund.is_error, text(refund)
             with anyio.fail_after(10):  # the write's own log comes: the agent's is relayed

@@ -17,32 +17,17 @@ so; the write is blocked with the reason, with ``--fail-open`` too (as Claros's 
 from __future__ import annotations
 
 import resource
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
+from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
-BULKY_SHOP = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "bulky_shop.py")]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "fetch": {"tool": "order_read", "arguments": {"order": "$order"}, "into": "order"},
-}
-AT_MOST_THE_TOTAL = {
-    "id": "at-most-the-total",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "amount > order.total",
-    "response": "stop",
-    "message": "A refund is at most the order's total.",
-}
+BULKY_SHOP = server_command("bulky_shop")
 
 
 def _children_cpu() -> float:
@@ -57,7 +42,7 @@ async def test_a_huge_record_fails_the_read_with_the_reason(workspace: Workspace
     cpu_before = _children_cpu()
     async with Client(params, read_timeout_seconds=120) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         refund = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
     # Linear: reading 48 MB costs the guard and its server 3.4 s of CPU here, the quadratic
     # reader 23 s. CPU time, not wall time, so the machine's other work does not move it:
@@ -77,7 +62,7 @@ async def test_an_answer_past_the_line_limit_fails_the_read_saying_so(workspace:
     params = ws.guard("shop", BULKY_SHOP, "--read-timeout", "5", "--fail-open", BULKY_NOTE_MB="40")
     async with Client(params, read_timeout_seconds=120) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         refund = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
     assert [c["tool"] for c in ws.calls()] == ["order_read"], "forwarded unchecked"
     assert refund.is_error, text(refund)

@@ -16,32 +16,16 @@ failed read).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
-FLOAT_SHOP = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "float_shop.py")]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "fetch": {"tool": "order_read", "arguments": {"order": "$order"}, "into": "order"},
-}
-AT_MOST_THE_TOTAL = {
-    "id": "at-most-the-total",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "amount > order.total",
-    "response": "stop",
-    "message": "A refund is at most the order's total.",
-}
+FLOAT_SHOP = server_command("float_shop")
 
 
 @pytest.mark.parametrize(("written", "read"), [("nan", "nan"), ("1e999", "inf")])
@@ -51,7 +35,7 @@ async def test_a_record_json_cannot_carry_is_a_failed_read(
     ws = workspace
     async with Client(ws.guard("shop", FLOAT_SHOP)) as shop:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[MAPPING])
+        ws.push(rules=[AT_MOST_THE_TOTAL], mappings=[REFUND_READS_THE_ORDER])
         small = await shop.call_tool("refund_create", {"order": "1187", "amount": 5})
         assert not small.is_error, text(small)
         poisoned = await shop.call_tool("order_update", {"order": "1187", "total": written})
