@@ -24,7 +24,7 @@ from mcp_types import LoggingMessageNotificationParams
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
-from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
+from tests.security.shop_rules import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 

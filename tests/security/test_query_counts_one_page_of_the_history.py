@@ -15,40 +15,16 @@ blocked (``--fail-open`` forwards it and reports it unchecked, as for any failed
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.security.shop_rules import REFUNDS_COUNTED, THIRD_REFUND, server_command
 
 pytestmark = pytest.mark.anyio
 
-PAGED_SHOP = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "paged_shop.py")]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "queries": [
-        {
-            "tool": "refund_list",
-            "arguments": {"customer": "$customer"},
-            "where": {"customer": "$customer"},
-            "op": "count",
-            "var": "refunds_before",
-        }
-    ],
-}
-THIRD_REFUND = {
-    "id": "third-refund",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "refunds_before >= 2",
-    "response": "stop",
-    "message": "A customer's third refund is made by a person.",
-}
+PAGED_SHOP = server_command("paged_shop")
 THIRD = {"order": "1187", "amount": 50, "customer": "C-7"}
 
 
@@ -57,7 +33,7 @@ async def test_a_page_of_the_history_is_not_the_history(workspace: Workspace, mo
     ws = workspace
     async with Client(ws.guard("shop", PAGED_SHOP, PAGED_SHOP_MORE=more)) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[THIRD_REFUND], mappings=[MAPPING])
+        ws.push(rules=[THIRD_REFUND], mappings=[REFUNDS_COUNTED])
         third = await agent.call_tool("refund_create", THIRD)
     assert "refund_create" not in tools_called(ws), (
         "C-7's third refund ran, decided on one page of the history"
@@ -73,7 +49,7 @@ async def test_the_whole_history_in_one_answer_is_counted(workspace: Workspace) 
     guard = ws.guard("shop", PAGED_SHOP, PAGED_SHOP_PAGE="10")  # every row, next_cursor: null
     async with Client(guard) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[THIRD_REFUND], mappings=[MAPPING])
+        ws.push(rules=[THIRD_REFUND], mappings=[REFUNDS_COUNTED])
         third = await agent.call_tool("refund_create", THIRD)
     assert third.is_error and "third-refund" in text(third), text(third)
     assert "refund_create" not in tools_called(ws)

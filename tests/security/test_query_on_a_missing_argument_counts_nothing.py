@@ -12,43 +12,16 @@ does not have: the query is not run and its value is unknown, so the rule answer
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.security.shop_rules import REFUNDS_COUNTED, THIRD_REFUND, server_command
 
 pytestmark = pytest.mark.anyio
 
-HISTORY_SHOP = [
-    sys.executable,
-    str(Path(__file__).resolve().parent / "servers" / "history_shop.py"),
-]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "queries": [
-        {
-            "tool": "refund_list",
-            "arguments": {"customer": "$customer"},
-            "where": {"customer": "$customer"},
-            "op": "count",
-            "var": "refunds_before",
-        }
-    ],
-}
-THIRD_REFUND = {
-    "id": "third-refund",
-    "app": "shop",
-    "tools": ["refund_create"],
-    "when": "refunds_before >= 2",
-    "response": "stop",
-    "message": "A customer's third refund is made by a person.",
-}
+HISTORY_SHOP = server_command("history_shop")
 
 
 async def test_leaving_out_the_filtered_argument_does_not_empty_the_history(
@@ -58,7 +31,7 @@ async def test_leaving_out_the_filtered_argument_does_not_empty_the_history(
     params = ws.guard("shop", HISTORY_SHOP, "--read", "refund_list", "--write", "refund_create")
     async with Client(params) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[THIRD_REFUND], mappings=[MAPPING])
+        ws.push(rules=[THIRD_REFUND], mappings=[REFUNDS_COUNTED])
         named = await agent.call_tool(
             "refund_create", {"order": "1187", "amount": 50, "customer": "C-7"}
         )

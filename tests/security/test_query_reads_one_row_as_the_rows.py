@@ -17,35 +17,16 @@ a failed read, not a count of the wrong list: the write is blocked. A wrapper in
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import tools_called, wait_registered
+from tests.security.shop_rules import REFUNDS_COUNTED, server_command
 
 pytestmark = pytest.mark.anyio
 
-ROW_BLOCKS = [
-    sys.executable,
-    str(Path(__file__).resolve().parent / "servers" / "row_blocks_shop.py"),
-]
-MAPPING: dict[str, Any] = {
-    "app": "shop",
-    "tool": "refund_create",
-    "queries": [
-        {
-            "tool": "refund_list",
-            "arguments": {"customer": "$customer"},
-            "where": {"customer": "$customer"},
-            "op": "count",
-            "var": "refunds_before",
-        }
-    ],
-}
+ROW_BLOCKS = server_command("row_blocks_shop")
 SECOND_REFUND = {
     "id": "second-refund",
     "app": "shop",
@@ -60,6 +41,6 @@ async def test_one_row_in_one_block_is_counted_as_one_row(workspace: Workspace) 
     ws = workspace
     async with Client(ws.guard("shop", ROW_BLOCKS)) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[SECOND_REFUND], mappings=[MAPPING])
+        ws.push(rules=[SECOND_REFUND], mappings=[REFUNDS_COUNTED])
         await agent.call_tool("refund_create", {"order": "1187", "amount": 50, "customer": "C-7"})
     assert "refund_create" not in tools_called(ws), "C-7's second refund ran on a count of 0"

@@ -21,7 +21,7 @@ from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
-from tests.security.order_total import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
+from tests.security.shop_rules import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
 
