@@ -62,12 +62,15 @@ _RESTART = "Restart this MCP server in your client if it keeps failing."
 @dataclass
 class _Write:
     """A checked write while it runs: the checks of the answers it was given (each with
-    its verdict, reported with the write's outcome) and the refusals to tell the agent."""
+    its verdict, reported with the write's outcome) and the refusals to tell the agent.
+    ``ended`` once its outcome is reported: an answer checked after that is reported on
+    its own."""
 
     call: Call
     verdict: Verdict
     answered: list[tuple[Call, Verdict]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ended: bool = False
 
 
 def tool_error(text: str) -> dict[str, Any]:
@@ -199,6 +202,7 @@ class AgentSession:
             raise
         finally:
             del self._writes[id(write)]
+            write.ended = True  # what is answered now misses the write's report
         self._report(write, verdict, result, None)
         return _with_notes(result, verdict, write.notes)
 
@@ -253,6 +257,18 @@ class AgentSession:
             note = f"Claros checked the answer the server asked for: {verdict.message}"
             write.notes.append(note)
             raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld. {note}")
+        if write.ended:
+            # The write answered while its answer was checked (an ask waiting for a
+            # person, a slow check): the check still gets its outcome, and the answer,
+            # which no write waits for now, is not given.
+            why = (
+                f"the answer was not given to the server: {write.call.tool} had ended "
+                "before the answer's check finished"
+            )
+            report = self.app.policy.report_for(call, verdict, "error", why)
+            if report is not None:
+                self.app.reporter.submit(report)
+            raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld: {why}")
         write.answered.append((call, verdict))
         write.notes.extend(verdict.notes)
         return answer
