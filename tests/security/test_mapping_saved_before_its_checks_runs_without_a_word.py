@@ -81,3 +81,23 @@ def test_a_mapping_that_passes_today_s_checks_is_not_warned(
     assert put_mapping(http, keys.admin, mapping).status_code == 200
     saved = put_rule(http, keys.admin, **{k: v for k, v in THIRD_REFUND.items()})
     assert "warnings" not in saved, saved["warnings"]
+
+
+def test_a_suspended_mapping_is_said_once(
+    http: httpx.Client,
+    keys: Keys,
+    services: Services,
+    apps: dict[str, FakeApp],  # noqa: F811 - the fixture
+) -> None:
+    """A suspended mapping is not read (its checks are refused): the warning says it is
+    suspended, once, whatever it holds."""
+    mapping = {"app": "shop", "tool": "refund_create", "queries": [QUERY]}
+    assert put_mapping(http, keys.admin, mapping).status_code == 200
+    _saved_as(services, {**mapping, "queries": [{**QUERY, "where": {"customer ": "$customer"}}]})
+    [doc] = services.store.query_docs(WORKSPACE, MAPPINGS, limit=10)
+    value = {**doc.value, "status": "suspended", "suspended": {"reason": "refund_list changed"}}
+    services.store.write_docs([DocWrite(WORKSPACE, MAPPINGS, doc.key, value, doc.rev)])
+    saved = put_rule(http, keys.admin, **{k: v for k, v in THIRD_REFUND.items()})
+    warnings = saved.get("warnings") or []
+    assert [w for w in warnings if "is suspended: refund_list changed" in w] == warnings, warnings
+    assert len(warnings) == 1, warnings
