@@ -82,6 +82,9 @@ class Verdict:
     notes: list[str] = field(default_factory=list)  # nudge messages for the agent
     check_id: str | None = None  # the check whose outcome to report
     unchecked: str | None = None  # why it was forwarded without a check (fail-open)
+    # The enforced rules with a ``when`` that applied to the call: they read its facts by
+    # name, so a value under another name passes them (session._checked_answer).
+    by_name: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,6 +102,18 @@ def _rules_text(messages: Any) -> str:
         if isinstance(m, Mapping) and m.get("rule_id")
     ]
     return "; ".join(items) or "a rule"
+
+
+def _by_name(answer: Mapping[str, Any]) -> tuple[str, ...]:
+    """The enforced rules with a ``when`` among those that applied to a check (its
+    ``rules[]``: an entry of such a rule says whether it ``matched``; a judged one, whether
+    it was ``judged``)."""
+    return tuple(
+        str(entry.get("id"))
+        for entry in answer.get("rules") or []
+        if isinstance(entry, Mapping) and "matched" in entry
+        and entry.get("mode", "enforce") == "enforce"
+    )  # fmt: skip
 
 
 def _when(ms: Any) -> str:
@@ -277,14 +292,16 @@ class Policy:
         check_id = answer.get("check_id")
         messages = answer.get("messages") or []
         if result == "allow":
-            return Verdict(forward=True, result=result, check_id=check_id)
+            return Verdict(forward=True, result=result, check_id=check_id,
+                           by_name=_by_name(answer))  # fmt: skip
         if result == "nudge":
             notes = [
                 f"Claros ({m.get('rule_id')}): {m.get('message')}"
                 for m in messages
                 if isinstance(m, Mapping)
             ]
-            return Verdict(forward=True, result=result, check_id=check_id, notes=notes)
+            return Verdict(forward=True, result=result, check_id=check_id, notes=notes,
+                           by_name=_by_name(answer))  # fmt: skip
         if result == "stop":
             return Verdict(
                 forward=False,

@@ -15,8 +15,10 @@ A question the server asks while a checked write runs (``elicitation/create``) i
 write asking for more of its values: the agent's answer is checked as part of that write
 (its fields over the call's arguments of the same name) and given to the server only
 when that check lets the write go (``_checked_answer``; docs/guard.md, "Questions a write
-asks"; tests/security/test_agent_corrects_the_write_after_its_check.py).
-"""
+asks"; tests/security/test_agent_corrects_the_write_after_its_check.py). A field of the
+question's own name that holds a value is withheld when a rule reads the write's arguments
+by name (``answers.unread_fields``;
+tests/security/test_agent_answers_under_a_name_no_rule_reads.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 
+from claros_guard.answers import unread_fields
 from claros_guard.app import GuardedApp
 from claros_guard.errors import GuardError, UpstreamError
 from claros_guard.identity import agent_info, new_call_id, new_session
@@ -59,11 +62,15 @@ _RESTART = "Restart this MCP server in your client if it keeps failing."
 @dataclass
 class _Write:
     """A checked write while it runs: the checks of the answers it was given (each with
-    its verdict, reported with the write's outcome) and the refusals to tell the agent."""
+    its verdict, reported with the write's outcome) and the refusals to tell the agent.
+    ``ended`` once its outcome is reported: an answer checked after that is reported on
+    its own."""
 
     call: Call
+    verdict: Verdict
     answered: list[tuple[Call, Verdict]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ended: bool = False
 
 
 def tool_error(text: str) -> dict[str, Any]:
@@ -176,9 +183,11 @@ class AgentSession:
         if not verdict.forward:
             return tool_error(verdict.message or "Blocked by Claros.")
         if self.app.upstream.failure:
-            self._report(_Write(call), verdict, None, f"not run: {self.app.upstream.failure}")
+            self._report(
+                _Write(call, verdict), verdict, None, f"not run: {self.app.upstream.failure}"
+            )
             return tool_error(f"The call was not run: {self.app.upstream.failure}. {_RESTART}")
-        write = _Write(call)
+        write = _Write(call, verdict)
         self._writes[id(write)] = write
         try:
             result = await self._forward(dctx, "tools/call", params)
@@ -193,6 +202,7 @@ class AgentSession:
             raise
         finally:
             del self._writes[id(write)]
+            write.ended = True  # what is answered now misses the write's report
         self._report(write, verdict, result, None)
         return _with_notes(result, verdict, write.notes)
 
@@ -228,6 +238,18 @@ class AgentSession:
         arguments = {**write.call.arguments, **content}
         if arguments == write.call.arguments:
             return answer  # nothing the check did not see
+        unread = unread_fields(content, write.call.arguments, self._input_schema(write.call.tool))
+        if unread and write.verdict.by_name:
+            fields = ", ".join(repr(name) for name in unread)
+            is_not = "is not an argument" if len(unread) == 1 else "are not arguments"
+            note = (
+                f"Claros withheld the answer the server asked for: its {fields} {is_not} of "
+                f"{write.call.tool}, and rule {', '.join(write.verdict.by_name)} reads the "
+                "write's arguments by name, so the server could use a value no rule saw "
+                "(answer with the tool's argument names, or yes or no)"
+            )
+            write.notes.append(note)
+            raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld. {note}")
         call = Call(write.call.app, write.call.tool, arguments,
                     {**write.call.agent, "call_id": new_call_id()})  # fmt: skip
         verdict = await self.app.policy.decide(call)
@@ -235,9 +257,24 @@ class AgentSession:
             note = f"Claros checked the answer the server asked for: {verdict.message}"
             write.notes.append(note)
             raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld. {note}")
+        if write.ended:
+            # The write answered while its answer was checked (an ask waiting for a
+            # person, a slow check): the check still gets its outcome, and the answer,
+            # which no write waits for now, is not given.
+            why = (
+                f"the answer was not given to the server: {write.call.tool} had ended "
+                "before the answer's check finished"
+            )
+            report = self.app.policy.report_for(call, verdict, "error", why)
+            if report is not None:
+                self.app.reporter.submit(report)
+            raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld: {why}")
         write.answered.append((call, verdict))
         write.notes.extend(verdict.notes)
         return answer
+
+    def _input_schema(self, tool: str) -> Any:
+        return (self.app.upstream.tools.get(tool) or {}).get("inputSchema")
 
     async def _on_notify(self, dctx: Ctx, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/initialized":

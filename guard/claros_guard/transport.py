@@ -8,7 +8,9 @@
   one well-formed MCP message is answered with a JSON-RPC error and goes no further.
 * ``upstream(spec)``: the wrapped server, a command over stdio (``child``: its own
   process group, stopped as the SDK's ``stdio_client`` stops a server; with the guard's
-  environment less the Claros key) or a Streamable HTTP URL.
+  environment less the Claros key) or a Streamable HTTP URL. A server's message is at
+  most ``MAX_LINE`` either way: a line over stdio, a JSON answer or an SSE event over HTTP
+  (``_http_client``).
 
 ``wire.LineChannel`` (newline-delimited JSON over a Unix socket) carries the guards' talk
 with each other and with the hooks.
@@ -27,8 +29,10 @@ from typing import Any, BinaryIO
 import anyio
 import anyio.abc
 import anyio.to_thread
+import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
 from claros_guard.child import child_stdio
@@ -298,7 +302,12 @@ async def upstream(
     that stop short."""
     _quiet_sdk()
     if spec.url:
-        async with streamable_http_client(spec.url) as streams:
+        async with (
+            _http_client() as client,
+            streamable_http_client(
+                spec.url, http_client=client, max_sse_event_size=MAX_LINE
+            ) as streams,
+        ):
             yield streams
         return
     if not spec.command:
@@ -311,6 +320,50 @@ async def upstream(
         max_line=MAX_LINE,
     ) as streams:
         yield streams
+
+
+class AnswerTooLongError(httpx2.StreamError):
+    """A Streamable HTTP answer past ``MAX_LINE``. A ``StreamError``: the SDK fails the
+    request that waits on the answer with it, as it fails one it cannot parse."""
+
+
+class _Bounded(httpx2.AsyncByteStream):
+    """A response body that stops being read past ``limit`` bytes."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._stream:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise AnswerTooLongError(
+                    f"the wrapped server's answer is over {self._limit} bytes, the most the "
+                    "guard reads of one message; it was not read further"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def _bound_body(response: httpx2.Response) -> None:
+    # An SSE stream is bounded per event by the SDK (max_sse_event_size) and may run for
+    # hours; any other body is one message.
+    sse = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+    if not sse and isinstance(response.stream, httpx2.AsyncByteStream):
+        response.stream = _Bounded(response.stream, MAX_LINE)
+
+
+def _http_client() -> httpx2.AsyncClient:
+    """The SDK's default client (its timeouts), with each answer that is not an SSE
+    stream read up to ``MAX_LINE``: the SDK reads a JSON answer whole. A response hook,
+    so that a proxy from the environment is bounded too."""
+    client = create_mcp_http_client()
+    client.event_hooks = {**client.event_hooks, "response": [_bound_body]}
+    return client
 
 
 def command_spec(argv: Sequence[str], cwd: str | None = None) -> UpstreamSpec:

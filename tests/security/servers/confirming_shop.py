@@ -2,7 +2,10 @@
 confirm the amount, and lets it be corrected (``elicitation/create``), as tools that show
 a person a form before they act do. ``order_read`` is a read, ``refund_create`` a write
 that refunds the amount the answer gives; ``refund_paired`` does the same once a second
-call of it has arrived. Every tool call is appended to
+call of it has arrived; ``refund_corrected`` asks for the amount under a name of its own
+(``refund_amount``, not an argument of the tool) and refunds that; ``refund_confirmed``
+asks for a yes or no (``confirm``) and refunds the call's amount on a yes. Every tool call
+is appended to
 ``$EXAMPLE_CALL_LOG`` (the write with the amount it refunded)."""
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ _log = call_logger("shop")
 
 class Confirm(BaseModel):
     amount: float
+
+
+class Correction(BaseModel):
+    refund_amount: float
+
+
+class YesOrNo(BaseModel):
+    confirm: bool
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -59,6 +70,26 @@ async def refund_paired(order: str, amount: float, ctx: Context) -> dict[str, An
         while _arrived < 2:
             await anyio.sleep(0.01)
     return await refund_create(order, amount, ctx)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False))
+async def refund_corrected(order: str, amount: float, ctx: Context) -> dict[str, Any]:
+    """Refund order ``order``: the amount the client confirms as ``refund_amount``."""
+    answer = await ctx.elicit(f"Refund {amount} on order {order}? Give the amount.", Correction)
+    if answer.action != "accept":
+        raise ValueError("the refund was not confirmed")
+    _log("refund_corrected", {"order": order, "amount": answer.data.refund_amount})
+    return {"ok": True, "order": order, "amount": answer.data.refund_amount}
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False))
+async def refund_confirmed(order: str, amount: float, ctx: Context) -> dict[str, Any]:
+    """Refund ``amount`` of order ``order`` once the client says yes."""
+    answer = await ctx.elicit(f"Refund {amount} on order {order}?", YesOrNo)
+    if answer.action != "accept" or not answer.data.confirm:
+        raise ValueError("the refund was not confirmed")
+    _log("refund_confirmed", {"order": order, "amount": amount})
+    return {"ok": True, "order": order, "amount": amount}
 
 
 if __name__ == "__main__":

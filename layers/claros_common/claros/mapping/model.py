@@ -12,7 +12,15 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from claros.empty import new_dict, new_list
 from claros.names import NAME
@@ -26,6 +34,7 @@ __all__ = [
     "MappingSpec",
     "QuerySpec",
     "is_substitution",
+    "stale_checks",
     "tools_named",
 ]
 
@@ -257,3 +266,20 @@ def tools_named(spec: MappingSpec) -> Iterator[tuple[str, str, str]]:
         yield lookup.app or spec.app, lookup.tool, f"lookups[{i}].tool"
     for i, query in enumerate(spec.queries):
         yield query.app or spec.app, query.tool, f"queries[{i}].tool"
+
+
+def stale_checks(spec: MappingSpec) -> list[str]:
+    """What a mapping read as saved (``STORED``) fails of the checks applied when a
+    mapping is saved now: one saved by an earlier version runs as saved, and the rule
+    warnings say so (claros.rules.warnings)."""
+    try:
+        MappingSpec.model_validate(spec.written())
+    except ValidationError as exc:
+        return [_problem(error) for error in exc.errors()]
+    return []
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc") or ())
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message

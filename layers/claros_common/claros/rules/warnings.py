@@ -21,6 +21,11 @@ Claude Code's input as it comes, and register no schema).
 A rule that names some of the tools Claude Code runs a shell command with, but not all,
 is warned too: the agent picks the tool, and the same command run with another is not
 the rule's.
+
+And it warns of a tool whose saved mapping fails a check applied when a mapping is saved
+now (a ``where`` key that is no field path, two lookups giving the judge one context key):
+a mapping saved by an earlier version runs as it was saved, so a query with such a key
+counts no row on every call (claros.mapping.model.stale_checks).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from claros.claude_code import SHELL_TOOLS, WRITE_TOOLS
 from claros.errors import ConflictError
+from claros.mapping.model import stale_checks
 from claros.mapping.service import mapping_for
 from claros.rules.expr import Expr, ExprError, matches, parse_when
 from claros.rules.model import RuleSpec
@@ -49,6 +55,8 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
         if why is not None:
             out.append(why)
             unchecked.add(tool)
+        else:
+            out.extend(_stale_mapping_warnings(store, workspace, spec.app, tool))
     if not spec.when:
         return out
     try:
@@ -88,6 +96,20 @@ def _field_warnings(
         _warning(app, tool, path, _root(path), arguments is not None)
         for path in fields
         if not (_root(path) in facts or (arguments is not None and _root(path) in arguments))
+    ]
+
+
+def _stale_mapping_warnings(store: Store, workspace: str, app: str, tool: str) -> list[str]:
+    """A warning for each check the tool's saved mapping fails that a mapping saved now
+    must pass."""
+    try:
+        spec = mapping_for(store, workspace, app, tool)
+    except ConflictError:  # suspended: the field warnings say so
+        return []
+    return [
+        f"{tool}: its mapping was saved before a check it fails now, and runs as saved: "
+        f"{problem} (save it again, corrected)"
+        for problem in (stale_checks(spec) if spec is not None else [])
     ]
 
 
