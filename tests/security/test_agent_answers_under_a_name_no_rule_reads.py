@@ -28,13 +28,11 @@ from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, wait_registered
-from tests.security.test_agent_corrects_the_write_after_its_check import (
-    AT_MOST_THE_TOTAL,
-    CONFIRMING_SHOP,
-    MAPPING,
-)
+from tests.security.shop_rules import AT_MOST_THE_TOTAL, REFUND_READS_THE_ORDER, server_command
 
 pytestmark = pytest.mark.anyio
+
+CONFIRMING_SHOP = server_command("confirming_shop")
 
 
 class Agent:
@@ -57,9 +55,8 @@ async def _refund(ws: Workspace, tool: str, agent: Agent, *, rules: bool) -> str
     async with Client(ws.guard("shop", CONFIRMING_SHOP), elicitation_callback=agent.elicit) as shop:
         await wait_registered(ws, "shop", tool)
         if rules:
-            ws.push(
-                rules=[{**AT_MOST_THE_TOTAL, "tools": [tool]}], mappings=[{**MAPPING, "tool": tool}]
-            )
+            rule = {**AT_MOST_THE_TOTAL, "tools": [tool]}
+            ws.push(rules=[rule], mappings=[{**REFUND_READS_THE_ORDER, "tool": tool}])
         try:
             result = await shop.call_tool(tool, {"order": "1187", "amount": 5})
         except MCPError as exc:  # this shop lets the error of its question end the call
