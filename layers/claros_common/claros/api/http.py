@@ -380,16 +380,21 @@ def _key_header(app: ClarosResolver) -> dict[str, str]:
 
 
 def once(
-    app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
+    app: ClarosResolver,
+    principal: Principal,
+    route: str,
+    run: Callable[[], tuple[int, Any]],
+    collection: str = "idempotency",  # claros.api.idempotency.COLLECTION: the admin's
 ) -> Response[str]:
-    """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency)."""
+    """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency), its
+    answer kept in ``collection``: the calling function's own, which no other role writes."""
     from claros.api.idempotency import run_idempotently
 
     event = app.current_event
     headers = _key_header(app)
     return run_idempotently(
         app.services.store, principal, route, headers, event.body, run,
-        _time_budget(app.lambda_context),
+        _time_budget(app.lambda_context), collection,
     )  # fmt: skip
 
 
@@ -398,6 +403,7 @@ def once_in_append(
     principal: Principal,
     route: str,
     run: Callable[[KeyedAnswer | None], tuple[int, Any]],
+    collection: str = "idempotency",
 ) -> Response[str]:
     """``once`` for a write that is one append of a record the store refuses twice: the
     key's record is written in that append (claros.api.idempotency.run_in_append)."""
@@ -405,7 +411,7 @@ def once_in_append(
 
     return run_in_append(
         app.services.store, principal, route, _key_header(app), app.current_event.body, run,
-        _time_budget(app.lambda_context),
+        _time_budget(app.lambda_context), collection,
     )  # fmt: skip
 
 
