@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claros.api.http import ClarosResolver, once, parse_body, routed
-from claros.api.idempotency import CHECK_ANSWERS
+from claros.api.http import CHECK_ANSWERS, ClarosResolver, once, parse_body, routed
 from claros.asks import ask_view, visible_ask
 from claros.auth import ALL_KINDS, GUARD_KINDS, Principal
 from claros.checks import CheckRequest, record_check

@@ -59,6 +59,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros import jsonutil
+from claros.api.http import ADMIN_ANSWERS, CHECK_ANSWERS, OUTCOME_ANSWERS
 from claros.auth import Principal
 from claros.clock import now_ms
 from claros.errors import ClarosError
@@ -79,9 +80,7 @@ __all__ = [
 log = logging.getLogger("claros.idempotency")
 
 HEADER = "idempotency-key"
-COLLECTION = "idempotency"  # the admin function's routes (overrides)
-CHECK_ANSWERS = "idempotency_check"  # POST /v1/check: the check role's alone
-OUTCOME_ANSWERS = "idempotency_outcome"  # the outcome routes: the outcome role's alone
+COLLECTION = ADMIN_ANSWERS  # unless the caller names its own (claros.api.http)
 MAX_KEY = 255
 EXPIRES_MS = 24 * 3600 * 1000
 DEFAULT_LEASE_MS = 30_000  # without a time budget (a caller outside any Lambda context)

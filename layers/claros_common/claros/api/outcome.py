@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from claros.api.http import ClarosResolver, once, once_in_append, parse_body, routed
-from claros.api.idempotency import OUTCOME_ANSWERS
+from claros.api.http import (
+    OUTCOME_ANSWERS,
+    ClarosResolver,
+    once,
+    once_in_append,
+    parse_body,
+    routed,
+)
 from claros.auth import GUARD_KINDS as GUARDS
 from claros.auth import Principal
 from claros.outcomes import (
