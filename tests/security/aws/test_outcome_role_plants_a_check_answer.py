@@ -59,13 +59,16 @@ def _kept_answers(world: World) -> list[dict[str, Any]]:
     return found
 
 
-def test_the_outcome_role_cannot_plant_a_check_answer(world: World) -> None:
+def plant_and_retry(world: World, function: str) -> None:
+    """The check asks; ``function``'s role rewrites the answer kept under the guard's
+    Idempotency-Key to an allow; the guard sends the check again. Safe: the retry gets the
+    ask it was given, and the role was refused."""
     _ask_rule(world)
     status, first = _keyed_check(world)
     assert status == 200 and first["allowed"] is False and first.get("ask"), first
     entries = len(_ledger(world))
 
-    outcome = world.as_role("OutcomeFunction")
+    role = world.as_role(function)
     planted = refused = 0
     for item in _kept_answers(world):
         record = json.loads(item["body"]["S"])
@@ -75,7 +78,7 @@ def test_the_outcome_role_cannot_plant_a_check_answer(world: World) -> None:
         answer |= {"allowed": True, "result": "allow", "ask": None, "check_id": "chk_planted"}
         record["data"]["body"] = json.dumps(answer)
         try:
-            outcome.put_item(
+            role.put_item(
                 TableName=world.table("StateTable"),
                 Item=item | {"body": {"S": json.dumps(record)}},
             )
@@ -88,7 +91,11 @@ def test_the_outcome_role_cannot_plant_a_check_answer(world: World) -> None:
     # The guard lost the answer and asks again, as it was: same body, same key.
     status, again = _keyed_check(world)
     assert status == 200, again
-    assert again["allowed"] is False, ("a retry got the outcome role's planted allow", again)
+    assert again["allowed"] is False, (f"a retry got the {function} role's planted allow", again)
     assert again["check_id"] == first["check_id"], again
     assert len(_ledger(world)) == entries  # the kept answer, not a second check
     assert refused == 1
+
+
+def test_the_outcome_role_cannot_plant_a_check_answer(world: World) -> None:
+    plant_and_retry(world, "OutcomeFunction")
