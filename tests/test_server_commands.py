@@ -178,3 +178,11 @@ def test_rotate_key_keeps_old_checkpoints_verifiable(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stdout
     missing = run("claros.ledger", "rotate-key", "--workspace", "nope", data=tmp_path)
     assert missing.returncode == 2 and "no workspace" in missing.stderr
+
+
+def test_rotate_key_takes_no_key_to_finish_locally(tmp_path: Path) -> None:
+    """--key finishes an AWS rotation that waited in vain for the checkpoint function;
+    locally the old key file signs the announcement at once, so there is none to finish."""
+    _ledger(tmp_path, 1)
+    done = run("claros.ledger", "rotate-key", "--workspace", "acme", "--key", "k", data=tmp_path)
+    assert done.returncode == 2 and "only a KMS key is resumed" in done.stderr, done.stderr

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from claros.api.idempotency import COLLECTION, COMPLETED, INPROGRESS, _doc_key
+from claros.api.idempotency import COMPLETED, INPROGRESS, OUTCOME_ANSWERS, _doc_key
 from claros.auth import authenticate
 from claros.clock import now_ms
 from claros.local import LocalServer
@@ -76,11 +76,11 @@ def _report(http: httpx.Client, key: str, check_id: str, idem: str | None,
 def _key_doc(services: Services, keys: Keys, check_id: str, idem: str) -> Any:
     who = authenticate(services.store, f"Bearer {keys.agent}", note_use=False)
     route = f"POST /v1/check/{check_id}/outcome"
-    return services.store.get_doc(GLOBAL, COLLECTION, _doc_key(who, route, idem))
+    return services.store.get_doc(GLOBAL, OUTCOME_ANSWERS, _doc_key(who, route, idem))
 
 
 def _key_writes(counted: _Store) -> list[DocWrite]:
-    return [w for ws in counted.doc_writes for w in ws if w.collection == COLLECTION]
+    return [w for ws in counted.doc_writes for w in ws if w.collection == OUTCOME_ANSWERS]
 
 
 def test_a_keyed_outcome_is_one_append_with_its_key(
@@ -146,7 +146,7 @@ def test_a_key_written_meanwhile_refuses_the_append(
     real = counted.store.append_many
 
     def racing(*args: Any, **kwargs: Any) -> Any:
-        services.store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, {"status": "x"}, 0)])
+        services.store.write_docs([DocWrite(GLOBAL, OUTCOME_ANSWERS, doc_key, {"status": "x"}, 0)])
         return real(*args, **kwargs)
 
     counted.store = _Racing(counted.store, racing)  # type: ignore[assignment]
@@ -175,17 +175,17 @@ def test_a_held_key_is_in_progress_and_a_dead_hold_is_taken_over(
     now = now_ms()
     held = {"status": INPROGRESS, "payload_hash": hashlib.sha256(body).hexdigest(),
             "holder": "old", "lease_until": now + 60_000, "expiry": now + 86_400_000}  # fmt: skip
-    services.store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, held, 0)])
+    services.store.write_docs([DocWrite(GLOBAL, OUTCOME_ANSWERS, doc_key, held, 0)])
     headers = bearer(keys.agent) | {"Idempotency-Key": "k-4", "Content-Type": "application/json"}
     path = f"/v1/check/{check_id}/outcome"
     busy = client.post(path, content=body, headers=headers)
     assert busy.status_code == 409 and busy.json()["error"] == "idempotency_in_progress"
-    doc = services.store.get_doc(GLOBAL, COLLECTION, doc_key)
+    doc = services.store.get_doc(GLOBAL, OUTCOME_ANSWERS, doc_key)
     dead = {**held, "lease_until": now_ms() - 1}
-    services.store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, dead, doc.rev)])
+    services.store.write_docs([DocWrite(GLOBAL, OUTCOME_ANSWERS, doc_key, dead, doc.rev)])
     taken = client.post(path, content=body, headers=headers)
     assert taken.status_code == 201, taken.text
-    assert services.store.get_doc(GLOBAL, COLLECTION, doc_key).value["status"] == COMPLETED
+    assert services.store.get_doc(GLOBAL, OUTCOME_ANSWERS, doc_key).value["status"] == COMPLETED
 
 
 def test_an_outcome_by_call_is_one_append_with_its_key(

@@ -214,3 +214,20 @@ def test_rotation_lets_the_old_key_vouch_for_the_new_one(kms_ed25519: Any) -> No
     new = signer.rotate(WS, vouch)
     assert seen == [(new.key_id, old.key_id)]
     assert signer.sign(WS, b"m")[0] == new.key_id
+
+
+def test_a_warm_signer_follows_a_rotation_made_elsewhere(kms_ed25519: Any) -> None:
+    """A Lambda container signs with the key its alias names: after rotate-key (another
+    process) moved the alias, within KEY_CACHE_S of its last reading of it, not never."""
+    from claros.signing import KEY_CACHE_S
+
+    now = [1000.0]
+    warm = KmsSigner(kms_ed25519, clock=lambda: now[0])
+    old = warm.active_key(WS)
+    new = KmsSigner(kms_ed25519).rotate(WS)  # the operator's run
+    now[0] += KEY_CACHE_S - 1
+    assert warm.sign(WS, b"m")[0] == old.key_id  # read a moment ago: one DescribeKey a minute
+    now[0] += 1
+    key_id, signature = warm.sign(WS, b"m")
+    assert key_id == new.key_id != old.key_id
+    assert verify_signature(new, b"m", base64.b64encode(signature).decode())

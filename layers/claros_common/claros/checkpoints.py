@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -24,7 +25,7 @@ from claros.ledger import (
     PublicKey,
     checkpoint_message,
 )
-from claros.signing import Signer, SigningError
+from claros.signing import RotationPendingError, Signer, SigningError
 from claros.store.base import DocWrite, NewRecord, Store
 from claros.wiring import Services
 
@@ -40,6 +41,7 @@ __all__ = [
     "sign_checkpoint",
     "sign_due",
     "unsigned_tails",
+    "wait_for_checkpoint",
 ]
 
 
@@ -129,24 +131,61 @@ def sign_checkpoint(
     return cp
 
 
-def rotate_key(services: Services, workspace: str) -> tuple[PublicKey, PublicKey]:
+# How long an AWS rotate-key waits for the checkpoint function to sign the entry that
+# introduces the new key (the ledger's stream brings it within seconds).
+ROTATE_WAIT_S = 30.0
+CHECKPOINT_POLL_S = 0.25
+
+
+def wait_for_checkpoint(store: Store, entry: Entry, wait_s: float) -> bool:
+    """Whether a signed checkpoint at or after ``entry`` is in the store, waiting up to
+    ``wait_s`` seconds for the checkpoint function to sign one (AWS: only it may sign)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        latest = store.latest_checkpoint(entry.workspace)
+        if latest is not None and latest.seq >= entry.seq:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(CHECKPOINT_POLL_S)
+
+
+def rotate_key(
+    services: Services, workspace: str, *, resume: str | None = None
+) -> tuple[PublicKey, PublicKey]:
     """A new active signing key, introduced in the chain by the old one: (old, new).
 
     Before the new key signs anything, a ``public_key`` entry with its public half is
     appended and a checkpoint at that entry is signed with the old key. An auditor who
     pinned the old key (saved checkpoints, ``--keys``) thereby trusts the new one from that
-    seq on; a key that appears without such an entry is refused by their verify."""
+    seq on; a key that appears without such an entry is refused by their verify.
+
+    In AWS whoever rotates (an operator) may not sign: only the signer role may. The
+    checkpoint function signs a ``public_key`` entry as soon as the ledger's stream shows
+    it, with the key the alias still names; this waits for that checkpoint and only then
+    moves the alias. If none comes in time, the alias stays (the old key goes on signing)
+    and RotationPendingError names the new key: ``resume`` with it finishes the rotation
+    with the entry already written, rather than announce yet another key."""
     store, signer = services.store, services.signer
     old = signer.active_key(workspace)
     store.add_public_key(old)
 
     def vouch(new: PublicKey) -> None:
         store.add_public_key(new)  # listed before anything is signed with it
-        body = {**new.to_json(), "replaces": old.key_id}
-        [entry] = record(services, workspace, [NewRecord(PUBLIC_KEY_KIND, new.key_id, body)])
-        sign_checkpoint(store, signer, entry, services.anchor)  # still the old key
+        entry = store.record_entry(workspace, PUBLIC_KEY_KIND, new.key_id)
+        if entry is None:  # a resumed rotation goes on with the entry it wrote
+            body = {**new.to_json(), "replaces": old.key_id}
+            [entry] = record(services, workspace, [NewRecord(PUBLIC_KEY_KIND, new.key_id, body)])
+        if services.settings.inline_checkpoints:
+            sign_checkpoint(store, signer, entry, services.anchor)  # still the old key
+        elif not wait_for_checkpoint(store, entry, ROTATE_WAIT_S):
+            raise RotationPendingError(
+                f"the public_key entry (seq {entry.seq}) announcing key {new.key_id} is "
+                "written, but no signed checkpoint covers it yet, so the old key stays "
+                "active: the checkpoint function signs it from the ledger's stream"
+            )
 
-    new = signer.rotate(workspace, vouch)
+    new = signer.rotate(workspace, vouch, resume)
     store.add_public_key(new)
     return old, new
 

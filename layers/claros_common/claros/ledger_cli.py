@@ -5,7 +5,8 @@
                                           below a checkpoint signed first at the last one
     verify-report REPORT.json [--keys F]  check a signed monthly report (keys: the output
                                           of GET /v1/ledger/pubkey; default: this server's)
-    rotate-key --workspace W [--data DIR] a new signing key (old public keys stay listed)
+    rotate-key --workspace W [--data DIR] a new signing key (old public keys stay listed);
+               [--key KMS_KEY_ID]         in AWS, finish a rotation that stopped, with its key
 
 Exit 0 when everything holds, 1 on any failure (each printed with seq, kind and what is
 wrong), 2 on usage or I/O errors: a bad CLAROS_* variable, a data directory with no Claros
@@ -27,7 +28,7 @@ from claros.canonical import CanonicalError
 from claros.checkpoints import rotate_key
 from claros.config import Settings
 from claros.ledger import PublicKey
-from claros.signing import SigningError
+from claros.signing import RotationPendingError, SigningError
 from claros.store.base import GLOBAL, Store, StoreError
 from claros.tamper import verify_with_tampering
 from claros.wiring import build_services, open_store, open_tamper_log
@@ -90,9 +91,16 @@ def _rotate(args: argparse.Namespace, settings: Settings) -> int:
         if store.get_doc(GLOBAL, "workspace", args.workspace) is None:
             print(f"claros.ledger: no workspace {args.workspace!r}", file=sys.stderr)
             return 2
-        old, new = rotate_key(services, args.workspace)
+        old, new = rotate_key(services, args.workspace, resume=args.key)
         print(f"workspace {args.workspace}: signing key {old.key_id} -> {new.key_id}")
         return 0
+    except RotationPendingError as exc:
+        print(
+            f"claros.ledger: {exc}; once it does, finish with: python -m claros.ledger "
+            f"rotate-key --workspace {args.workspace} --key {exc.resume}",
+            file=sys.stderr,
+        )
+        return 2
     except SigningError as exc:
         print(f"claros.ledger: {exc}", file=sys.stderr)
         return 2
@@ -226,6 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rotate = sub.add_parser("rotate-key", help="make a new signing key for a workspace")
     rotate.add_argument("--workspace", required=True)
     rotate.add_argument("--data", help="data directory (local mode; default $CLAROS_DATA)")
+    rotate.add_argument(
+        "--key",
+        metavar="KMS_KEY_ID",
+        help="AWS: the new key of a rotation that stopped before the checkpoint function "
+        "signed its announcement (the id the stopped run printed); no new key is made",
+    )
     rotate.set_defaults(run=_rotate)
     args = parser.parse_args(argv)
     try:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the client package never imports boto3; only the KMS signer
     from mypy_boto3_kms import KMSClient
     from nacl.signing import SigningKey
 
-__all__ = ["FileSigner", "KmsSigner", "Signer", "SigningError", "Vouch"]
+__all__ = ["FileSigner", "KmsSigner", "RotationPendingError", "Signer", "SigningError", "Vouch"]
 
 # Called with a rotation's new public key while the old key is still the active one, so
 # that the old key signs the checkpoint that introduces its successor (docs/ledger.md).
@@ -48,6 +48,17 @@ def _signing_key() -> type[SigningKey]:
 
 class SigningError(Exception):
     """The key could not be made, found or used."""
+
+
+class RotationPendingError(SigningError):
+    """A rotation stopped before its new key became active: the new key is announced in the
+    chain, but no checkpoint of the old key covers that yet (in AWS the checkpoint function
+    signs it, from the ledger's stream). ``resume`` names the new key (KMS: its key id), to
+    go on with it rather than make another."""
+
+    def __init__(self, message: str, resume: str = "") -> None:
+        super().__init__(message)
+        self.resume = resume
 
 
 @contextlib.contextmanager
@@ -77,9 +88,13 @@ class Signer(Protocol):
         """(key_id, 64-byte Ed25519 signature) over ``message`` with the active key."""
         ...
 
-    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+    def rotate(
+        self, workspace: str, vouch: Vouch | None = None, resume: str | None = None
+    ) -> PublicKey:
         """Make a new active key; the old one is kept for the record. ``vouch`` sees the
-        new key before it becomes active (the old one still signs meanwhile)."""
+        new key before it becomes active (the old one still signs meanwhile). ``resume``
+        names a key made by a rotation that stopped (RotationPendingError.resume): that key
+        becomes the active one instead of a new one."""
         ...
 
     def sign_with(self, workspace: str, key_id: str, message: bytes) -> bytes:
@@ -275,7 +290,12 @@ class FileSigner:
             raise _key_dir_error(exc, self.root / workspace) from exc
         raise SigningError(f"no ledger key {key_id} for workspace {workspace}")
 
-    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+    def rotate(
+        self, workspace: str, vouch: Vouch | None = None, resume: str | None = None
+    ) -> PublicKey:
+        if resume:
+            # A local rotation signs its own entry at once, so it never stops half way.
+            raise SigningError("only a KMS key is resumed (--key); locally rotate-key makes one")
         try:
             files = self._files(self._dir(workspace))
         except OSError as exc:
@@ -305,6 +325,12 @@ class FileSigner:
         return out
 
 
+# How long a KMS signer trusts the alias it read (seconds): a warm Lambda container would
+# otherwise sign with the key it first found for as long as it lives, after rotate-key
+# moved the alias to the new key. One DescribeKey a minute per container and workspace.
+KEY_CACHE_S = 60.0
+
+
 class KmsSigner:
     """Ed25519 keys in AWS KMS (ECC_NIST_EDWARDS25519); the private key never leaves KMS.
 
@@ -318,9 +344,15 @@ class KmsSigner:
     ALIAS_PREFIX = "alias/claros-ledger-"
 
     def __init__(
-        self, kms: KMSClient, *, signer_role_arn: str = "", alias_prefix: str = ALIAS_PREFIX
+        self,
+        kms: KMSClient,
+        *,
+        signer_role_arn: str = "",
+        alias_prefix: str = ALIAS_PREFIX,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kms = kms
+        self._clock = clock  # seconds, for KEY_CACHE_S
         self.alias_prefix = alias_prefix
         # When set (AWS: the template's signer role), each new key's policy lets that role
         # alone sign: the account administers the key but cannot sign with it, and no IAM
@@ -328,6 +360,8 @@ class KmsSigner:
         self.signer_role_arn = signer_role_arn
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, PublicKey]] = {}
+        # When each workspace's alias was last read (``clock``): see KEY_CACHE_S.
+        self._read_at: dict[str, float] = {}
         # (workspace, key id) -> KMS key id, for every key this signer described.
         self._known: dict[tuple[str, str], str] = {}
 
@@ -394,11 +428,15 @@ class KmsSigner:
     def _active(self, workspace: str) -> tuple[str, PublicKey]:
         with self._lock:
             cached = self._cache.get(workspace)
-            if cached:
+            now = self._clock()
+            if cached and now - self._read_at[workspace] < KEY_CACHE_S:
                 return cached
             alias = self._alias(workspace)
             try:
                 target = self.kms.describe_key(KeyId=alias)["KeyMetadata"]["KeyId"]
+                if cached and cached[0] == target:
+                    self._read_at[workspace] = now
+                    return cached
             except self.kms.exceptions.NotFoundException:
                 target = self._create_key(workspace)
                 try:
@@ -408,7 +446,7 @@ class KmsSigner:
                     # left unaliased (no role may delete keys: docs/deploy.md).
                     target = self.kms.describe_key(KeyId=alias)["KeyMetadata"]["KeyId"]
             found = self._describe(target, workspace)
-            self._cache[workspace] = found
+            self._cache[workspace], self._read_at[workspace] = found, now
             return found
 
     def active_key(self, workspace: str) -> PublicKey:
@@ -444,14 +482,46 @@ class KmsSigner:
             )
         return bytes(signed["Signature"])
 
-    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+    def _resumable(self, workspace: str, kms_key: str, active: str) -> str:
+        """``kms_key`` if it can become the workspace's key: a KMS Ed25519 signing key made
+        for this workspace (its tag) that is not the active one; else a SigningError."""
+        try:
+            meta = self.kms.describe_key(KeyId=kms_key)["KeyMetadata"]
+        except self.kms.exceptions.NotFoundException as exc:
+            raise SigningError(f"no KMS key {kms_key}") from exc
+        target = str(meta["KeyId"])
+        if meta.get("KeySpec") != "ECC_NIST_EDWARDS25519" or meta.get("KeyUsage") != "SIGN_VERIFY":
+            raise SigningError(f"KMS key {target} is not an Ed25519 signing key")
+        if meta.get("KeyState") != "Enabled":
+            raise SigningError(f"KMS key {target} is {meta.get('KeyState')}, not Enabled")
+        tags = self.kms.list_resource_tags(KeyId=target).get("Tags", [])
+        made_for = {t["TagKey"]: t["TagValue"] for t in tags}.get("claros:workspace")
+        if made_for != workspace:
+            raise SigningError(
+                f"KMS key {target} was not made for workspace {workspace} "
+                f"(its claros:workspace tag is {made_for or 'absent'})"
+            )
+        if target == active:
+            raise SigningError(f"KMS key {target} is already workspace {workspace}'s key")
+        return target
+
+    def rotate(
+        self, workspace: str, vouch: Vouch | None = None, resume: str | None = None
+    ) -> PublicKey:
         alias = self._alias(workspace)
         with _kms_errors(workspace):
-            self._active(workspace)  # make sure there is an alias to move
-            target = self._create_key(workspace)
+            active = self._active(workspace)[0]  # make sure there is an alias to move
+            if resume:
+                target = self._resumable(workspace, resume, active)
+            else:
+                target = self._create_key(workspace)
             if vouch is not None:  # the alias still names the old key meanwhile
-                vouch(self._describe(target, workspace)[1])
+                try:
+                    vouch(self._describe(target, workspace)[1])
+                except RotationPendingError as exc:
+                    raise RotationPendingError(str(exc), resume=target) from exc
             self.kms.update_alias(AliasName=alias, TargetKeyId=target)
             with self._lock:
                 self._cache[workspace] = self._describe(target, workspace)
+                self._read_at[workspace] = self._clock()
                 return self._cache[workspace][1]

@@ -438,10 +438,12 @@ class GuardedSigner:
         self._check(workspace)
         return self.signer.sign_with(workspace, key_id, message)
 
-    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+    def rotate(
+        self, workspace: str, vouch: Vouch | None = None, resume: str | None = None
+    ) -> PublicKey:
         # The old key vouches for the new one by signing: stopped as any signature is.
         self._check(workspace)
-        return self.signer.rotate(workspace, vouch)
+        return self.signer.rotate(workspace, vouch, resume)
 
 
 class DynamoTamperLog:

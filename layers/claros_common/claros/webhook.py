@@ -42,10 +42,17 @@ __all__ = [
     "get_webhook",
     "set_webhook",
     "sign",
+    "webhook_configured",
 ]
 
 log = logging.getLogger("claros.webhook")
-SETTINGS, KEY = "settings", "ask_webhook"
+# The hook (its URL and signing secret) is a collection of its own, which only the check
+# function (it delivers asks) and the admin and web functions read: the other roles are
+# denied it (template.yaml, TheAskWebhookIsNotTheirs). ``settings`` says only that a hook
+# is set (for the AIUC-1 pack). A hook saved before this version is still read from
+# ``settings`` until it is saved again (tests/security/aws/test_role_reads_the_webhook_secret.py).
+HOOK, KEY = "ask_webhook", "ask_webhook"
+SETTINGS = "settings"
 RETRIES = (0.0, 1.0, 5.0, 30.0)
 WORKERS = 4  # threads posting deliveries, per process
 MAX_QUEUED = 1_000  # deliveries waiting at once (their retries included), per process
@@ -68,13 +75,28 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def set_webhook(store: Store, workspace: str, hook: WebhookSettings | None) -> None:
+    """Save (or, None, remove) the hook; ``settings`` keeps only that one is set, which
+    replaces a hook saved there before this version."""
     value = None if hook is None else {"url": str(hook.url), "secret": hook.secret}
-    store.write_docs([DocWrite(workspace, SETTINGS, KEY, value)])
+    is_set = None if hook is None else {"configured": True}
+    store.write_docs(
+        [DocWrite(workspace, HOOK, KEY, value), DocWrite(workspace, SETTINGS, KEY, is_set)]
+    )
 
 
 def get_webhook(store: Store, workspace: str) -> dict[str, Any] | None:
-    doc = store.get_doc(workspace, SETTINGS, KEY)
-    return dict(doc.value) if doc else None
+    """The hook with its secret: only for the functions that deliver or set it."""
+    doc = store.get_doc(workspace, HOOK, KEY)
+    if doc is None:  # saved before this version: the hook itself in ``settings``
+        doc = store.get_doc(workspace, SETTINGS, KEY)
+        if doc is None or "secret" not in doc.value:
+            return None
+    return dict(doc.value)
+
+
+def webhook_configured(store: Store, workspace: str) -> bool:
+    """Whether the workspace has a hook, read from ``settings``: never the hook itself."""
+    return store.get_doc(workspace, SETTINGS, KEY) is not None
 
 
 def _post(url: str, secret: str, body: bytes, attempt: int) -> bool:

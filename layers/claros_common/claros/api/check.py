@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claros.api.http import ClarosResolver, once, parse_body, routed
+from claros.api.http import CHECK_ANSWERS, ClarosResolver, once, parse_body, routed
 from claros.asks import ask_view, visible_ask
 from claros.auth import ALL_KINDS, GUARD_KINDS, Principal
 from claros.checks import CheckRequest, record_check
@@ -28,7 +28,9 @@ def register(app: ClarosResolver) -> None:
             app.services.metric(f"Checks{str(answer['result']).capitalize()}", 1)
             return 200, answer
 
-        return once(app, principal, "POST /v1/check", run)
+        # Kept where only the check role writes: a planted answer would be a check's
+        # verdict that no check gave (claros.api.idempotency).
+        return once(app, principal, "POST /v1/check", run, CHECK_ANSWERS)
 
     @routed(app, "POST", "/v1/apps/{app}/tools", GUARDS, refusal=CHECKS)
     def register(principal: Principal, **path: str) -> Any:

@@ -1,8 +1,9 @@
 """Routes and events of the checkpoint function, which signs (as the signer role).
 
 * ``POST /v1/ledger/checkpoints`` (admins): sign a checkpoint at the head now;
-* the ledger table's stream: sign at every entry whose seq is a multiple of N, and at
-  every ``prune`` entry (the prune waits for it before it deletes);
+* the ledger table's stream: sign at every entry whose seq is a multiple of N, at every
+  ``prune`` entry (the prune waits for it before it deletes) and at every ``public_key``
+  entry (rotate-key waits for it before it moves the workspace's alias to the new key);
 * the ledger and records tables' streams: a MODIFY or REMOVE outside a prune is tampering
   (claros.tamper): recorded, counted as ``LedgerTampered``, and signing stops;
 * the schedule: sign any workspace whose tail stayed unsigned too long.
@@ -24,7 +25,7 @@ from claros.checkpoints import Tail, entry_at, sign_checkpoint, sign_due, unsign
 from claros.clock import now_ms
 from claros.errors import ConflictError
 from claros.evidence.verified import catch_up_quietly
-from claros.ledger import PRUNE_KIND, Checkpoint, Entry
+from claros.ledger import PRUNE_KIND, PUBLIC_KEY_KIND, Checkpoint, Entry
 from claros.signing import SigningError
 from claros.tamper import DynamoItems, PruneReads, tampering_in
 from claros.wiring import Services
@@ -32,6 +33,10 @@ from claros.wiring import Services
 log = logging.getLogger("claros.checkpoint")
 
 __all__ = ["on_schedule", "on_stream", "register"]
+
+# The entries a checkpoint covers as soon as the stream shows them (whatever their seq):
+# someone who may not sign waits for that checkpoint to go on.
+SIGNED_AT_ONCE = frozenset({PRUNE_KIND, PUBLIC_KEY_KIND})
 
 
 def register(app: ClarosResolver) -> None:
@@ -98,8 +103,10 @@ def on_stream(services: Services, event: Mapping[str, Any]) -> list[Checkpoint]:
             log.warning("a stream record that is no ledger entry: %s", record.get("eventID"))
             continue
         # A prune's entry is signed at once too: the prune function (which may not sign)
-        # waits for this checkpoint before it drops anything (claros.evidence.retention).
-        if claimed.seq % every != 0 and claimed.kind != PRUNE_KIND:
+        # waits for this checkpoint before it drops anything (claros.evidence.retention);
+        # so is a key's announcement: the operator's rotate-key (who may not sign either)
+        # waits for the old key's checkpoint over it before the new key becomes active.
+        if claimed.seq % every != 0 and claimed.kind not in SIGNED_AT_ONCE:
             continue
         stored = entry_at(services.store, claimed.workspace, claimed.seq)
         if stored != claimed:

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from claros.api.idempotency import KeyedAnswer
 
 __all__ = [
+    "ADMIN_ANSWERS",
+    "CHECK_ANSWERS",
+    "OUTCOME_ANSWERS",
     "PERMISSIONS",
     "PAGES",
     "PUBLIC",
@@ -60,6 +63,16 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound="BaseModel")
+
+# Where each function keeps the answers it gave under an Idempotency-Key: a collection of
+# its own, which only its role may write (template.yaml, WriteItsOwnDocsOnly). In one shared
+# collection the outcome role rewrote a check's kept answer, and the guard's retry of that
+# check was let through (tests/security/aws/test_outcome_role_plants_a_check_answer.py).
+# Here, not in claros.api.idempotency, which the check and outcome functions import only
+# when a request carries a key (a cold start's cost).
+CHECK_ANSWERS = "idempotency_check"  # POST /v1/check
+OUTCOME_ANSWERS = "idempotency_outcome"  # the outcome routes and POST /v1/unchecked
+ADMIN_ANSWERS = "idempotency"  # the admin function's overrides
 
 # Every answer is written with claros.jsonutil: its writer is imported with the HTTP edge
 # (a function's init), not by the first answer (jsonutil imports it on first use for the
@@ -380,16 +393,21 @@ def _key_header(app: ClarosResolver) -> dict[str, str]:
 
 
 def once(
-    app: ClarosResolver, principal: Principal, route: str, run: Callable[[], tuple[int, Any]]
+    app: ClarosResolver,
+    principal: Principal,
+    route: str,
+    run: Callable[[], tuple[int, Any]],
+    collection: str = ADMIN_ANSWERS,
 ) -> Response[str]:
-    """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency)."""
+    """Run a write at most once per ``Idempotency-Key`` (see claros.api.idempotency), its
+    answer kept in ``collection``: the calling function's own, which no other role writes."""
     from claros.api.idempotency import run_idempotently
 
     event = app.current_event
     headers = _key_header(app)
     return run_idempotently(
         app.services.store, principal, route, headers, event.body, run,
-        _time_budget(app.lambda_context),
+        _time_budget(app.lambda_context), collection,
     )  # fmt: skip
 
 
@@ -398,6 +416,7 @@ def once_in_append(
     principal: Principal,
     route: str,
     run: Callable[[KeyedAnswer | None], tuple[int, Any]],
+    collection: str = ADMIN_ANSWERS,
 ) -> Response[str]:
     """``once`` for a write that is one append of a record the store refuses twice: the
     key's record is written in that append (claros.api.idempotency.run_in_append)."""
@@ -405,7 +424,7 @@ def once_in_append(
 
     return run_in_append(
         app.services.store, principal, route, _key_header(app), app.current_event.body, run,
-        _time_budget(app.lambda_context),
+        _time_budget(app.lambda_context), collection,
     )  # fmt: skip
 
 

@@ -2,9 +2,15 @@
 the first answer again instead of a second record.
 
 A key is scoped to the calling API key and the route; reusing it with another body is
-refused (422). Requests without the header run as usual. The record is a doc in the
-global collection ``idempotency`` of the Store (so it works the same on SQLite and
-DynamoDB), named by the sha256 of (API key id, route, Idempotency-Key):
+refused (422). Requests without the header run as usual. The record is a doc in a global
+collection of the Store (so it works the same on SQLite and DynamoDB), named by the sha256
+of (API key id, route, Idempotency-Key). Each function that takes keys keeps its answers
+in a collection of its own, which only its role may write (template.yaml,
+``WriteItsOwnDocsOnly``): ``idempotency_check`` (``POST /v1/check``),
+``idempotency_outcome`` (the outcome routes) and ``idempotency`` (the admin function's).
+In one shared collection the outcome role could rewrite the answer kept for a check, and
+the guard's retry of that check got an ``allowed: true`` no check had given
+(tests/security/aws/test_outcome_role_plants_a_check_answer.py). The record:
 
     status        INPROGRESS while a request runs under the key, then COMPLETED
     payload_hash  sha256 of the body: the same key with another body is refused
@@ -53,6 +59,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from claros import jsonutil
+from claros.api.http import ADMIN_ANSWERS, CHECK_ANSWERS, OUTCOME_ANSWERS
 from claros.auth import Principal
 from claros.clock import now_ms
 from claros.errors import ClarosError
@@ -60,6 +67,9 @@ from claros.store.base import GLOBAL, DocWrite, Store
 from claros.store.base import ConflictError as StoreConflictError
 
 __all__ = [
+    "CHECK_ANSWERS",
+    "COLLECTION",
+    "OUTCOME_ANSWERS",
     "IdempotencyInProgressError",
     "KeyedAnswer",
     "ReusedKeyError",
@@ -70,7 +80,7 @@ __all__ = [
 log = logging.getLogger("claros.idempotency")
 
 HEADER = "idempotency-key"
-COLLECTION = "idempotency"
+COLLECTION = ADMIN_ANSWERS  # unless the caller names its own (claros.api.http)
 MAX_KEY = 255
 EXPIRES_MS = 24 * 3600 * 1000
 DEFAULT_LEASE_MS = 30_000  # without a time budget (a caller outside any Lambda context)
@@ -134,10 +144,12 @@ def _answer_of(store: Store, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"status": data["status"], "body": jsonutil.dumps(body)}
 
 
-def _look(store: Store, doc_key: str, payload_hash: str) -> tuple[Any, dict[str, Any] | None]:
+def _look(
+    store: Store, collection: str, doc_key: str, payload_hash: str
+) -> tuple[Any, dict[str, Any] | None]:
     """The key's record (a Doc, or None) and, when it is COMPLETED and live, its answer.
     ReusedKeyError for another body, IdempotencyInProgressError while another holds it."""
-    doc = store.get_doc(GLOBAL, COLLECTION, doc_key)
+    doc = store.get_doc(GLOBAL, collection, doc_key)
     now = now_ms()
     if doc is not None and _live(doc.value, now):
         old = doc.value
@@ -159,11 +171,11 @@ def _look(store: Store, doc_key: str, payload_hash: str) -> tuple[Any, dict[str,
 
 
 def _take(
-    store: Store, doc_key: str, payload_hash: str, lease_ms: int, holder: str
+    store: Store, collection: str, doc_key: str, payload_hash: str, lease_ms: int, holder: str
 ) -> int | dict[str, Any]:
     """Take the key (the revision now held) or find its answer (the stored ``data``).
     StoreConflictError when another request wrote the record meanwhile."""
-    doc, answer = _look(store, doc_key, payload_hash)
+    doc, answer = _look(store, collection, doc_key, payload_hash)
     if answer is not None:
         return answer
     now = now_ms()
@@ -183,15 +195,17 @@ def _take(
         "expiry": now + EXPIRES_MS,
     }
     rev = doc.rev if doc is not None else 0
-    store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, record, rev)])
+    store.write_docs([DocWrite(GLOBAL, collection, doc_key, record, rev)])
     return rev + 1
 
 
-def _release(store: Store, doc_key: str, rev: int, value: dict[str, Any] | None) -> None:
+def _release(
+    store: Store, collection: str, doc_key: str, rev: int, value: dict[str, Any] | None
+) -> None:
     """Complete (``value``) or drop the record we hold at ``rev``; if another request took
     it over meanwhile (we outlived our lease), it is theirs now and stays."""
     try:
-        store.write_docs([DocWrite(GLOBAL, COLLECTION, doc_key, value, rev)])
+        store.write_docs([DocWrite(GLOBAL, collection, doc_key, value, rev)])
     except StoreConflictError:
         log.warning("Idempotency-Key record %s was taken over before this request ended",
                     doc_key[:16])  # fmt: skip
@@ -205,8 +219,10 @@ def run_idempotently(
     body: str | None,
     run: Callable[[], tuple[int, Any]],
     lambda_context: Any = None,
+    collection: str = COLLECTION,
 ) -> Response[str]:
-    """Run ``run`` (giving status and JSON body) at most once per Idempotency-Key."""
+    """Run ``run`` (giving status and JSON body) at most once per Idempotency-Key, its
+    answer kept in ``collection`` (the calling function's own)."""
     key = headers.get(HEADER)
     if key is None:
         status, answer = run()
@@ -218,7 +234,7 @@ def run_idempotently(
     lease_ms, holder = _lease_ms(lambda_context), _holder(lambda_context)
     for attempt in range(_TAKES):
         try:
-            taken = _take(store, doc_key, payload_hash, lease_ms, holder)
+            taken = _take(store, collection, doc_key, payload_hash, lease_ms, holder)
             break
         except StoreConflictError:  # another request wrote the record meanwhile: look again
             if attempt == _TAKES - 1:
@@ -232,7 +248,7 @@ def run_idempotently(
             # A refused or failed request may be retried as it is (or corrected). If even
             # this fails (the disk still full), the lease ends it.
             try:
-                _release(store, doc_key, taken, None)
+                _release(store, collection, doc_key, taken, None)
             except Exception:
                 log.exception("could not drop the Idempotency-Key record %s", doc_key[:16])
             raise
@@ -240,7 +256,7 @@ def run_idempotently(
         done = {"status": COMPLETED, "payload_hash": payload_hash, "holder": holder,
                 "expiry": now_ms() + EXPIRES_MS, "data": result}  # fmt: skip
         try:
-            _release(store, doc_key, taken, done)
+            _release(store, collection, doc_key, taken, done)
         except Exception:
             # The work is done and this is its answer: give it. A retry (there is none
             # once the client has the answer) would find the key held until the lease ends.
@@ -258,6 +274,7 @@ def run_idempotently(
 class KeyedAnswer:
     """The Idempotency-Key record a ``run_in_append`` request writes in its own append."""
 
+    collection: str
     doc_key: str
     rev: int  # the record's revision as read (0: none), the write's condition
     payload_hash: str
@@ -271,7 +288,7 @@ class KeyedAnswer:
         data = {"status": status, "body": jsonutil.dumps(dict(answer)), "seq_of": list(seq_of)}
         done = {"status": COMPLETED, "payload_hash": self.payload_hash, "holder": self.holder,
                 "expiry": now_ms() + EXPIRES_MS, "data": data}  # fmt: skip
-        return DocWrite(GLOBAL, COLLECTION, self.doc_key, done, self.rev)
+        return DocWrite(GLOBAL, self.collection, self.doc_key, done, self.rev)
 
 
 def run_in_append(
@@ -282,10 +299,12 @@ def run_in_append(
     body: str | None,
     run: Callable[[KeyedAnswer | None], tuple[int, Any]],
     lambda_context: Any = None,
+    collection: str = COLLECTION,
 ) -> Response[str]:
     """Run ``run`` at most once per Idempotency-Key, for a write that is one ledger append
     of a record the store refuses twice: ``run`` puts ``KeyedAnswer.write`` among its
-    append's doc writes (None: the request has no key)."""
+    append's doc writes (None: the request has no key). The answer is kept in
+    ``collection``, the calling function's own."""
     key = headers.get(HEADER)
     if key is None:
         status, answer = run(None)
@@ -294,10 +313,10 @@ def run_in_append(
         raise ClarosError(f"Idempotency-Key must be 1 to {MAX_KEY} characters")
     doc_key = _doc_key(principal, route, key)
     payload_hash = hashlib.sha256((body or "").encode("utf-8", "surrogatepass")).hexdigest()
-    doc, result = _look(store, doc_key, payload_hash)
+    doc, result = _look(store, collection, doc_key, payload_hash)
     if result is None:
-        keyed = KeyedAnswer(doc_key, doc.rev if doc is not None else 0, payload_hash,
-                            _holder(lambda_context))  # fmt: skip
+        keyed = KeyedAnswer(collection, doc_key, doc.rev if doc is not None else 0,
+                            payload_hash, _holder(lambda_context))  # fmt: skip
         status, answer = run(keyed)
         result = {"status": status, "body": jsonutil.dumps(answer)}
     return Response(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from claros.api.http import ClarosResolver, once, once_in_append, parse_body, routed
+from claros.api.http import (
+    OUTCOME_ANSWERS,
+    ClarosResolver,
+    once,
+    once_in_append,
+    parse_body,
+    routed,
+)
 from claros.auth import GUARD_KINDS as GUARDS
 from claros.auth import Principal
 from claros.outcomes import (
@@ -33,7 +40,8 @@ def register(app: ClarosResolver) -> None:
             body = parse_body(app, OutcomeRequest)
             return 201, record_outcome(services, principal, check_id, body, keyed)
 
-        return once_in_append(app, principal, f"POST /v1/check/{check_id}/outcome", run)
+        route = f"POST /v1/check/{check_id}/outcome"
+        return once_in_append(app, principal, route, run, OUTCOME_ANSWERS)
 
     @routed(app, "POST", "/v1/outcomes", GUARDS)
     def outcome_by_call(principal: Principal) -> Any:
@@ -41,11 +49,11 @@ def register(app: ClarosResolver) -> None:
             req = parse_body(app, OutcomeByCall)
             return 201, record_outcome_by_call(services, principal, req, keyed)
 
-        return once_in_append(app, principal, "POST /v1/outcomes", run)
+        return once_in_append(app, principal, "POST /v1/outcomes", run, OUTCOME_ANSWERS)
 
     @routed(app, "POST", "/v1/unchecked", GUARDS)
     def unchecked(principal: Principal) -> Any:
         def run() -> tuple[int, Any]:
             return 201, record_unchecked(services, principal, parse_body(app, UncheckedRequest))
 
-        return once(app, principal, "POST /v1/unchecked", run)
+        return once(app, principal, "POST /v1/unchecked", run, OUTCOME_ANSWERS)

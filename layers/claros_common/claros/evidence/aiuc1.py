@@ -23,7 +23,7 @@ from claros.evidence.verified import verified_report
 from claros.evidence.windowed import Counters, scan_counters, window_counters
 from claros.rules.service import list_rules
 from claros.store.base import Store
-from claros.webhook import get_webhook
+from claros.webhook import webhook_configured
 
 __all__ = ["FRAMEWORK", "aiuc1_pack"]
 
@@ -246,7 +246,7 @@ def _b006(
             "coverage_by_agent": agents,
             "coverage_measured_as": "checked writes ÷ (checked writes + writes the guard saw run "
             "unchecked), for agents whose guard sends outcomes (the MCP guard, Claude Code hooks)",
-            "ask_webhook_configured": get_webhook(store, workspace) is not None,
+            "ask_webhook_configured": webhook_configured(store, workspace),
             "json_stream": "GET /api/evidence/stream?since=<seq>&limit=",
         },
         "samples": {"stops": list(s.stops)},  # agent actions refused before they ran

@@ -11,11 +11,10 @@ checkpoint. The newest entry is never dropped, so the log always shows where it 
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 from claros.auth import Principal
-from claros.checkpoints import entry_at, record, sign_checkpoint
+from claros.checkpoints import entry_at, record, sign_checkpoint, wait_for_checkpoint
 from claros.clock import now_ms
 from claros.errors import BadRequestError, ConflictError
 from claros.evidence.activity import DAY_MS
@@ -45,7 +44,6 @@ OLD_SETTINGS, OLD_KEY = "settings", "retention"
 # In AWS, how long a prune waits for the checkpoint function to sign its entry (the
 # stream delivers within seconds; the prune function's timeout is 29 s).
 COVER_WAIT_S = 12.0
-COVER_POLL_S = 0.25
 _FLOOR_REASON = "six months, as EU AI Act Art 26(6) asks of deployers"
 
 
@@ -179,19 +177,6 @@ def prune(services: Services, workspace: str, *, now: int | None = None) -> dict
     return {**body, **prune_through(services, last, days)}
 
 
-def _covered(store: Store, entry: Entry, wait_s: float) -> bool:
-    """Whether a signed checkpoint at or after ``entry`` is in the store, waiting up to
-    ``wait_s`` seconds for the checkpoint function to sign one."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        latest = store.latest_checkpoint(entry.workspace)
-        if latest is not None and latest.seq >= entry.seq:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(COVER_POLL_S)
-
-
 def prune_through(
     services: Services, last: Entry, days: int, *, cover_wait_s: float | None = None
 ) -> dict[str, Any]:
@@ -244,7 +229,9 @@ def prune_through(
     # prune waits for that checkpoint before it deletes.
     if services.settings.inline_checkpoints:
         sign_checkpoint(store, services.signer, entry, services.anchor)
-    elif not _covered(store, entry, COVER_WAIT_S if cover_wait_s is None else cover_wait_s):
+    elif not wait_for_checkpoint(
+        store, entry, COVER_WAIT_S if cover_wait_s is None else cover_wait_s
+    ):
         return {
             "pruned": False,
             "prune_entry": entry.seq,
