@@ -441,3 +441,35 @@ def test_deleting_the_oldest_entries_on_dynamodb_is_caught(
     assert [str(f) for f in report.failures] == [
         f"seq 11 (check): {MISSING.format(n=10)}: no prune entry says through_seq 10"
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"note": "no key at all"},
+        ["not", "an", "object"],
+        "signer-made",  # replaced below by a key the signer never listed
+    ],
+)
+def test_no_checkpoint_vouches_for_a_key_the_workspace_does_not_list(
+    http: httpx.Client, keys: Keys, services: Services, body: object
+) -> None:
+    """Every store, every signer: a ``public_key`` entry whose key is not one the workspace
+    lists (rotate-key lists it first) is never signed over, nor is any entry after it
+    (tests/security/aws/test_request_role_introduces_a_key_of_its_own.py is the attack)."""
+    from claros.checkpoints import ChainBrokenError, record, sign_checkpoint
+    from claros.store.base import NewRecord
+
+    _checks(http, keys.agent, 2)
+    if body == "signer-made":
+        raw = bytes(SigningKey.generate().verify_key)
+        body = {"workspace": WORKSPACE, "key_id": key_id_for(raw), "created_at": 1,
+                "public_key": base64.b64encode(raw).decode()}  # fmt: skip
+    [entry] = record(services, WORKSPACE, [NewRecord("public_key", "intro", body)])
+    with pytest.raises(ChainBrokenError, match=f"seq {entry.seq} introduces key"):
+        sign_checkpoint(services.store, services.signer, entry)
+    _checks(http, keys.agent, 1)
+    head = services.store.head(WORKSPACE)
+    assert head is not None
+    with pytest.raises(ChainBrokenError, match="which is not one of workspace"):
+        sign_checkpoint(services.store, services.signer, head)

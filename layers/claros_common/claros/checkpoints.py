@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from claros import jsonutil
 from claros.anchor import Anchor
 from claros.auth import workspaces
 from claros.clock import now_ms
@@ -58,6 +59,7 @@ def verify_before_signing(store: Store, entry: Entry) -> None:
     since, prev = (base.seq, base.hash) if base else (0, ZERO_HASH)
     expected = since + 1
     last: Entry | None = None
+    listed: set[tuple[str, str]] | None = None  # the workspace's keys, read at the first intro
     for stored, raw in store.entries_with_raw_records(
         workspace, since=since, limit=entry.seq - since
     ):
@@ -81,10 +83,35 @@ def verify_before_signing(store: Store, entry: Entry) -> None:
                 f"not signing: {where} record hashes to {got}, the entry says "
                 f"{stored.payload_sha256}"
             )
+        if stored.kind == PUBLIC_KEY_KIND:
+            if listed is None:
+                listed = {(k.key_id, k.public_key) for k in store.public_keys(workspace)}
+            _introduces_a_listed_key(stored, raw, listed)
         prev, expected, last = stored.hash, expected + 1, stored
     if last != entry:
         raise ChainBrokenError(
             f"not signing: seq {entry.seq} in the ledger is not the entry asked for"
+        )
+
+
+def _introduces_a_listed_key(stored: Entry, raw: bytes, listed: set[tuple[str, str]]) -> None:
+    """A checkpoint over a ``public_key`` entry vouches for its key: a verify that pinned
+    this workspace's keys trusts it from then on. So the key must be one of the keys the
+    workspace lists (``Store.public_keys``: rotate-key lists a new key before it appends
+    the entry; in AWS only the signer role writes that list). Any role that appends may
+    write the entry itself, with a key it made: signing over that would hand it a key
+    auditors trust (tests/security/aws/test_request_role_introduces_a_key_of_its_own.py)."""
+    try:
+        record = jsonutil.loads(raw)
+        key = (str(record["key_id"]), str(record["public_key"]))
+    except (ValueError, TypeError, KeyError):
+        key = None
+    if key is None or key not in listed:
+        named = key[0] if key is not None else "(no key)"
+        raise ChainBrokenError(
+            f"not signing: seq {stored.seq} introduces key {named}, which is not one of "
+            f"workspace {stored.workspace!r}'s keys (rotate-key lists a key before it "
+            "announces it): a checkpoint over it would vouch for a key Claros did not make"
         )
 
 
