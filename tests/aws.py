@@ -178,7 +178,7 @@ def _symmetric_stand_in() -> Any:
 
 def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Take out two set-up costs of every AWS test, ~0.1-0.2 s each, which add up to about
-    a minute of a test run, and one cost of every request moto answers:
+    a minute of a test run, and two costs of every request moto answers:
 
     1. **botocore's data, parsed once.** moto gives each test a new default boto3 session
        (so each test's credentials apply), and each new botocore session made a new data
@@ -197,6 +197,15 @@ def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
        the action is one of them. The list is the class's, the same for each request:
        it is now made once per class for the test (a dict, so a class patched in a later
        test is listed again).
+    4. **A response member's possible names, found once per shape.** moto writes each
+       answer by walking the operation's output shape; for every member of every
+       structure (each attribute value of each item a DynamoDB query returns: ten
+       members) it asked six alias providers which names the value could have in the
+       result and turned each into snake case: ~40% of a DynamoDB request's CPU. For a
+       plain dict (what DynamoDB's handler answers with) the names depend only on the
+       member's name and shape (moto caches the service model, so a shape is the same
+       object from request to request): they are now found once per (name, shape) for
+       the test, and tried in the same order (``_possible_keys_once``).
     """
     from botocore import session
     from botocore.loaders import create_loader
@@ -228,6 +237,58 @@ def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
         return listed[clazz]
 
     monkeypatch.setattr(responses, "method_names_from_class", method_names_from_class)
+    _possible_keys_once(monkeypatch)
+
+
+def _possible_keys_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lighten_aws_setup``'s fourth point, in moto's ``ResponseSerializer.get_value``.
+
+    Only a plain dict's member is looked up this way, by moto's default picker with no
+    response transformer (DynamoDB's answers): another object's names also depend on its
+    class and its ``Meta``, and a transformer reads the member's path, so those are
+    looked up as before. The names are the picker's own, in its order, the first one the
+    dict holds wins, as in ``AttributePicker.__call__``. The shape (and the structure it
+    is a member of, which two providers read) is held with its names, so an id seen
+    again is that shape's, never a new one's."""
+    from moto.core import serialize
+    from moto.core.utils import MISSING
+    from moto.core.utils import get_value as value_at
+
+    look_up = serialize.ResponseSerializer.get_value
+    found: dict[tuple[str, int, int], tuple[object, object, tuple[str, ...]]] = {}
+
+    def get_value(self: Any, value: Any, key: str, shape: Any) -> Any:
+        picker = self._value_picker
+        if (
+            type(value) is not dict
+            or type(picker) is not serialize.XFormedAttributePicker
+            or picker.alias_providers is not serialize.DEFAULT_ALIAS_PROVIDERS
+            or picker.response_transformers
+        ):
+            return look_up(self, value, key, shape)
+        parent = getattr(shape, "parent", None)
+        slot = (key, id(shape), id(parent))
+        kept = found.get(slot)
+        if kept is None or kept[0] is not shape or kept[1] is not parent:
+            context = serialize.AttributePickerContext(
+                obj=value,
+                key=key,
+                shape=shape,
+                operation_model=self.operation_model,
+                service_model=self.operation_model.service_model,
+                key_path=".".join(self.path),
+            )
+            kept = (shape, parent, tuple(picker.get_possible_keys(context)))
+            found[slot] = kept
+        for name in kept[2]:
+            # moto's get_value reads a dotted name as a path; a plain one is a dict key
+            member = value_at(value, name, MISSING) if "." in name else value.get(name, MISSING)
+            if member is not MISSING:
+                return member
+        return None
+
+    get_value.looked_up_by_moto = look_up  # type: ignore[attr-defined]  # for its test
+    monkeypatch.setattr(serialize.ResponseSerializer, "get_value", get_value)
 
 
 # --- moto DynamoDB --------------------------------------------------------------------

@@ -54,3 +54,53 @@ def test_kms_keys_still_encrypt_and_sign_with_their_own_material(moto_aws: None)
         SigningAlgorithm="RSASSA_PSS_SHA_256",
     )  # fmt: skip
     assert verified["SignatureValid"] is True
+
+
+def test_dynamodb_answers_are_written_as_moto_writes_them(
+    dynamodb_client: Any, dynamo_tables: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each member's names, found once per shape, pick what moto's own look-up picks: the
+    same requests answer byte for byte the same with moto's ``get_value`` put back."""
+    from moto.core import serialize
+
+    table = dynamo_tables["StateTable"]
+    item = {
+        "pk": {"S": "acme#doc#rules"}, "sk": {"S": "refund-half"}, "n": {"N": "12.50"},
+        "b": {"B": b"\x00\xff"}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+        "bs": {"BS": [b"x"]}, "m": {"M": {"in": {"L": [{"S": "x"}, {"NULL": True}]}}},
+        "flag": {"BOOL": False}, "none": {"NULL": True},
+    }  # fmt: skip
+    dynamodb_client.put_item(TableName=table, Item=item)
+    bodies: list[bytes] = []
+
+    def keep(response_dict: dict[str, Any], **_: Any) -> None:
+        bodies.append(response_dict["body"])
+
+    dynamodb_client.meta.events.register("before-parse.dynamodb.*", keep)
+
+    def ask() -> None:
+        key = {"pk": item["pk"], "sk": item["sk"]}
+        dynamodb_client.get_item(TableName=table, Key=key, ReturnConsumedCapacity="TOTAL")
+        dynamodb_client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": item["pk"]},
+        )
+        dynamodb_client.describe_table(TableName=table)
+        dynamodb_client.list_tables()
+        with pytest.raises(dynamodb_client.exceptions.ConditionalCheckFailedException):
+            dynamodb_client.put_item(
+                TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )  # fmt: skip
+
+    ask()
+    lighter = list(bodies)
+    patched: Any = serialize.ResponseSerializer.get_value
+    assert patched.looked_up_by_moto is not patched  # the patch is in place
+    monkeypatch.setattr(serialize.ResponseSerializer, "get_value", patched.looked_up_by_moto)
+    bodies.clear()
+    ask()
+    assert len(lighter) == 5
+    assert lighter == bodies
+    assert b'"BOOL": false' in lighter[0] and b'"NS": ["1", "2"]' in lighter[0]
