@@ -104,3 +104,48 @@ def test_dynamodb_answers_are_written_as_moto_writes_them(
     assert len(lighter) == 5
     assert lighter == bodies
     assert b'"BOOL": false' in lighter[0] and b'"NS": ["1", "2"]' in lighter[0]
+
+
+def test_update_expressions_are_parsed_once_and_refused_every_time(
+    dynamodb_client: Any, dynamo_tables: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One tree per update expression serves every update (moto validates and runs a copy
+    of it, so the second update sees the first one's result, not its tree); an expression
+    moto refuses is refused again, with moto's words."""
+    from moto.dynamodb.parsing.tokens import ExpressionTokenizer
+
+    tokenize = ExpressionTokenizer.make_list
+    parsed: list[str] = []
+
+    def counted(cls: type, expression: str) -> Any:
+        parsed.append(expression)
+        return tokenize(expression)
+
+    monkeypatch.setattr(ExpressionTokenizer, "make_list", classmethod(counted))
+    table, key = dynamo_tables["StateTable"], {"pk": {"S": "acme#n"}, "sk": {"S": "n"}}
+    add = (
+        "SET n = if_not_exists(n, :zero) + :one, seen = list_append(if_not_exists(seen, :no), :me)"
+    )
+    values = {
+        ":zero": {"N": "0"},
+        ":one": {"N": "1"},
+        ":no": {"L": []},
+        ":me": {"L": [{"S": "x"}]},
+    }
+    for _ in range(3):
+        dynamodb_client.update_item(
+            TableName=table, Key=key, UpdateExpression=add, ExpressionAttributeValues=values
+        )
+    item = dynamodb_client.get_item(TableName=table, Key=key)["Item"]
+    assert item["n"] == {"N": "3"} and item["seen"] == {"L": [{"S": "x"}] * 3}
+    refusals = []
+    for _ in range(2):
+        with pytest.raises(dynamodb_client.exceptions.ClientError) as refused:
+            dynamodb_client.update_item(
+                TableName=table, Key=key, UpdateExpression="SET n = = :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )  # fmt: skip
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1] and "Invalid UpdateExpression" in refusals[0]
+    assert parsed.count(add) == 1
+    assert parsed.count("SET n = = :one") == 2
