@@ -2,7 +2,7 @@
 
 * ``load_template`` / ``tables_from_template``: the DynamoDB tables are created from the
   ``Properties`` written in ``template.yaml``, so the template and the tests cannot drift.
-* ``patch_moto_dynamodb``: three fixes that make moto's DynamoDB behave like the service
+* ``patch_moto_dynamodb``: four fixes that make moto's DynamoDB behave like the service
   under the store's workload (see the function's docstring).
 * ``patch_moto_kms_ed25519``: moto 5.2 knows no ``ECC_NIST_EDWARDS25519`` KMS keys; this
   adds them, signing as KMS does (``ED25519_SHA_512`` over a RAW message gives a plain
@@ -88,9 +88,12 @@ def _parsed_template(path: Path, mtime_ns: int) -> dict[str, Any]:
 
 def template_tables(template: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The ``Properties`` of every ``AWS::DynamoDB::Table``, by logical id."""
-    template = template if template is not None else load_template()
+    # Only the tables' properties are copied: each DynamoDB test creates its tables, and a
+    # copy of the whole template cost it ~2.5 ms of CPU.
+    if template is None:
+        template = _parsed_template(TEMPLATE, TEMPLATE.stat().st_mtime_ns)
     return {
-        name: dict(res.get("Properties", {}))
+        name: copy.deepcopy(dict(res.get("Properties", {})))
         for name, res in template["Resources"].items()
         if res.get("Type") == "AWS::DynamoDB::Table"
     }
@@ -178,7 +181,7 @@ def _symmetric_stand_in() -> Any:
 
 def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Take out two set-up costs of every AWS test, ~0.1-0.2 s each, which add up to about
-    a minute of a test run, and one cost of every request moto answers:
+    a minute of a test run, and two costs of every request moto answers:
 
     1. **botocore's data, parsed once.** moto gives each test a new default boto3 session
        (so each test's credentials apply), and each new botocore session made a new data
@@ -197,6 +200,15 @@ def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
        the action is one of them. The list is the class's, the same for each request:
        it is now made once per class for the test (a dict, so a class patched in a later
        test is listed again).
+    4. **A response member's possible names, found once per shape.** moto writes each
+       answer by walking the operation's output shape; for every member of every
+       structure (each attribute value of each item a DynamoDB query returns: ten
+       members) it asked six alias providers which names the value could have in the
+       result and turned each into snake case: ~40% of a DynamoDB request's CPU. For a
+       plain dict (what DynamoDB's handler answers with) the names depend only on the
+       member's name and shape (moto caches the service model, so a shape is the same
+       object from request to request): they are now found once per (name, shape) for
+       the test, and tried in the same order (``_possible_keys_once``).
     """
     from botocore import session
     from botocore.loaders import create_loader
@@ -228,6 +240,58 @@ def lighten_aws_setup(monkeypatch: pytest.MonkeyPatch) -> None:
         return listed[clazz]
 
     monkeypatch.setattr(responses, "method_names_from_class", method_names_from_class)
+    _possible_keys_once(monkeypatch)
+
+
+def _possible_keys_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lighten_aws_setup``'s fourth point, in moto's ``ResponseSerializer.get_value``.
+
+    Only a plain dict's member is looked up this way, by moto's default picker with no
+    response transformer (DynamoDB's answers): another object's names also depend on its
+    class and its ``Meta``, and a transformer reads the member's path, so those are
+    looked up as before. The names are the picker's own, in its order, the first one the
+    dict holds wins, as in ``AttributePicker.__call__``. The shape (and the structure it
+    is a member of, which two providers read) is held with its names, so an id seen
+    again is that shape's, never a new one's."""
+    from moto.core import serialize
+    from moto.core.utils import MISSING
+    from moto.core.utils import get_value as value_at
+
+    look_up = serialize.ResponseSerializer.get_value
+    found: dict[tuple[str, int, int], tuple[object, object, tuple[str, ...]]] = {}
+
+    def get_value(self: Any, value: Any, key: str, shape: Any) -> Any:
+        picker = self._value_picker
+        if (
+            type(value) is not dict
+            or type(picker) is not serialize.XFormedAttributePicker
+            or picker.alias_providers is not serialize.DEFAULT_ALIAS_PROVIDERS
+            or picker.response_transformers
+        ):
+            return look_up(self, value, key, shape)
+        parent = getattr(shape, "parent", None)
+        slot = (key, id(shape), id(parent))
+        kept = found.get(slot)
+        if kept is None or kept[0] is not shape or kept[1] is not parent:
+            context = serialize.AttributePickerContext(
+                obj=value,
+                key=key,
+                shape=shape,
+                operation_model=self.operation_model,
+                service_model=self.operation_model.service_model,
+                key_path=".".join(self.path),
+            )
+            kept = (shape, parent, tuple(picker.get_possible_keys(context)))
+            found[slot] = kept
+        for name in kept[2]:
+            # moto's get_value reads a dotted name as a path; a plain one is a dict key
+            member = value_at(value, name, MISSING) if "." in name else value.get(name, MISSING)
+            if member is not MISSING:
+                return member
+        return None
+
+    get_value.looked_up_by_moto = look_up  # type: ignore[attr-defined]  # for its test
+    monkeypatch.setattr(serialize.ResponseSerializer, "get_value", get_value)
 
 
 # --- moto DynamoDB --------------------------------------------------------------------
@@ -267,6 +331,12 @@ def patch_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
        and ``UpdateItem`` too, with the ValidationException moto gives only on writes. A
        read by an id too long to be one (``GET /v1/asks/<1,100 bytes>``) then fails here
        as it would in AWS (tests/security/test_long_id_looks_like_an_outage.py).
+    4. **An update expression parsed once.** moto parses an UpdateExpression twice per
+       update (the handler reads its placeholders, the backend validates it), ~10% of an
+       update's CPU, and the store sends the same few expressions again and again. The
+       tree is only read (placeholders) or copied before use (moto's validator works on
+       a deep copy), so one tree per expression serves every update of the test; an
+       expression moto refuses is parsed, and refused, every time.
     """
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.responses import DynamoHandler
@@ -294,6 +364,22 @@ def patch_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(DynamoDBBackend, "get_keys_value", sized_keys_value)
     monkeypatch.setattr(DynamoDBBackend, "update_item", sized_update_item)
+    _update_expressions_parsed_once(monkeypatch)
+
+
+def _update_expressions_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``patch_moto_dynamodb``'s fourth point: ``UpdateExpressionParser.make`` by expression."""
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    parse: Callable[[str], Any] = UpdateExpressionParser.make
+    parsed: dict[str, Any] = {}
+
+    def make(cls: type, expression: str) -> Any:
+        if expression not in parsed:
+            parsed[expression] = parse(expression)  # raises for an expression moto refuses
+        return parsed[expression]
+
+    monkeypatch.setattr(UpdateExpressionParser, "make", classmethod(make))
 
 
 class _ItemRollback:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,41 @@ def _no_log_handler_on_a_closed_stream() -> Iterator[None]:
 
 
 # --- end of logging ----------------------------------------------------------------------
+
+
+# ======================================================================================
+# HTTP clients: every httpx client (the tests' own, and the guard's and the CLI's run in a
+# test's process) made a new TLS context with certifi's CA bundle, ~25 ms of CPU, though
+# the servers the tests talk to are plain http. In the tests' processes the default
+# context (verify=True, no client certificate) is made once per CA setting and shared:
+# a context is only read once made. Subprocesses make their own, as in production.
+# ======================================================================================
+@pytest.fixture(scope="session", autouse=True)
+def _one_default_tls_context() -> Iterator[None]:
+    from httpx._transports import default
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(default, "create_ssl_context", shared_default_tls(default.create_ssl_context))
+        yield
+
+
+def shared_default_tls(make: Callable[..., Any]) -> Callable[..., Any]:
+    """``make`` (httpx's create_ssl_context), its default context kept per CA setting (the
+    environment variables it reads); any other context is made as before, each time."""
+    made: dict[tuple[str | None, str | None], Any] = {}
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None or not trust_env:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        setting = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if setting not in made:
+            made[setting] = make(verify=verify, cert=cert, trust_env=trust_env)
+        return made[setting]
+
+    return create_ssl_context
+
+
+# --- end of HTTP clients -----------------------------------------------------------------
 
 
 # ======================================================================================

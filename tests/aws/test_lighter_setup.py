@@ -54,3 +54,98 @@ def test_kms_keys_still_encrypt_and_sign_with_their_own_material(moto_aws: None)
         SigningAlgorithm="RSASSA_PSS_SHA_256",
     )  # fmt: skip
     assert verified["SignatureValid"] is True
+
+
+def test_dynamodb_answers_are_written_as_moto_writes_them(
+    dynamodb_client: Any, dynamo_tables: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each member's names, found once per shape, pick what moto's own look-up picks: the
+    same requests answer byte for byte the same with moto's ``get_value`` put back."""
+    from moto.core import serialize
+
+    table = dynamo_tables["StateTable"]
+    item = {
+        "pk": {"S": "acme#doc#rules"}, "sk": {"S": "refund-half"}, "n": {"N": "12.50"},
+        "b": {"B": b"\x00\xff"}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+        "bs": {"BS": [b"x"]}, "m": {"M": {"in": {"L": [{"S": "x"}, {"NULL": True}]}}},
+        "flag": {"BOOL": False}, "none": {"NULL": True},
+    }  # fmt: skip
+    dynamodb_client.put_item(TableName=table, Item=item)
+    bodies: list[bytes] = []
+
+    def keep(response_dict: dict[str, Any], **_: Any) -> None:
+        bodies.append(response_dict["body"])
+
+    dynamodb_client.meta.events.register("before-parse.dynamodb.*", keep)
+
+    def ask() -> None:
+        key = {"pk": item["pk"], "sk": item["sk"]}
+        dynamodb_client.get_item(TableName=table, Key=key, ReturnConsumedCapacity="TOTAL")
+        dynamodb_client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": item["pk"]},
+        )
+        dynamodb_client.describe_table(TableName=table)
+        dynamodb_client.list_tables()
+        with pytest.raises(dynamodb_client.exceptions.ConditionalCheckFailedException):
+            dynamodb_client.put_item(
+                TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )  # fmt: skip
+
+    ask()
+    lighter = list(bodies)
+    patched: Any = serialize.ResponseSerializer.get_value
+    assert patched.looked_up_by_moto is not patched  # the patch is in place
+    monkeypatch.setattr(serialize.ResponseSerializer, "get_value", patched.looked_up_by_moto)
+    bodies.clear()
+    ask()
+    assert len(lighter) == 5
+    assert lighter == bodies
+    assert b'"BOOL": false' in lighter[0] and b'"NS": ["1", "2"]' in lighter[0]
+
+
+def test_update_expressions_are_parsed_once_and_refused_every_time(
+    dynamodb_client: Any, dynamo_tables: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One tree per update expression serves every update (moto validates and runs a copy
+    of it, so the second update sees the first one's result, not its tree); an expression
+    moto refuses is refused again, with moto's words."""
+    from moto.dynamodb.parsing.tokens import ExpressionTokenizer
+
+    tokenize = ExpressionTokenizer.make_list
+    parsed: list[str] = []
+
+    def counted(cls: type, expression: str) -> Any:
+        parsed.append(expression)
+        return tokenize(expression)
+
+    monkeypatch.setattr(ExpressionTokenizer, "make_list", classmethod(counted))
+    table, key = dynamo_tables["StateTable"], {"pk": {"S": "acme#n"}, "sk": {"S": "n"}}
+    add = (
+        "SET n = if_not_exists(n, :zero) + :one, seen = list_append(if_not_exists(seen, :no), :me)"
+    )
+    values = {
+        ":zero": {"N": "0"},
+        ":one": {"N": "1"},
+        ":no": {"L": []},
+        ":me": {"L": [{"S": "x"}]},
+    }
+    for _ in range(3):
+        dynamodb_client.update_item(
+            TableName=table, Key=key, UpdateExpression=add, ExpressionAttributeValues=values
+        )
+    item = dynamodb_client.get_item(TableName=table, Key=key)["Item"]
+    assert item["n"] == {"N": "3"} and item["seen"] == {"L": [{"S": "x"}] * 3}
+    refusals = []
+    for _ in range(2):
+        with pytest.raises(dynamodb_client.exceptions.ClientError) as refused:
+            dynamodb_client.update_item(
+                TableName=table, Key=key, UpdateExpression="SET n = = :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )  # fmt: skip
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1] and "Invalid UpdateExpression" in refusals[0]
+    assert parsed.count(add) == 1
+    assert parsed.count("SET n = = :one") == 2
