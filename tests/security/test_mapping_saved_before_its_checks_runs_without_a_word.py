@@ -25,7 +25,7 @@ from claros.wiring import Services
 from tests.api.conftest import WORKSPACE, Keys, put_rule
 from tests.api.fake_guard import FakeApp
 from tests.api.test_fetching_facts import apps, put_mapping  # noqa: F401 - apps: a fixture
-from tests.security.test_query_on_a_missing_argument_counts_nothing import THIRD_REFUND
+from tests.security.shop_rules import THIRD_REFUND
 
 QUERY = {"tool": "refund_list", "arguments": {"customer": "$customer"},
          "where": {"customer": "$customer"}, "op": "count", "var": "refunds_before"}  # fmt: skip

@@ -16,12 +16,8 @@ from mcp import Client
 
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
-from tests.security.test_query_counts_one_page_of_the_history import (
-    MAPPING,
-    PAGED_SHOP,
-    THIRD,
-    THIRD_REFUND,
-)
+from tests.security.shop_rules import REFUNDS_COUNTED, THIRD_REFUND
+from tests.security.test_query_counts_one_page_of_the_history import PAGED_SHOP, THIRD
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +26,7 @@ async def test_the_errors_of_a_list_are_not_its_rows(workspace: Workspace) -> No
     ws = workspace
     async with Client(ws.guard("shop", PAGED_SHOP, PAGED_SHOP_MORE="errors")) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[THIRD_REFUND], mappings=[MAPPING])
+        ws.push(rules=[THIRD_REFUND], mappings=[REFUNDS_COUNTED])
         third = await agent.call_tool("refund_create", THIRD)
     assert "refund_create" not in tools_called(ws), "the third refund ran on a count of errors"
     assert third.is_error, text(third)

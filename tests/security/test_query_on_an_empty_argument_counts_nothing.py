@@ -23,15 +23,12 @@ from tests.api.conftest import Keys, bearer, check_body, put_rule
 from tests.api.test_fetching_facts import apps, put_mapping  # noqa: F401 - apps: a fixture
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text, tools_called, wait_registered
+from tests.security.shop_rules import REFUNDS_COUNTED, THIRD_REFUND
 from tests.security.test_empty_record_lets_the_agent_state_the_facts import (
     FETCH_INVOICE,
     STOP_OVER_500,
 )
-from tests.security.test_query_on_a_missing_argument_counts_nothing import (
-    HISTORY_SHOP,
-    MAPPING,
-    THIRD_REFUND,
-)
+from tests.security.test_query_on_a_missing_argument_counts_nothing import HISTORY_SHOP
 
 
 @pytest.mark.anyio
@@ -43,7 +40,7 @@ async def test_an_empty_filtered_argument_does_not_empty_the_history(
     params = ws.guard("shop", HISTORY_SHOP, "--read", "refund_list", "--write", "refund_create")
     async with Client(params) as agent:
         await wait_registered(ws, "shop", "refund_create")
-        ws.push(rules=[THIRD_REFUND], mappings=[MAPPING])
+        ws.push(rules=[THIRD_REFUND], mappings=[REFUNDS_COUNTED])
         emptied = await agent.call_tool(
             "refund_create", {"order": "1187", "amount": 50, "customer": customer}
         )
