@@ -132,9 +132,10 @@ def test_a_mapping_saved_before_the_where_key_check_still_reads(
     the check made it unreadable, every registration of the workspace's tools (which
     re-validates its mappings) and every check of the tool would fail."""
     # The doc is rewritten below under its hash, which keys the process's validated
-    # mappings (claros.mapping.service._SPECS): kept there, the old "customer " spec
-    # answered for the same mapping saved by a later test in this process
-    # (test_fetching_facts' object test counted no refunds and allowed).
+    # mappings (claros.mapping.service._SPECS): had the old "customer " spec been kept
+    # there, it answered for the same mapping saved by a later test in this process
+    # (test_fetching_facts' object test counted no refunds and allowed). A spec is kept
+    # only under its own text's hash now; the test still starts from an empty cache.
     monkeypatch.setattr(mapping_service, "_SPECS", {})
     query = {"tool": "refund_list", "arguments": {}, "where": {"customer": "$customer"},
              "op": "count", "var": "refunds_before"}  # fmt: skip
@@ -148,3 +149,5 @@ def test_a_mapping_saved_before_the_where_key_check_still_reads(
     body = check_body(arguments={"order": "1187", "amount": 5, "customer": "C-7"})
     answer = http.post("/v1/check", json=body, headers=bearer(keys.agent))
     assert answer.status_code == 200 and answer.json()["result"] == "need", answer.text
+    # The rewritten doc's spec was not kept under the hash of the text it no longer has.
+    assert doc.value["hash"] not in mapping_service._SPECS

@@ -104,7 +104,11 @@ def _key(app: str, tool: str) -> str:
 
 
 # Saved mappings by their hash, already validated: every check of a mapped tool needs its
-# mapping, and validating it again (expressions, value rules) on each check is waste.
+# mapping, and validating it again (expressions, value rules) on each check is waste. The
+# process serves every workspace, so a spec is kept only under the hash of its own text: a
+# doc whose text is not what its hash says (written around the API, or corrupt) never
+# answers for another workspace's mapping of that hash. It is read for itself until that
+# hash's own text is known; then it gets that text, the version its hash names.
 _SPECS: dict[str, MappingSpec] = {}
 _MAX_SPECS = 512
 
@@ -131,6 +135,8 @@ def mapping_from(doc: Doc | None) -> MappingSpec | None:
     spec = _SPECS.get(digest)
     if spec is None:
         spec = MappingSpec.model_validate(doc.value["mapping"], context=STORED)
+        if rule_hash(doc.value["mapping"]) != digest:
+            return spec  # this doc's own, not the hash's
         if len(_SPECS) >= _MAX_SPECS:
             _SPECS.clear()
         _SPECS[digest] = spec
