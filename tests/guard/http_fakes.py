@@ -62,6 +62,10 @@ class HttpFake:
 
             def setup(self) -> None:
                 super().setup()
+                # The headers and the body leave in two writes: without this, Nagle's
+                # algorithm holds the body for the client's delayed ACK, ~40 ms an answer
+                # on a kept-alive connection (720 polls of a login test took 34 s).
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with fake._lock:
                     fake._open.add(self.connection)
 
