@@ -46,8 +46,17 @@ __all__ = ["rule_warnings", "saved_rule_warnings"]
 _APPS = "app"  # the docs guards register their tools in (claros.mapping.service)
 
 
-def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
+def rule_warnings(
+    store: Store,
+    workspace: str,
+    spec: RuleSpec,
+    stale: dict[tuple[str, str], list[str]] | None = None,
+) -> list[str]:
+    """``stale``: the saved mappings' stale-check warnings by (app, tool), kept across the
+    calls of one page (``saved_rule_warnings``): many rules name one tool, and each would
+    read and validate its mapping again."""
     registered = _registered_tools(store, workspace, spec.app)
+    stale = {} if stale is None else stale
     out = _shell_warnings(spec)
     unchecked: set[str] = set()
     for tool in spec.tools:
@@ -56,7 +65,9 @@ def rule_warnings(store: Store, workspace: str, spec: RuleSpec) -> list[str]:
             out.append(why)
             unchecked.add(tool)
         else:
-            out.extend(_stale_mapping_warnings(store, workspace, spec.app, tool))
+            if (spec.app, tool) not in stale:
+                stale[spec.app, tool] = _stale_mapping_warnings(store, workspace, spec.app, tool)
+            out.extend(stale[spec.app, tool])
     if not spec.when:
         return out
     try:
@@ -178,6 +189,7 @@ def saved_rule_warnings(
     """The warnings of each active saved rule, by id (the web app's Rules page shows them:
     a tool registered or a mapping saved since the rule was can change them)."""
     out: dict[str, list[str]] = {}
+    stale: dict[tuple[str, str], list[str]] = {}
     for state in rules:
         if state.get("status") != "active":
             continue
@@ -185,7 +197,7 @@ def saved_rule_warnings(
             spec = RuleSpec.model_validate(state.get("rule") or {})
         except ValueError:  # saved by an older version with other rules: nothing to say
             continue
-        warnings = rule_warnings(store, workspace, spec)
+        warnings = rule_warnings(store, workspace, spec, stale)
         if warnings:
             out[str(state.get("id"))] = warnings
     return out
