@@ -17,7 +17,11 @@ would mostly pay anyway.
 figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures
 another rev as the "before" baseline (default ``ISSUE_BASELINE``; ``none``: no before
 baseline); BENCH_COLDSTART_ALSO=<git rev> adds every function's imports at that rev as rows
-of the same run (a change's before and after). Every module is compiled to .pyc first
+of the same run (a change's before and after); BENCH_COLDSTART_PYTHON=<interpreter> runs
+both tables on another Python, such as Lambda's (template.yaml: python3.13; the development
+venv's may be older), in a venv of it holding the layer's lock and the runtime's boto3 set
+alone (bench/lambda_site.py's ``runtime_site``: pip installs them the first time, then the
+venv is kept in bench/results). Every module is compiled to .pyc first
 (``compileall``, as the layer's build does: in an environment with PYTHONDONTWRITEBYTECODE
 the claros modules were compiled from source in every interpreter, and the figures were
 partly the compiler's). Each import is
@@ -116,21 +120,26 @@ def _env() -> dict[str, str]:
     return env
 
 
-def compile_all() -> None:
-    """.pyc for every module imported, as the layer ships them."""
+def compile_all(python: str = sys.executable) -> None:
+    """.pyc for every module imported, as the layer ships them (by the interpreter that
+    imports them: a .pyc is kept per Python version)."""
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", *map(str, COMPILED)],
+        [python, "-m", "compileall", "-q", *map(str, COMPILED)],
         env=_env(), capture_output=True, timeout=300, check=True,
     )  # fmt: skip
 
 
-def _import_seconds(body: str, cwd: Path, site: Site | None = None) -> tuple[float, float, int]:
+def _import_seconds(
+    body: str, cwd: Path, site: Site | None = None, in_lambda: bool = True
+) -> tuple[float, float, int]:
     """(wall, CPU) seconds of ``body`` in a fresh interpreter, timed inside it, and how many
     modules it imported (a count the machine's load does not move); with ``site``, the
-    interpreter and environment of a function in Lambda (bench/lambda_site.py)."""
+    site's interpreter and packages, in the environment of a function in Lambda unless not
+    ``in_lambda`` (bench/lambda_site.py)."""
     python, env = sys.executable, _env()
     if site is not None:
-        python, env = site.python, lambda_env(env, site, cwd)
+        python = site.python
+        env = lambda_env(env, site, cwd) if in_lambda else {**env, "PYTHONPATH": site.path}
     done = subprocess.run(
         [python, "-c", _TIMER.format(body=body)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=True,
@@ -166,21 +175,23 @@ def _interleaved(
     subjects: dict[str, Subject],
     rounds: int,
     site: Site | None = None,
+    in_lambda: bool = True,
 ) -> tuple[list[Result], list[Result]]:
     """Every baseline, then every subject, once a round: the machine's drift hits all alike."""
     everything = {**baselines, **subjects}
     for body, cwd in everything.values():  # warm-up: the disk cache holds every module
-        _import_seconds(body, cwd, site)
+        _import_seconds(body, cwd, site, in_lambda)
     times: dict[str, Runs] = {name: [] for name in everything}
     for _ in range(rounds):
         for name, (body, cwd) in everything.items():
-            times[name].append(_import_seconds(body, cwd, site))
+            times[name].append(_import_seconds(body, cwd, site, in_lambda))
     return [_result(n, times[n]) for n in baselines], [_result(n, times[n]) for n in subjects]
 
 
-def _before(rev: str, where: Path) -> Path | None:
-    """The layer's code at git revision ``rev`` unpacked in ``where`` and compiled (its
-    directory, to put first on sys.path), or None (and why, printed) when git cannot."""
+def _before(rev: str, where: Path, python: str = sys.executable) -> Path | None:
+    """The layer's code at git revision ``rev`` unpacked in ``where`` and compiled by
+    ``python`` (its directory, to put first on sys.path), or None (and why, printed) when
+    git cannot."""
     try:
         archive = subprocess.run(
             ["git", "archive", rev, "layers/claros_common/claros"],
@@ -193,7 +204,7 @@ def _before(rev: str, where: Path) -> Path | None:
         tar.extractall(where, filter="data")
     layer = where / "layers" / "claros_common"
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(layer)],
+        [python, "-m", "compileall", "-q", str(layer)],
         env=_env(), capture_output=True, timeout=300, check=True,
     )  # fmt: skip
     return layer
@@ -208,11 +219,16 @@ def _baselines(body: str, layer: Path | None, rev: str) -> dict[str, Subject]:
 
 
 def measure(
-    rounds: int, layer: Path | None, rev: str, also: tuple[str, Path] | None = None
+    rounds: int,
+    layer: Path | None,
+    rev: str,
+    also: tuple[str, Path] | None = None,
+    site: Site | None = None,
 ) -> tuple[list[Result], list[Result]]:
     """The target: each function's imports against the all-routes entry's; ``also``: (rev,
     its layer), every function's imports at that rev too, in the same run (a change's
-    before and after)."""
+    before and after); ``site``: on its interpreter and packages (BENCH_COLDSTART_PYTHON),
+    not this venv's."""
     subjects = {name: (_routes_of(name), REPO) for name in FUNCTIONS}
     if also is not None:
         at, where = also
@@ -223,7 +239,8 @@ def measure(
             body = f"import sys\nsys.path.insert(0, {str(where)!r})\n{_routes_of(name)}"
             subjects[f"{name} at {at}"] = (body, REPO)
     subjects.update({name: (body, REPO) for name, body in FLOORS.items()})
-    return _interleaved(_baselines("import claros.api.lambda_entry", layer, rev), subjects, rounds)
+    baselines = _baselines("import claros.api.lambda_entry", layer, rev)
+    return _interleaved(baselines, subjects, rounds, site, in_lambda=False)
 
 
 def measure_with_handler(
@@ -298,28 +315,53 @@ def _print(bases: list[Result], results: list[Result], target: float | None) -> 
     return worst
 
 
+def _runtime_site() -> Site | None:
+    """BENCH_COLDSTART_PYTHON's site (bench/lambda_site.py's runtime_site), or None when it
+    is not set; a site that cannot be built ends the bench with the reason (exit 2)."""
+    python = os.environ.get("BENCH_COLDSTART_PYTHON", "")
+    if not python:
+        return None
+    try:
+        return lambda_site.runtime_site(python)
+    except lambda_site.SiteError as e:
+        print(f"bench coldstart: BENCH_COLDSTART_PYTHON={python}: {e}", file=sys.stderr)
+        raise SystemExit(2) from e
+
+
 def main() -> None:
     rounds = max(1, int(os.environ.get("BENCH_COLDSTART_ROUNDS", "7")))
     rev = os.environ.get("BENCH_COLDSTART_BEFORE", ISSUE_BASELINE)
-    compile_all()
+    runtime = _runtime_site()
+    python = runtime.python if runtime is not None else sys.executable
+    compile_all(python)
     with tempfile.TemporaryDirectory(prefix="coldstart-before-") as where:
-        layer = None if rev.lower() in ("", "none") else _before(rev, Path(where))
+        layer = None if rev.lower() in ("", "none") else _before(rev, Path(where), python)
         also_rev = os.environ.get("BENCH_COLDSTART_ALSO", "")
-        also_layer = _before(also_rev, Path(where) / "also") if also_rev else None
+        also_layer = _before(also_rev, Path(where) / "also", python) if also_rev else None
         also = (also_rev, also_layer) if also_layer is not None else None
-        print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run "
-              f"(load average {_load()}):")  # fmt: skip
-        worst = _print(*measure(rounds, layer, rev, also), TARGET)
+        on = _version(python)
+        print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run, "
+              f"on Python {on} (load average {_load()}):")  # fmt: skip
+        worst = _print(*measure(rounds, layer, rev, also, runtime), TARGET)
         print("  worst min-wall share: " + ", ".join(
             f"{w:.1%} of {name}" for name, w in worst.items()
         ) + f" (target at most {TARGET:.0%} of the issue's); load average {_load()}")  # fmt: skip
-        site = lambda_site.build(Path(where) / "lambda")
+        site = runtime or lambda_site.build(Path(where) / "lambda")
         where_run = "as Lambda runs it" if site else "in this venv, outside Lambda's environment"
         print("with the handler built (functions/<name>/app.py: Tracer, Logger, Metrics), "
               f"{where_run} (the layer's packages and the runtime's boto3 alone, Lambda's "
               "environment), against handler_for('check') on the all-routes entry:")  # fmt: skip
         _print(*measure_with_handler(rounds, layer, rev, also, site), None)
         print(f"  load average {_load()}")
+
+
+def _version(python: str) -> str:
+    """The version ``python`` runs (what a figure was measured on: Lambda runs 3.13)."""
+    done = subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
 
 
 def _load() -> str:

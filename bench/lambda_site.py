@@ -18,6 +18,7 @@ modules too, on both sides of a ratio.
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from importlib import metadata
@@ -41,14 +42,14 @@ class Site(NamedTuple):
 
 
 def _lock() -> tuple[list[str], frozenset[str]]:
-    """The lock's distribution names, and the runtime's (from layers/lock.py)."""
+    """The lock's pins (``name==version``), and the runtime's names (layers/lock.py)."""
     spec = importlib.util.spec_from_file_location("layer_lock", REPO / "layers" / "lock.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     lines = module.LOCK.read_text(encoding="utf-8").splitlines()
-    names = [line.split("==", 1)[0].strip() for line in lines if "==" in line]
-    return names, module.RUNTIME
+    pins = [line.strip() for line in lines if "==" in line and not line.startswith("#")]
+    return pins, module.RUNTIME
 
 
 def _tops(dist: metadata.Distribution) -> set[str]:
@@ -63,7 +64,8 @@ def _tops(dist: metadata.Distribution) -> set[str]:
 
 def build(where: Path) -> Site | None:
     """The site in ``where``, or None (and why, printed) when a distribution is missing."""
-    names, runtime = _lock()
+    pins, runtime = _lock()
+    names = [pin.split("==", 1)[0] for pin in pins]
     packages = where / "site-packages"
     packages.mkdir(parents=True)
     for name in (*names, *sorted(runtime)):
@@ -87,3 +89,68 @@ def build(where: Path) -> Site | None:
 def lambda_env(env: dict[str, str], site: Site, function_root: Path) -> dict[str, str]:
     """``env`` with Lambda's markers and the site's path, for the function in ``function_root``."""
     return {**env, **MARKERS, "LAMBDA_TASK_ROOT": str(function_root), "PYTHONPATH": site.path}
+
+
+# Where runtime_site keeps its venvs between runs (gitignored): one per interpreter version.
+RUNTIME_SITES = REPO / "bench" / "results" / "runtime-sites"
+
+
+class SiteError(Exception):
+    """A runtime site that cannot be built, with the reason (the bench prints it, exits 2)."""
+
+
+def _pins() -> list[str]:
+    """``name==version`` for the lock's distributions (as the layer ships them) and the
+    runtime's boto3 set (at this venv's versions: the ones the tests ran with)."""
+    pins, runtime = _lock()
+    for name in sorted(runtime):
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError as e:
+            raise SiteError(f"{name} is not installed in this venv") from e
+    return pins
+
+
+def _version_of(python: str) -> str:
+    """``major.minor`` of the interpreter ``python`` (a path or a command on PATH)."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except OSError as e:
+        raise SiteError(f"cannot run {python!r}: {e.strerror or e}") from e
+    version = done.stdout.strip()
+    if done.returncode != 0 or not version:
+        raise SiteError(f"{python!r} is not a Python interpreter: {done.stderr.strip()[-200:]}")
+    if tuple(map(int, version.split("."))) < (3, 11):
+        raise SiteError(f"{python!r} is Python {version}; Claros needs 3.11+")
+    return version
+
+
+def runtime_site(python: str, where: Path = RUNTIME_SITES) -> Site:
+    """A site like build()'s on another interpreter, such as Lambda's (template.yaml:
+    python3.13): a venv of ``python`` with the lock's packages and the runtime's boto3 set
+    alone, installed by pip (the development venv's compiled packages are built for its own
+    Python, so they cannot be linked). Built once in ``where`` and kept while the pins hold
+    (a stamp file lists them); pip takes its cache or the package index."""
+    version = _version_of(python)
+    pins = _pins()
+    venv = where / f"python{version}"
+    stamp = venv / "claros-pins.json"
+    site = Site(str(venv / "bin" / "python"), str(LAYER_SOURCE))
+    if stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == pins:
+        return site
+    subprocess.run(
+        [python, "-m", "venv", "--clear", str(venv)], capture_output=True, timeout=300, check=True
+    )
+    done = subprocess.run(
+        [site.python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "--no-deps", *pins],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SiteError(f"pip could not install the layer's packages for Python {version}: "
+                        f"{done.stderr.strip()[-500:]}")  # fmt: skip
+    stamp.write_text(json.dumps(pins), encoding="utf-8")
+    return site

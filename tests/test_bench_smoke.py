@@ -5,6 +5,8 @@ add up) still raise."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from bench import (
     first_request,
     guard,
     hooks,
+    lambda_site,
     pages,
     roundtrip,
     server,
@@ -29,6 +32,7 @@ from bench import (
 )
 
 pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
 
 TINY: dict[str, Callable[[], Any]] = {
     "append": lambda: append.main(total=64),
@@ -91,3 +95,72 @@ def test_verify_runs_the_code_before_beside_this(
     rows = verify.measure(200, repeat=1)["rows"]
     assert rows[-1]["name"] == "before: verify --export (200)"
     assert "before: verify --export (200)" in capsys.readouterr().out
+
+
+def _coldstart_on(
+    python: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> str:
+    """What bench coldstart says on stderr, run with BENCH_COLDSTART_PYTHON=``python``
+    (the exit code must be 2: a figure on the wrong interpreter is worse than none)."""
+    monkeypatch.setenv("BENCH_COLDSTART_PYTHON", python)
+    with pytest.raises(SystemExit) as stopped:
+        coldstart.main()
+    assert stopped.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_coldstart_refuses_an_interpreter_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "python3.13")
+    err = _coldstart_on(missing, monkeypatch, capsys)
+    assert f"BENCH_COLDSTART_PYTHON={missing}: cannot run" in err, err
+
+
+@pytest.mark.parametrize(
+    ("prints", "reason"),
+    [("echo 3.9", "is Python 3.9; Claros needs 3.11+"), ("exit 3", "is not a Python interpreter")],
+)
+def test_coldstart_refuses_what_is_no_python_it_can_use(
+    prints: str,
+    reason: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{prints}\n")
+    fake.chmod(0o755)
+    assert reason in _coldstart_on(str(fake), monkeypatch, capsys)
+
+
+def test_runtime_site_says_why_pip_could_not_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No index to install from (PIP_NO_INDEX): pip fails; the site says so, and no stamp is
+    # left behind to make the half-built venv look ready next time.
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    with pytest.raises(lambda_site.SiteError, match="pip could not install the layer's packages"):
+        lambda_site.runtime_site(sys.executable, tmp_path / "sites")
+    assert not list((tmp_path / "sites").glob("*/claros-pins.json"))
+
+
+def test_runtime_site_imports_each_function_from_the_lock_alone(tmp_path: Path) -> None:
+    # Built for this very interpreter (CI has no second one): a venv holding the lock's
+    # packages and the runtime's boto3 set, in which the functions' imports run; then kept.
+    site = lambda_site.runtime_site(sys.executable, tmp_path)
+    installed = subprocess.run(
+        [site.python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.lower()  # fmt: skip
+    assert "pydantic==" in installed and "boto3==" in installed
+    assert "pytest" not in installed and "moto" not in installed  # nothing of the dev venv
+    coldstart.compile_all(site.python)
+    for name in ("check", "web", "authorizer"):
+        _, _, modules = coldstart._import_seconds(coldstart._routes_of(name), REPO, site, False)
+        assert modules > 50, name
+    stamp = Path(site.python).parents[1] / "claros-pins.json"
+    before = stamp.stat().st_mtime_ns
+    assert lambda_site.runtime_site(sys.executable, tmp_path) == site  # kept, not rebuilt
+    assert stamp.stat().st_mtime_ns == before
