@@ -12,8 +12,9 @@ accepts only what it can classify exactly as it will forward it:
 * a method MCP defines for clients, spelled as MCP spells it (methods are case-sensitive;
   a lenient server might run ``Tools/Call``), params that are an object;
 * ``tools/call`` with a string ``name`` and, if any, ``arguments`` that are an object,
-  and no answers carried in its params (``inputResponses``, ``requestState``: the
-  2026-07-28 flow, whose answers the check would not see);
+  not asking to run as a task (``task``: the write would go on after its answer, out of
+  the guard's sight), and no answers carried in its params (``inputResponses``,
+  ``requestState``: the 2026-07-28 flow, whose answers the check would not see);
 * a request id that is not still in flight (``InFlight``).
 
 Refused requests are answered here, under their id when they have a usable one and under
@@ -343,6 +344,13 @@ def tool_call_problem(params: Any) -> tuple[str, str] | None:
         return (
             f"a tools/call of {name} whose arguments are {_kind(arguments)}",
             "arguments are a JSON object",
+        )
+    if "task" in params:
+        return (
+            f"a tools/call of {name} asking to run as a task",
+            "a task goes on after the call is answered, where the guard cannot check the "
+            "answers to the questions it asks nor report how it ended, and the guard does "
+            "not relay tasks",
         )
     carried = [field for field in _ANSWERS_IN_PARAMS if field in params]
     if carried:

@@ -127,6 +127,8 @@ def test_methods_are_mcps_in_its_own_case() -> None:
         ({"name": "refund_create", "arguments": None}, "arguments are null"),
         ({"name": "refund_create", "arguments": ["a"]}, "arguments are an array"),
         ({"name": "order_read", "arguments": "{}"}, "arguments are a string"),
+        ({"name": "refund_create", "task": {"ttl": 60000}}, "asking to run as a task"),
+        ({"name": "order_read", "task": None}, "asking to run as a task"),
         ({"name": "refund_create", "inputResponses": {}}, "carrying inputResponses"),
         ({"name": "refund_create", "requestState": "s"}, "carrying requestState"),
         (

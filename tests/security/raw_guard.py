@@ -49,12 +49,14 @@ class CheckLog(HttpFake):
 class RawGuard:
     """The guard process; ``send`` writes a line, ``answer`` waits for the reply to an id."""
 
-    def __init__(self, ws: Workspace, claros_url: str, tmp: Path, *args: str) -> None:
+    def __init__(
+        self, ws: Workspace, claros_url: str, tmp: Path, *args: str, upstream: Path = RAW_UPSTREAM
+    ) -> None:
         self.upstream_log = tmp / "upstream.jsonl"
         self.stderr_path = tmp / "guard.stderr"
         params = ws.guard(
             "shop",
-            [sys.executable, str(RAW_UPSTREAM)],
+            [sys.executable, str(upstream)],
             "--url",
             claros_url,
             *args,
@@ -137,6 +139,26 @@ class RawGuard:
                     raise AssertionError(
                         f"no answer #{n} to id {id!r} within {timeout}s; the guard said: "
                         f"{self.stderr()[-2000:]}; it answered {self.received[-5:]}"
+                    )
+                self._cond.wait(min(left, 0.2))
+
+    def asked(self, method: str, n: int = 1, timeout: float = WAIT) -> dict[str, Any]:
+        """The ``n``-th request ``method`` the guard sent the agent, waiting for it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [
+                    m
+                    for m in self.received
+                    if isinstance(m, dict) and m.get("method") == method and "id" in m
+                ]
+                if len(found) >= n:
+                    return found[n - 1]
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise AssertionError(
+                        f"no request #{n} {method} within {timeout}s; the guard said: "
+                        f"{self.stderr()[-2000:]}; it sent {self.received[-5:]}"
                     )
                 self._cond.wait(min(left, 0.2))
 
