@@ -47,7 +47,7 @@ from claros_guard.shape import (
     unknown_why,
 )
 from claros_guard.transport import ReadStream, WriteStream
-from claros_guard.upstream import forward_params
+from claros_guard.upstream import forward_params, without_tasks
 
 __all__ = ["AgentSession", "tool_error"]
 
@@ -147,7 +147,7 @@ class AgentSession:
         except GuardError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         self._answered_initialize = True
-        return dict(result)
+        return without_tasks(result)  # the guard refuses calls run as tasks (shape)
 
     async def _forward(
         self, dctx: Ctx, method: str, params: Mapping[str, Any] | None

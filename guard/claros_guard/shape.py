@@ -48,6 +48,7 @@ __all__ = [
     "CLIENT_REQUESTS",
     "InFlight",
     "Refusal",
+    "SERVER_REQUESTS",
     "parse_line",
     "refused",
     "screen",
@@ -74,6 +75,9 @@ def _methods(union: Any) -> frozenset[str]:
 
 CLIENT_REQUESTS = _methods(types.ClientRequest)
 CLIENT_NOTIFICATIONS = _methods(types.ClientNotification)
+# What a server may ask its client (ping, sampling, elicitation, roots); the guard relays
+# nothing else to the agent (tasks/result would carry an answer no check sees).
+SERVER_REQUESTS = _methods(types.ServerRequest)
 _FOLDED = {m.casefold(): m for m in CLIENT_REQUESTS | CLIENT_NOTIFICATIONS}
 
 

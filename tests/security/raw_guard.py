@@ -50,7 +50,13 @@ class RawGuard:
     """The guard process; ``send`` writes a line, ``answer`` waits for the reply to an id."""
 
     def __init__(
-        self, ws: Workspace, claros_url: str, tmp: Path, *args: str, upstream: Path = RAW_UPSTREAM
+        self,
+        ws: Workspace,
+        claros_url: str,
+        tmp: Path,
+        *args: str,
+        upstream: Path = RAW_UPSTREAM,
+        **env: str,
     ) -> None:
         self.upstream_log = tmp / "upstream.jsonl"
         self.stderr_path = tmp / "guard.stderr"
@@ -61,6 +67,7 @@ class RawGuard:
             claros_url,
             *args,
             RAW_UPSTREAM_LOG=str(self.upstream_log),
+            **env,
         )
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
@@ -106,18 +113,21 @@ class RawGuard:
     def call(self, id: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return self.request(id, "tools/call", {"name": name, "arguments": arguments})
 
-    def initialize(self) -> None:
+    def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The guard's answer to ``initialize`` (the agent says it can do
+        ``capabilities``), once the agent said it is initialized."""
         answer = self.request(
             "init",
             "initialize",
             {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "clientInfo": {"name": "raw-agent", "version": "1"},
             },
         )
         assert "result" in answer, answer
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return dict(answer["result"])
 
     # -- receiving -----------------------------------------------------------------------
 

@@ -3,7 +3,10 @@
 (``CreateTaskResult``, status ``working``), and the refund goes on after that answer. Its
 ``refund_create`` asks the client to confirm or correct the amount
 (``elicitation/create``) and refunds the amount the answer gives: before it answers the
-call, or, run as a task, after. ``order_read`` is a read. Every refund is appended to
+call, or, run as a task, after. A client that says it runs questions as tasks
+(``capabilities.tasks.requests.elicitation.create``; or any client, with
+``$TASKING_SHOP_ASKS_AS_TASKS=1``) is asked so: it answers with a task, and the shop
+fetches the answer with ``tasks/result``. ``order_read`` is a read. Every refund is appended to
 ``$EXAMPLE_CALL_LOG``, and every line received to ``$RAW_UPSTREAM_LOG`` as
 ``raw_upstream`` does.
 """
@@ -48,13 +51,24 @@ def _text(value: Any) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value}
 
 
+def _asks_as_tasks(capabilities: Any) -> bool:
+    """Whether the client said it runs an ``elicitation/create`` as a task."""
+    tasks = capabilities.get("tasks") if isinstance(capabilities, dict) else None
+    requests = (tasks or {}).get("requests") or {}
+    return isinstance((requests.get("elicitation") or {}).get("create"), dict)
+
+
 class Shop:
     def __init__(self) -> None:
-        self.asked: dict[str, tuple[Any, dict[str, Any]]] = {}  # question id: (call id, args)
+        # question id: (call id, args); a question asked as a task is asked again as
+        # tasks/result, under its id + "-result"
+        self.asked: dict[str, tuple[Any, dict[str, Any]]] = {}
         self.questions = 0
+        self.task_questions = os.environ.get("TASKING_SHOP_ASKS_AS_TASKS") == "1"
 
     def on_request(self, id: Any, method: str, params: dict[str, Any]) -> None:
         if method == "initialize":
+            self.task_questions |= _asks_as_tasks(params.get("capabilities"))
             capabilities = {"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}}
             result = {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
@@ -96,6 +110,8 @@ class Shop:
             "message": f"Refund {arguments.get('amount')}? Confirm or correct it.",
             "requestedSchema": schema,
         }
+        if self.task_questions:
+            params["task"] = {"ttl": 60000}
         _send({"jsonrpc": "2.0", "id": question, "method": "elicitation/create", "params": params})
 
     def on_answer(self, id: Any, message: dict[str, Any]) -> None:
@@ -103,6 +119,13 @@ class Shop:
         if arguments is None:
             return
         result = message.get("result") or {}
+        task = result.get("task")
+        if isinstance(task, dict):  # the client runs the question as a task: fetch its answer
+            self.asked[f"{id}-result"] = (call, arguments)
+            fetch = {"taskId": task.get("taskId")}
+            _send({"jsonrpc": "2.0", "id": f"{id}-result", "method": "tasks/result",
+                   "params": fetch})  # fmt: skip
+            return
         content = result.get("content")
         if result.get("action") != "accept" or not isinstance(content, dict):
             answer = {"isError": True, "content": [{"type": "text", "text": "not confirmed"}]}
