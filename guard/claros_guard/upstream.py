@@ -9,8 +9,9 @@ fields the guard does not know pass through untouched.
 
 What the server sends on its own goes to ``notify_agent`` / ``request_agent``, set by the
 agent's session (of its requests, only those MCP lets a server ask, none asked as a task:
-the guard relays no tasks, and leaves the ``tasks`` capability out of ``initialize``); ``tools/list_changed`` also refreshes the tool table and calls
-``tools_changed`` (the guard registers the tools with Claros again). A request the server
+the guard relays no tasks, and leaves the ``tasks`` capability out of ``initialize``);
+``tools/list_changed`` also refreshes the tool table and calls ``tools_changed`` (the
+guard registers the tools with Claros again). A request the server
 sends while a read of the guard's own runs (``call_read``: a check's facts) is refused,
 never relayed: over stdio it cannot be told which call it belongs to, and the agent never
 sees the guard's reads, nor answers for them (elicitation picking the record read,
