@@ -1,15 +1,17 @@
 """A shop MCP server on raw JSON-RPC that runs a call as a task when asked to (MCP
 2025-11-25's task-augmented requests, ``params.task``): it answers at once with the task
-(``CreateTaskResult``, status ``working``), and the refund goes on after that answer. Its
-``refund_create`` asks the client to confirm or correct the amount
-(``elicitation/create``) and refunds the amount the answer gives: before it answers the
-call, or, run as a task, after. A client that says it runs questions as tasks
+(``CreateTaskResult``, status ``working``), and the refund goes on after that answer.
+
+Its ``refund_create`` asks the client to confirm or correct the amount
+(``elicitation/create``) and refunds the amount the answer gives, before it answers the
+call or, run as a task, after. It reads answers leniently: the content of any answer
+that does not decline or cancel is taken (``"Accept"``, or no action at all, as a yes).
+A client that says it runs questions as tasks
 (``capabilities.tasks.requests.elicitation.create``; or any client, with
 ``$TASKING_SHOP_ASKS_AS_TASKS=1``) is asked so: it answers with a task, and the shop
-fetches the answer with ``tasks/result``. ``order_read`` is a read. Every refund is appended to
-``$EXAMPLE_CALL_LOG``, and every line received to ``$RAW_UPSTREAM_LOG`` as
-``raw_upstream`` does.
-"""
+fetches the answer with ``tasks/result``. ``order_read`` is a read. Every refund is
+appended to ``$EXAMPLE_CALL_LOG``, and every line received to ``$RAW_UPSTREAM_LOG`` as
+``raw_upstream`` does."""
 
 from __future__ import annotations
 
@@ -127,7 +129,9 @@ class Shop:
                    "params": fetch})  # fmt: skip
             return
         content = result.get("content")
-        if result.get("action") != "accept" or not isinstance(content, dict):
+        # A lenient reader of the answer: its content is taken unless it declines or
+        # cancels ("Accept", "ACCEPT" or no action at all read as a yes).
+        if result.get("action") in ("decline", "cancel") or not isinstance(content, dict):
             answer = {"isError": True, "content": [{"type": "text", "text": "not confirmed"}]}
         else:
             refund = {"order": arguments.get("order"), "amount": content.get("amount")}
