@@ -348,7 +348,7 @@ class Scope:
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
         ev = self._ev
         ev.steps = 0
-        ev.spelled = False
+        ev.spelled = ev.numeral = False
         return expr._run(ev, expr._fields)  # a when is True, False or None
 
     @property
@@ -357,6 +357,12 @@ class Scope:
         (:func:`folded`): a ``when`` it left unknown holds its rule, whatever the rule's
         ``on_unknown`` (docs/rules.md)."""
         return self._ev.spelled
+
+    @property
+    def numeral(self) -> bool:
+        """Whether what made it :attr:`spelled` was a number written in a way the one
+        parser does not read (``"400."``, ``"4_00"``, ``"inf"``) but a lenient reader may."""
+        return self._ev.numeral
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -868,11 +874,14 @@ class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
     the decimal context and the step budget of the current expression."""
 
-    __slots__ = ("ctx", "currencies", "facts", "fields", "folds", "numbers", "spelled", "steps")
+    __slots__ = (
+        "ctx", "currencies", "facts", "fields", "folds", "numbers", "numeral", "spelled", "steps",
+    )  # fmt: skip
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.spelled = False  # two words met that differ only in spelling (folded)
+        self.numeral = False  # ... or a number met one written as no number it reads
         self.folds: dict[str, str] | None = None  # long texts folded, once per scope
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
         self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
@@ -1545,7 +1554,25 @@ def _order(
         if result is test(ev.fold(a), ev.fold(b)):
             return result
         ev.spelled = True
+    elif (type(x) is Decimal and _numeral(b)) or (type(y) is Decimal and _numeral(a)):
+        ev.spelled = ev.numeral = True
     return _Unknown(_why(a, a_path) + _why(b, b_path))
+
+
+_NUMBER_WORDS = frozenset({"inf", "infinity", "nan"})
+
+
+def _numeral(value: Any) -> bool:
+    """A string compared with a number that the one parser did not read as one (or read
+    two ways: ``1,000``), but that a lenient reader may: it holds a digit (``400.``,
+    ``4_00``, ``٤٠٠``) or spells infinity or NaN, as Python's ``float`` and pydantic take
+    them. The agent wrote it, so the rule holds
+    (tests/security/test_amount_written_as_no_number_claros_reads.py)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    return any(c.isdecimal() for c in value) or value.strip().lstrip("+-").lower() in (
+        _NUMBER_WORDS
+    )
 
 
 def _compile_in(node: _In) -> _Run:
