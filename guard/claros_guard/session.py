@@ -47,7 +47,7 @@ from claros_guard.shape import (
     unknown_why,
 )
 from claros_guard.transport import ReadStream, WriteStream
-from claros_guard.upstream import forward_params
+from claros_guard.upstream import forward_params, without_tasks
 
 __all__ = ["AgentSession", "tool_error"]
 
@@ -147,7 +147,7 @@ class AgentSession:
         except GuardError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         self._answered_initialize = True
-        return dict(result)
+        return without_tasks(result)  # the guard refuses calls run as tasks (shape)
 
     async def _forward(
         self, dctx: Ctx, method: str, params: Mapping[str, Any] | None
@@ -232,9 +232,28 @@ class AgentSession:
             )
         [write] = self._writes.values()
         answer: dict[str, Any] = await ask()
-        content = answer.get("content")
-        if answer.get("action") != "accept" or not isinstance(content, Mapping):
-            return answer  # declined or cancelled: no value comes from the agent
+        action, content = answer.get("action"), answer.get("content")
+        if action in ("decline", "cancel"):
+            # No value comes from the agent: none goes on (a server reading content
+            # whatever the action would take it unchecked).
+            return {k: v for k, v in answer.items() if k != "content"}
+        if action != "accept" or not isinstance(content, Mapping | None):
+            # Only an accept is checked: values under another spelling ("Accept", none)
+            # reached a lenient server unchecked
+            # (tests/security/test_agent_accepts_in_another_spelling.py).
+            what = (
+                f"its action is {_shown(action)}, not accept, decline or cancel"
+                if action != "accept"
+                else f"its content is {type(content).__name__}, not an object"
+            )
+            note = (
+                f"Claros withheld the answer the server asked for: {what}, so the guard "
+                f"cannot check it with {write.call.tool}"
+            )
+            write.notes.append(note)
+            raise MCPError(INVALID_REQUEST, f"elicitation/create answer withheld. {note}")
+        if content is None:
+            return answer  # an accept with no fields: nothing the check did not see
         arguments = {**write.call.arguments, **content}
         if arguments == write.call.arguments:
             return answer  # nothing the check did not see
@@ -307,6 +326,10 @@ class AgentSession:
                 lambda: self.dispatcher.send_raw_request(method, params)
             )
         return await self.dispatcher.send_raw_request(method, params)
+
+
+def _shown(value: Any) -> str:
+    return "missing" if value is None else repr(value)[:40]
 
 
 def _has_progress_token(params: Mapping[str, Any] | None) -> bool:

@@ -11,7 +11,10 @@ accepts only what it can classify exactly as it will forward it:
   the SDK would read such a request as a notification, and pass it on);
 * a method MCP defines for clients, spelled as MCP spells it (methods are case-sensitive;
   a lenient server might run ``Tools/Call``), params that are an object;
-* ``tools/call`` with a string ``name`` and, if any, ``arguments`` that are an object;
+* ``tools/call`` with a string ``name`` and, if any, ``arguments`` that are an object,
+  not asking to run as a task (``task``: the write would go on after its answer, out of
+  the guard's sight), and no answers carried in its params (``inputResponses``,
+  ``requestState``: the 2026-07-28 flow, whose answers the check would not see);
 * a request id that is not still in flight (``InFlight``).
 
 Refused requests are answered here, under their id when they have a usable one and under
@@ -45,6 +48,7 @@ __all__ = [
     "CLIENT_REQUESTS",
     "InFlight",
     "Refusal",
+    "SERVER_REQUESTS",
     "parse_line",
     "refused",
     "screen",
@@ -71,6 +75,9 @@ def _methods(union: Any) -> frozenset[str]:
 
 CLIENT_REQUESTS = _methods(types.ClientRequest)
 CLIENT_NOTIFICATIONS = _methods(types.ClientNotification)
+# What a server may ask its client (ping, sampling, elicitation, roots); the guard relays
+# nothing else to the agent (tasks/result would carry an answer no check sees).
+SERVER_REQUESTS = _methods(types.ServerRequest)
 _FOLDED = {m.casefold(): m for m in CLIENT_REQUESTS | CLIENT_NOTIFICATIONS}
 
 
@@ -342,7 +349,28 @@ def tool_call_problem(params: Any) -> tuple[str, str] | None:
             f"a tools/call of {name} whose arguments are {_kind(arguments)}",
             "arguments are a JSON object",
         )
+    if "task" in params:
+        return (
+            f"a tools/call of {name} asking to run as a task",
+            "a task goes on after the call is answered, where the guard cannot check the "
+            "answers to the questions it asks nor report how it ended, and the guard does "
+            "not relay tasks",
+        )
+    carried = [field for field in _ANSWERS_IN_PARAMS if field in params]
+    if carried:
+        return (
+            f"a tools/call of {name} carrying {' and '.join(carried)}",
+            "answers to a server's questions sent with the call (MCP 2026-07-28), which the "
+            "guard does not speak: the server would use values no check saw. A question a "
+            "server asks goes over elicitation/create, where its answer is checked",
+        )
     return None
+
+
+# Where the 2026-07-28 multi-round-trip flow puts a client's answers (and the server's
+# state holding earlier ones) in a request's params; the SDK's server hands them to the
+# tool (``ctx.input_responses``) on a 2025-11-25 connection too.
+_ANSWERS_IN_PARAMS = ("inputResponses", "requestState")
 
 
 class InFlight:

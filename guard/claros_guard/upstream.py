@@ -8,8 +8,10 @@ Requests are forwarded as JSON (``JSONRPCDispatcher``, the SDK's MCP-agnostic la
 fields the guard does not know pass through untouched.
 
 What the server sends on its own goes to ``notify_agent`` / ``request_agent``, set by the
-agent's session; ``tools/list_changed`` also refreshes the tool table and calls
-``tools_changed`` (the guard registers the tools with Claros again). A request the server
+agent's session (of its requests, only those MCP lets a server ask, none asked as a task:
+the guard relays no tasks, and leaves the ``tasks`` capability out of ``initialize``);
+``tools/list_changed`` also refreshes the tool table and calls ``tools_changed`` (the
+guard registers the tools with Claros again). A request the server
 sends while a read of the guard's own runs (``call_read``: a check's facts) is refused,
 never relayed: over stdio it cannot be told which call it belongs to, and the agent never
 sees the guard's reads, nor answers for them (elicitation picking the record read,
@@ -35,9 +37,10 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from claros_guard import VERSION
 from claros_guard.errors import ReadFailedError, RecordTooLargeError, UpstreamError
+from claros_guard.shape import SERVER_REQUESTS
 from claros_guard.transport import MAX_LINE, UpstreamSpec, describe_bad_message, upstream
 
-__all__ = ["Upstream", "forward_params"]
+__all__ = ["Upstream", "forward_params", "without_tasks"]
 
 log = logging.getLogger("claros_guard.upstream")
 
@@ -48,6 +51,19 @@ _BAD_EVERY = 1000
 
 NotifyFn = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 RequestFn = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+
+
+def without_tasks(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``initialize`` params or result less the ``tasks`` capability: the guard relays no
+    tasks (tasks/*), so neither side may run the other's requests as tasks. A question a
+    server asked as a task was answered with the task, and its values came later as the
+    answer to ``tasks/result``, where no check looked
+    (tests/security/test_agent_answers_the_writes_question_as_a_task.py)."""
+    out = dict(params)
+    capabilities = out.get("capabilities")
+    if isinstance(capabilities, Mapping) and "tasks" in capabilities:
+        out["capabilities"] = {k: v for k, v in capabilities.items() if k != "tasks"}
+    return out
 
 
 def forward_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -184,6 +200,7 @@ class Upstream:
                 return self.result
             if self.failure:
                 raise UpstreamError(self.failure)
+            agent_params = without_tasks(agent_params) if agent_params is not None else None
             params = forward_params(agent_params) or {
                 "protocolVersion": LATEST_HANDSHAKE_VERSION,
                 "capabilities": {},
@@ -313,6 +330,18 @@ class Upstream:
                 f"{method} refused: the guard is reading facts for a check (a read the agent "
                 "never sees, so none of its questions go to the agent); a read tool that "
                 "needs the client's answer cannot give facts",
+            )
+        if method not in SERVER_REQUESTS:
+            raise MCPError(
+                METHOD_NOT_FOUND,
+                f"{method} refused: the guard relays only what MCP lets a server ask its "
+                "client (elicitation, sampling, roots), and no tasks",
+            )
+        if isinstance(params, Mapping) and "task" in params:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"{method} refused: asked as a task, its answer would come later, as the "
+                "answer to tasks/result, which the guard does not relay (nor check)",
             )
         if self.request_agent is None:
             raise MCPError(METHOD_NOT_FOUND, f"no agent is connected to answer {method}")

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from claros_guard.api import Report, is_need
 from claros_guard.classify import Classifier, by_name, words, write_worded
@@ -30,7 +31,8 @@ from claros_guard.needs import (
 from claros_guard.policy import Call, Policy, outcome_of
 from claros_guard.queries import filter_rows, reduce_rows
 from claros_guard.records import error_report, record_of, rows_of
-from claros_guard.upstream import forward_params
+from claros_guard.transport import UpstreamSpec
+from claros_guard.upstream import Upstream, forward_params, without_tasks
 
 pytestmark = pytest.mark.anyio
 
@@ -656,6 +658,44 @@ def test_agent_names_without_a_usable_name_and_forwarded_params() -> None:
     }
     assert forward_params(params) == {"name": "t", "_meta": {"vendor/x": 1}}
     assert forward_params({"_meta": {"progressToken": 1}}) == {}
+
+
+def test_initialize_loses_the_tasks_capability_and_nothing_else() -> None:
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}, "roots": {}}}
+    assert without_tasks(hello) == {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}}
+    assert hello["capabilities"] == {"tasks": {}, "roots": {}}  # a copy: the caller's is kept
+    assert without_tasks({"capabilities": None}) == {"capabilities": None}
+    assert without_tasks({}) == {}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("method", "params", "words"),
+    [
+        ("tasks/result", {"taskId": "t-1"}, "tasks/result refused: the guard relays only"),
+        ("tasks/get", {"taskId": "t-1"}, "tasks/get refused"),
+        ("Elicitation/Create", {}, "Elicitation/Create refused"),
+        ("elicitation/create", {"message": "m", "task": {}}, "asked as a task"),
+        ("sampling/createMessage", {"task": {"ttl": 1}}, "asked as a task"),
+    ],
+)
+async def test_the_server_asks_the_agent_only_what_mcp_lets_it(
+    method: str, params: dict[str, Any], words: str
+) -> None:
+    asked: list[str] = []
+
+    async def agent(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        asked.append(method)
+        return {}
+
+    upstream = Upstream("shop", UpstreamSpec(command="unused"))
+    upstream.request_agent = agent
+    with pytest.raises(MCPError) as refused:
+        await upstream._on_request(None, method, params)  # type: ignore[arg-type]
+    assert words in refused.value.message
+    assert asked == []
+    assert await upstream._on_request(None, "roots/list", {}) == {}  # type: ignore[arg-type]
+    assert asked == ["roots/list"]
 
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]

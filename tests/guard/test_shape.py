@@ -127,6 +127,14 @@ def test_methods_are_mcps_in_its_own_case() -> None:
         ({"name": "refund_create", "arguments": None}, "arguments are null"),
         ({"name": "refund_create", "arguments": ["a"]}, "arguments are an array"),
         ({"name": "order_read", "arguments": "{}"}, "arguments are a string"),
+        ({"name": "refund_create", "task": {"ttl": 60000}}, "asking to run as a task"),
+        ({"name": "order_read", "task": None}, "asking to run as a task"),
+        ({"name": "refund_create", "inputResponses": {}}, "carrying inputResponses"),
+        ({"name": "refund_create", "requestState": "s"}, "carrying requestState"),
+        (
+            {"name": "order_read", "inputResponses": None, "requestState": None},
+            "carrying inputResponses and requestState",
+        ),
     ],
 )
 def test_tool_calls_that_are_not_a_name_and_an_object(params: Any, words: str) -> None:

@@ -49,16 +49,25 @@ class CheckLog(HttpFake):
 class RawGuard:
     """The guard process; ``send`` writes a line, ``answer`` waits for the reply to an id."""
 
-    def __init__(self, ws: Workspace, claros_url: str, tmp: Path, *args: str) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        claros_url: str,
+        tmp: Path,
+        *args: str,
+        upstream: Path = RAW_UPSTREAM,
+        **env: str,
+    ) -> None:
         self.upstream_log = tmp / "upstream.jsonl"
         self.stderr_path = tmp / "guard.stderr"
         params = ws.guard(
             "shop",
-            [sys.executable, str(RAW_UPSTREAM)],
+            [sys.executable, str(upstream)],
             "--url",
             claros_url,
             *args,
             RAW_UPSTREAM_LOG=str(self.upstream_log),
+            **env,
         )
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
@@ -104,18 +113,21 @@ class RawGuard:
     def call(self, id: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return self.request(id, "tools/call", {"name": name, "arguments": arguments})
 
-    def initialize(self) -> None:
+    def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The guard's answer to ``initialize`` (the agent says it can do
+        ``capabilities``), once the agent said it is initialized."""
         answer = self.request(
             "init",
             "initialize",
             {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "clientInfo": {"name": "raw-agent", "version": "1"},
             },
         )
         assert "result" in answer, answer
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return dict(answer["result"])
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -137,6 +149,26 @@ class RawGuard:
                     raise AssertionError(
                         f"no answer #{n} to id {id!r} within {timeout}s; the guard said: "
                         f"{self.stderr()[-2000:]}; it answered {self.received[-5:]}"
+                    )
+                self._cond.wait(min(left, 0.2))
+
+    def asked(self, method: str, n: int = 1, timeout: float = WAIT) -> dict[str, Any]:
+        """The ``n``-th request ``method`` the guard sent the agent, waiting for it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [
+                    m
+                    for m in self.received
+                    if isinstance(m, dict) and m.get("method") == method and "id" in m
+                ]
+                if len(found) >= n:
+                    return found[n - 1]
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise AssertionError(
+                        f"no request #{n} {method} within {timeout}s; the guard said: "
+                        f"{self.stderr()[-2000:]}; it sent {self.received[-5:]}"
                     )
                 self._cond.wait(min(left, 0.2))
 

@@ -1,7 +1,8 @@
 """An accounts-payable MCP server (the SDK's high-level ``MCPServer``) that finds a supplier
 the way a database with a case- and accent-insensitive collation does (MariaDB's
 ``utf8mb4_unicode_ci``, ERPNext's default): ``ACME``, ``acme``, `` Acme ``, ``ÀCME``,
-``ＡＣＭＥ`` (fullwidth) and ``AC\u200bME`` (a zero-width space inside) are one supplier.
+``ＡＣＭＥ`` (fullwidth), ``AC\u200bME`` (a zero-width space inside) and ``AC\x01ME`` (a
+control character inside) are one supplier.
 
 ``supplier_pay`` (a write) pays the supplier it finds and logs the call under the
 supplier's own name. Every tool call is appended to ``$EXAMPLE_CALL_LOG``."""
@@ -22,11 +23,20 @@ SUPPLIERS = ["ACME", "Globex", "Initech"]
 _log = call_logger("payables")
 
 
+_SPACES = "\t\n\x0b\x0c\r\x85"  # the control characters that are spaces
+
+
 def _collate(text: str) -> str:
     """A key as a ``_ci``/``_ai`` collation compares it: compatibility forms, accents,
-    invisible characters, case and surrounding spaces do not count."""
+    invisible characters, control characters (Unicode's collation weighs them nothing:
+    ``AC\x01ME`` is ``ACME``), case and surrounding spaces do not count."""
     decomposed = unicodedata.normalize("NFKD", text)
-    kept = "".join(c for c in decomposed if unicodedata.category(c) not in ("Mn", "Cf"))
+    kept = "".join(
+        c
+        for c in decomposed
+        if unicodedata.category(c) not in ("Mn", "Cf")
+        and (unicodedata.category(c) != "Cc" or c in _SPACES)
+    )
     return " ".join(kept.casefold().split())
 
 

@@ -148,7 +148,7 @@ def decide(
             hit, unknown = matches(when)
             if hit is None:
                 if scope.spelled:
-                    hit, response = _spelled(entry, written, unknown)
+                    hit, response = _spelled(entry, written, unknown, scope.numeral)
                 else:
                     hit, response = _on_unknown(entry, written, unknown)
             entry["matched"] = hit
@@ -252,20 +252,25 @@ def _judged_entry(
 
 
 def _spelled(
-    entry: dict[str, Any], written: Mapping[str, Any], unknown: tuple[str, ...]
+    entry: dict[str, Any], written: Mapping[str, Any], unknown: tuple[str, ...], numeral: bool
 ) -> tuple[bool, str]:
     """A ``when`` left unknown by a word that differs from the one it is compared with only
     in spelling (``"acme"``, ``"ACME "``, ``"ＡＣＭＥ"`` against ``"ACME"``:
     claros.rules.expr.folded): the rule holds, with its own response, whatever its
     ``on_unknown``. The agent wrote the spelling; an app may well read it as the word the
     rule names (a deny list), or as another (an allow list), and either way ``on_unknown:
-    allow`` or ``ask`` would answer less than the rule says."""
+    allow`` or ``ask`` would answer less than the rule says. So with a number the agent wrote
+    in a way the one parser does not read (``numeral``: ``"400."``, ``"4_00"``, ``"inf"``),
+    which an app's lenient reader takes for a number."""
     fields = ", ".join(unknown) or "a value"
-    entry.update(
-        unknown=list(unknown), on_unknown="fire", matched=True,
-        note=f"not decided: {fields} is spelled like a word the rule compares it with, but "
-        "not as it (case, spaces, accents, width or invisible characters), so the rule holds",
-    )  # fmt: skip
+    note = (
+        f"not decided: {fields} is written as a number Claros does not read (such as 400., "
+        "4_00, 1,000 or inf), which the app may read as one, so the rule holds"
+        if numeral
+        else f"not decided: {fields} is spelled like a word the rule compares it with, but "
+        "not as it (case, spaces, accents, width or invisible characters), so the rule holds"
+    )
+    entry.update(unknown=list(unknown), on_unknown="fire", matched=True, note=note)
     return True, str(written["response"])
 
 

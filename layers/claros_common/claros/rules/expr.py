@@ -348,7 +348,7 @@ class Scope:
             raise ValueError(f"matches() needs a 'when' expression, not {expr.kind!r}")
         ev = self._ev
         ev.steps = 0
-        ev.spelled = False
+        ev.spelled = ev.numeral = False
         return expr._run(ev, expr._fields)  # a when is True, False or None
 
     @property
@@ -357,6 +357,12 @@ class Scope:
         (:func:`folded`): a ``when`` it left unknown holds its rule, whatever the rule's
         ``on_unknown`` (docs/rules.md)."""
         return self._ev.spelled
+
+    @property
+    def numeral(self) -> bool:
+        """Whether what made it :attr:`spelled` was a number written in a way the one
+        parser does not read (``"400."``, ``"4_00"``, ``"inf"``) but a lenient reader may."""
+        return self._ev.numeral
 
 
 def evaluate(expr: Expr, facts: Mapping[str, Any]) -> Outcome:
@@ -804,7 +810,8 @@ _FOLD_CACHED = 256  # longer texts (a reason, a note) are folded each time, neve
 def folded(text: str) -> str:
     """A word as a lenient reader may take it: case, accents, compatibility forms
     (fullwidth letters, ligatures), invisible characters (zero-width spaces, soft hyphens,
-    a byte order mark) and runs of spaces do not count; ``"ÀCME "``, ``"ａｃｍｅ"`` and
+    a byte order mark), control characters other than spaces (``\x00``, ``\x1f``,
+    ``\x90``) and runs of spaces do not count; ``"ÀCME "``, ``"ａｃｍｅ"`` and
     ``"AC\u200bME"`` are ``"acme"``. Databases that collate case- and accent-insensitively
     (MariaDB's ``utf8mb4_unicode_ci``) and apps that trim find one record for all of them;
     others tell them apart. Two words that differ but fold alike are therefore neither
@@ -812,7 +819,16 @@ def folded(text: str) -> str:
     return _folded(text) if len(text) <= _FOLD_CACHED else _fold_word(text)
 
 
+# The control characters that are not spaces: Unicode's collation weighs them nothing
+# (DUCET gives U+0001 [.0000.0000.0000]), so ``AC\x01ME`` is ACME to a collating database
+# (tests/security/test_supplier_spelled_with_control_characters.py). Python's
+# ``str.split`` takes U+001C-U+001F for spaces; a collation does not.
+_CONTROLS = dict.fromkeys([*range(0x00, 0x09), *range(0x0E, 0x20), *range(0x7F, 0x85),
+                           *range(0x86, 0xA0)])  # fmt: skip
+
+
 def _fold_word(text: str) -> str:
+    text = text.translate(_CONTROLS)
     if text.isascii():
         return " ".join(text.split()).lower()
     import unicodedata  # only for text beyond ASCII
@@ -858,11 +874,14 @@ class _Evaluator:
     """The state of evaluating over one set of facts (a :class:`Scope`): the field caches,
     the decimal context and the step budget of the current expression."""
 
-    __slots__ = ("ctx", "currencies", "facts", "fields", "folds", "numbers", "spelled", "steps")
+    __slots__ = (
+        "ctx", "currencies", "facts", "fields", "folds", "numbers", "numeral", "spelled", "steps",
+    )  # fmt: skip
 
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.spelled = False  # two words met that differ only in spelling (folded)
+        self.numeral = False  # ... or a number met one written as no number it reads
         self.folds: dict[str, str] | None = None  # long texts folded, once per scope
         self.fields: dict[str, Any] = {}  # path as written -> normalized value
         self.numbers: dict[str, Decimal | Ambiguous | None] = {}  # path -> as a number
@@ -1535,7 +1554,25 @@ def _order(
         if result is test(ev.fold(a), ev.fold(b)):
             return result
         ev.spelled = True
+    elif (type(x) is Decimal and _numeral(b)) or (type(y) is Decimal and _numeral(a)):
+        ev.spelled = ev.numeral = True
     return _Unknown(_why(a, a_path) + _why(b, b_path))
+
+
+_NUMBER_WORDS = frozenset({"inf", "infinity", "nan"})
+
+
+def _numeral(value: Any) -> bool:
+    """A string compared with a number that the one parser did not read as one (or read
+    two ways: ``1,000``), but that a lenient reader may: it holds a digit (``400.``,
+    ``4_00``, ``٤٠٠``) or spells infinity or NaN, as Python's ``float`` and pydantic take
+    them. The agent wrote it, so the rule holds
+    (tests/security/test_amount_written_as_no_number_claros_reads.py)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    return any(c.isdecimal() for c in value) or value.strip().lstrip("+-").lower() in (
+        _NUMBER_WORDS
+    )
 
 
 def _compile_in(node: _In) -> _Run:
