@@ -75,7 +75,9 @@ class UnsafeFixedSigner:
             raise SigningError(f"no ledger key {key_id}")
         return self.key.sign(message).signature
 
-    def rotate(self, workspace: str, vouch: Vouch | None = None) -> PublicKey:
+    def rotate(
+        self, workspace: str, vouch: Vouch | None = None, resume: str | None = None
+    ) -> PublicKey:
         raise NotImplementedError("a fixed key does not rotate")
 
     def checkpoint(self, entry: Entry, ts: int) -> Checkpoint:
@@ -411,7 +413,10 @@ def _case(file: str, code: int, pattern: str, *, saved: bool = False) -> dict[st
 def _saved(valid: Lines) -> dict[str, Any]:
     """The checkpoints of ``valid.jsonl`` as ``claros verify --save`` writes them."""
     parsed = [json.loads(line) for line in valid]
-    strip = lambda d: {k: v for k, v in d.items() if k != "type"}  # noqa: E731
+
+    def strip(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k != "type"}
+
     return {
         "format": "claros-checkpoints/1",
         "workspace": WS,

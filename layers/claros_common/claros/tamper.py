@@ -23,10 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from claros import jsonutil
+from claros.canonical import CanonicalError, canonical_bytes
 from claros.clock import now_ms
 from claros.ledger import RETENTION_FLOOR_DAYS, Failure, PublicKey, VerifyReport
 from claros.signing import Signer, SigningError, Vouch
-from claros.store.base import Store
+from claros.store.base import Doc, Store
 
 __all__ = [
     "ACKS",
@@ -38,6 +39,8 @@ __all__ = [
     "TamperLog",
     "Tampering",
     "acknowledgement",
+    "acknowledgement_doc",
+    "doc_recorded",
     "report",
     "tampering_in",
     "unacknowledged",
@@ -375,12 +378,35 @@ def _could_be(
 
 def acknowledgement(store: Store, workspace: str, tampering_id: str) -> dict[str, Any] | None:
     """An admin's acknowledgement of a tampering record, or None. Read from the doc the
-    acknowledgement writes with its ledger entry (``ACKS``), never from the entry's record:
-    every role that appends may put records (and entries), and one that tampered must not
-    acknowledge its own tampering; in AWS only the admin function's role may write
-    ``ACKS`` (claros.store.dynamo.OWN_PARTITIONS, template.yaml)."""
-    doc = store.get_doc(workspace, ACKS, tampering_id)
-    return dict(doc.value) if doc is not None else None
+    acknowledgement writes with its ledger entry (``ACKS``), never from the entry's record
+    alone: every role that appends may put records (and entries), and one that tampered
+    must not acknowledge its own tampering; in AWS only the admin function's role may write
+    ``ACKS`` (claros.store.dynamo.OWN_PARTITIONS, template.yaml). And the doc counts only
+    with its entry (:func:`acknowledgement_doc`): the admin function's role could put the
+    doc alone, and signing resumed with no acknowledgement in the ledger."""
+    doc = acknowledgement_doc(store, workspace, tampering_id)
+    return dict(doc.value) if doc is not None and doc_recorded(store, workspace, doc) else None
+
+
+def acknowledgement_doc(store: Store, workspace: str, tampering_id: str) -> Doc | None:
+    """The acknowledgement doc as it is, recorded or not."""
+    return store.get_doc(workspace, ACKS, tampering_id)
+
+
+def doc_recorded(store: Store, workspace: str, doc: Doc) -> bool:
+    """Whether the ledger holds the acknowledgement ``doc`` says: the ``tampering_ack``
+    entry the route appends with it (ref ``{tampering id}@{at}``), whose record is the
+    doc's value."""
+    ref = f"{doc.key}@{doc.value.get('at')}"
+    entry = store.record_entry(workspace, ACK_KIND, ref)
+    if entry is None:
+        return False
+    raw = store.get_raw_record(workspace, ACK_KIND, ref)
+    try:
+        same = raw is not None and canonical_bytes(dict(doc.value)) == raw
+    except CanonicalError:
+        return False
+    return same and entry.payload_sha256 == hashlib.sha256(raw or b"").hexdigest()
 
 
 def unacknowledged(store: Store, log_: TamperLog, workspace: str) -> list[Tampering]:

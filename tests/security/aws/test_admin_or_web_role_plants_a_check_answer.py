@@ -5,9 +5,9 @@ The admin and web roles may write every doc but the signer's (``WriteDocsOnly``)
 check function's kept answers (``_#doc#idempotency_check``) and call index included: so
 either rewrote a check's kept ask to ``allowed: true``, and the guard's retry of that check
 was let through with no check in the ledger. An admin may loosen a rule, but that is a
-rule version in the ledger; a planted answer is in no record. Both roles are now denied
-the check and outcome functions' answers and the call index
-(``OtherFunctionsAnswersAreNotTheirs``); what else they write is what an admin may do.
+rule version in the ledger; a planted answer is in no record. Both roles now write only
+the doc collections their own routes write (``WriteItsOwnDocsOnly``, an allow list): not
+the check and outcome functions' answers, nor the call index.
 """
 
 # ruff: noqa: F811 - the tests take the role tests' fixtures, imported below, by name

@@ -8,8 +8,8 @@ from then on (the call, its arguments, who it is routed to) is posted to a URL o
 choosing, signed with a secret of its choosing, and the people's own receiver hears nothing.
 
 Closed: the retention setting has a collection of its own (``retention``; one set before is
-read from the old key while the new doc is absent, and only the admin and web roles may
-write the old one), and the prune role writes only that.
+read from the old key while the new doc is absent, and only the admin role may write
+the old one), and the prune role writes only that.
 """
 
 # ruff: noqa: F811 - the tests take the role tests' fixtures, imported below, by name

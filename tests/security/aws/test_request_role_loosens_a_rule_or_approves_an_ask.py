@@ -254,3 +254,38 @@ def test_a_request_role_cannot_approve_an_ask(world: World, function: str) -> No
     )
     assert status == 200 and body["status"] == "open", ("the forged approval stands", body)
     assert refused
+
+
+def test_the_admin_and_web_functions_work_within_their_roles(world: World, gate: Gate) -> None:
+    """What the sample events leave out of the admin and web functions' writes, each
+    function's calls gated by its own role: overrides (the admin API's under an
+    Idempotency-Key), a device sign-in from start to key, and a web sign-in."""
+    _ask_rule(world)
+    first, second = _check(world), _check(world)
+    override = load_event("admin-override", world.keys.admin, check_id=first["check_id"])
+    override["headers"]["idempotency-key"] = "override-1"
+    status, body = world.functions.http("admin", override)
+    assert status in (200, 201), body
+    status, body = world.functions.http(
+        "web", load_event("web-app-check-override", world.keys.admin, check_id=second["check_id"])
+    )
+    assert status in (200, 201, 303), body
+    status, started = world.functions.http("web", load_event("web-device-code", "none"))
+    assert status in (200, 201), started
+    answer = load_event("web-app-device-answer", world.keys.admin)
+    answer["body"] = json.dumps({"user_code": started["user_code"], "decision": "approve"})
+    status, body = world.functions.http("web", answer)
+    assert status in (200, 303), body
+    poll = load_event("web-device-token", "none")
+    poll["body"] = json.dumps({"device_code": started["device_code"]})
+    status, body = world.functions.http("web", poll)
+    assert status == 200 and body["key"].startswith("ck_"), body
+    status, body = world.functions.http("web", load_event("web-app-sign-in", world.keys.admin))
+    assert status in (200, 303), body
+    assert gate.refused == [], (gate.refused, sorted(gate.writes))
+    wrote = {(function, pk.split(":", 1)[0]) for function, pk in gate.writes}
+    assert {("AdminFunction", "doc#overrides"), ("AdminFunction", "doc#idempotency"),
+            ("WebFunction", "doc#overrides"), ("WebFunction", "doc#device"),
+            ("WebFunction", "doc#device_secret"), ("WebFunction", "doc#device_expiry"),
+            ("WebFunction", "doc#device_address"), ("WebFunction", "doc#session"),
+            ("WebFunction", "doc#session_expiry")} <= wrote, sorted(wrote)  # fmt: skip

@@ -8,8 +8,9 @@ hook; but the outcome, evidence, prune and signer (checkpoint, export) roles cou
 the whole state table, the hook's doc (``{workspace}#doc#settings``, ``ask_webhook``)
 included. The hook now has a collection of its own (``{workspace}#doc#ask_webhook``),
 which those roles are denied (``TheAskWebhookIsNotTheirs``); ``settings`` keeps only
-that a hook is set, for the AIUC-1 pack. Every function still does its work within its
-role (test_request_role_loosens_a_rule_or_approves_an_ask.py), the check function's
+that a hook is set, for the AIUC-1 pack. The web role, which neither sets nor delivers
+it, is denied it too (test_role_reads_a_secret_in_clear.py). Every function still does its
+work within its role (test_request_role_loosens_a_rule_or_approves_an_ask.py), the check function's
 delivery included (below).
 """
 
@@ -36,7 +37,13 @@ from tests.stack import STACK_WARNINGS, WS
 pytestmark = STACK_WARNINGS
 _ = (world, gate)  # the fixtures, used by name
 
-NOT_DELIVERING = ["OutcomeFunction", "EvidenceFunction", "PruneFunction", "CheckpointFunction"]
+NOT_DELIVERING = [
+    "OutcomeFunction",
+    "EvidenceFunction",
+    "WebFunction",
+    "PruneFunction",
+    "CheckpointFunction",
+]
 
 
 def _set_hook(world: World) -> str:

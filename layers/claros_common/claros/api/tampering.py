@@ -20,7 +20,7 @@ from claros.clock import now_ms
 from claros.errors import ConflictError, NotFoundError
 from claros.store.base import ConflictError as StoreConflictError
 from claros.store.base import DocWrite, NewRecord
-from claros.tamper import ACK_KIND, ACKS
+from claros.tamper import ACK_KIND, ACKS, acknowledgement_doc, doc_recorded
 
 __all__ = ["register"]
 
@@ -51,6 +51,11 @@ def register(app: ClarosResolver) -> None:
             "at": now_ms(),
             "note": body.note,
         }
+        # A doc there with no entry of its own counts for nothing (claros.tamper.
+        # doc_recorded: put by this function's role around the route) and is replaced.
+        before = acknowledgement_doc(services.store, principal.workspace, tamper_id)
+        if before is not None and doc_recorded(services.store, principal.workspace, before):
+            raise ConflictError(f"tampering {tamper_id} is acknowledged already")
         try:
             # The entry, and the doc the signer reads (claros.tamper.acknowledgement),
             # which only this function's role may write (written once: a second answer
@@ -62,8 +67,9 @@ def register(app: ClarosResolver) -> None:
                 services,
                 principal.workspace,
                 [NewRecord(ACK_KIND, f"{tamper_id}@{ack['at']}", ack)],
-                [DocWrite(principal.workspace, ACKS, tamper_id, ack, 0)],
-            )
+                [DocWrite(principal.workspace, ACKS, tamper_id, ack,
+                          before.rev if before is not None else 0)],
+            )  # fmt: skip
         except StoreConflictError as exc:
             raise ConflictError(f"tampering {tamper_id} is acknowledged already") from exc
         return json_response({**ack, "seq": entry.seq}, 201)
