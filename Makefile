@@ -30,15 +30,20 @@ CLAROS_DATA ?= .claros
 
 .PHONY: run test lint typecheck bench clean
 
-$(RUN_STAMP): pyproject.toml $(LOCK)
+$(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is needed" or 0)'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	$(PIP) -e '.[server]'
 	touch $(RUN_STAMP)
 
-$(TEST_STAMP): $(RUN_STAMP)
+# One install for the tests: the dev extra holds the server extra, so a fresh clone
+# resolves and builds the editable package once (two installs cost ~10 s of CPU more),
+# and the server's stamp is then current too. A venv `make run` made gets the rest.
+$(TEST_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	$(PIP) -e '.[dev]'
-	touch $(TEST_STAMP)
+	touch $(RUN_STAMP) $(TEST_STAMP)
 
 run: $(RUN_STAMP)
 	CLAROS_PORT=$(CLAROS_PORT) CLAROS_DATA=$(CLAROS_DATA) $(BIN)/python -m claros.demo

@@ -127,7 +127,7 @@ def _moto_account() -> Iterator[pytest.MonkeyPatch]:
     the machine's) and moto's DynamoDB gaps filled (tests/aws); undone on leaving."""
     from moto import mock_aws
 
-    from tests.aws import patch_moto_dynamodb
+    from tests.aws import lighten_aws_setup, patch_moto_dynamodb
 
     with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
         # moto's CloudFormation warns of each resource it does not make (the HTTP API, the
@@ -144,6 +144,10 @@ def _moto_account() -> Iterator[pytest.MonkeyPatch]:
                             "POWERTOOLS_METRICS_DISABLED": "true"}.items():  # fmt: skip
             mp.setenv(name, value)
         with mock_aws():
+            # The tests' moto, set-up costs and all (botocore's data parsed once, no RSA key
+            # pair for a symmetric key, moto's answers written with less work): the requests
+            # and their answers are the same, so are the units counted.
+            lighten_aws_setup(mp)
             patch_moto_dynamodb(mp)
             yield mp
 

@@ -233,8 +233,29 @@ def pytest_collection_modifyitems(
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    items[:] = _long_tests_first(items)
     yield
     _check_groups_reach_the_scheduler(config, items)
+
+
+def _long_tests_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests spread one by one, the long ones first: marked ``slow``, then property
+    tests (hypothesis runs each hundreds or thousands of times), then the rest, each kind
+    in file order. xdist's scheduler hands out a file's group whole (largest groups first),
+    then single tests in this order; in file order, the slowest single tests (the 64-thread
+    chain, the cost table's moto stack, the benches' smoke runs) came last, and the run
+    ended with one worker busy on them and the others done. Grouped tests keep their
+    place: they share a fixture wider than one test, and moving one would build it twice
+    in a run without workers. Only the order changes: every test still runs."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow"):
+            return 0
+        return 1 if getattr(getattr(item, "obj", None), "is_hypothesis_test", False) else 2
+
+    singles = [i for i in items if not i.get_closest_marker("xdist_group")]
+    grouped = [i for i in items if i.get_closest_marker("xdist_group")]
+    return sorted(singles, key=rank) + grouped  # sorted() is stable: file order within a kind
 
 
 _GROUP_LOST = pytest.StashKey[str]()

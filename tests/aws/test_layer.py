@@ -146,3 +146,4 @@ def test_make_installs_the_locked_versions() -> None:
     assert "-c $(LOCK)" in pip
     # A changed lock reinstalls: the install stamp depends on it.
     assert "$(RUN_STAMP): pyproject.toml $(LOCK)" in makefile
+    assert "$(TEST_STAMP): pyproject.toml $(LOCK)" in makefile  # the tests' one install

@@ -149,3 +149,32 @@ def test_update_expressions_are_parsed_once_and_refused_every_time(
     assert refusals[0] == refusals[1] and "Invalid UpdateExpression" in refusals[0]
     assert parsed.count(add) == 1
     assert parsed.count("SET n = = :one") == 2
+
+
+def test_moto_reads_a_json_template_as_json_and_the_rest_as_yaml(aws_env: None) -> None:
+    """tests/stack.py's ``json_templates_read_as_json``: the translated template the tests
+    deploy is the same dict either way; a YAML body (short-form tags) still goes to moto's
+    YAML path, and a JSON body that is not a template's object too."""
+    import json
+
+    from moto.cloudformation.models import Stack as MotoStack
+
+    from tests.aws import load_template
+    from tests.stack import json_templates_read_as_json, translate
+
+    cfn, _ = translate(load_template())
+    body = json.dumps(cfn)
+    original = MotoStack.parse_template
+    by_moto = original(body)
+    yaml_body = (
+        "Resources:\n  T:\n    Type: AWS::SNS::Topic\n    Properties:\n      TopicName: !Ref N\n"
+    )
+    listed = '["a", 1]'
+    with json_templates_read_as_json():
+        assert MotoStack.parse_template is not original  # patched
+        assert MotoStack.parse_template(body) == by_moto == cfn
+        from_yaml = MotoStack.parse_template(yaml_body)
+        assert MotoStack.parse_template(listed) == ["a", 1]
+    assert MotoStack.parse_template is original  # put back
+    assert from_yaml == original(yaml_body)
+    assert from_yaml["Resources"]["T"]["Properties"] == {"TopicName": {"Ref": "N"}}

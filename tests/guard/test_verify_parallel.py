@@ -118,6 +118,7 @@ def test_a_line_tampered_in_any_buffer_says_the_same_with_workers(
     assert parallel[0] is True  # the workers did check it
 
 
+@pytest.mark.slow  # runs first among the tests spread one by one (tests/conftest.py)
 def test_a_broken_link_at_every_place_says_the_same_with_workers(
     parallel: list[bool],
     tmp_path: Path,

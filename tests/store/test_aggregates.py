@@ -160,6 +160,7 @@ def _mixed(store: Store, rng: random.Random, start: int, n: int) -> None:
         store.append(WS, kind, f"{kind}-{i}", rec, ts=ts)
 
 
+@pytest.mark.slow  # runs first among the tests spread one by one (tests/conftest.py)
 @pytest.mark.parametrize("days", [1, 31, 90])
 def test_aggregates_say_what_a_full_scan_says(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: int

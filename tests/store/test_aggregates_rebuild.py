@@ -70,6 +70,7 @@ def ledger(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sto
     return store
 
 
+@pytest.mark.slow  # runs first among the tests spread one by one (tests/conftest.py)
 def test_a_rebuild_gives_back_what_a_full_scan_says(ledger: Store) -> None:
     kept = _every_bucket(ledger, WS)
     _forget_aggregates(ledger, WS)

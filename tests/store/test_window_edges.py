@@ -177,6 +177,7 @@ class _Spy:
 MINUTES = (0, 1, 7, 13, 29, 31, 44, 59)  # the start's minute, one per hour in turn
 
 
+@pytest.mark.slow  # runs first among the tests spread one by one (tests/conftest.py)
 def test_a_window_starting_at_any_hour_says_what_a_scan_says(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,6 +53,7 @@ def _answers(store: Store, start: int, end: int, fast: int) -> tuple[object, obj
     return mine, theirs
 
 
+@pytest.mark.slow  # runs first among the tests spread one by one (tests/conftest.py)
 def test_many_answer_times_over_days_and_edges_give_the_exact_median(store: Store) -> None:
     rng = random.Random(7)
     i = 0
