@@ -18,22 +18,16 @@ so a planted doc stands in no admin's way.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import zlib
 
 import pytest
 
-from claros.canonical import canonical_bytes
-from claros.ledger import Entry
-from claros.store.dynamo import record_key
 from tests.events import load_event
 from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
-    _entry,
-    _item,
     _ledger,
     _seed,
+    rewrite_entry_3,
     world,
 )
 from tests.stack import STACK_WARNINGS, WS
@@ -53,21 +47,7 @@ def _signs(world: World) -> int:
 def test_the_admin_role_cannot_acknowledge_tampering_unrecorded(world: World) -> None:
     _seed(world)
     role = world.as_role("AdminFunction")
-    # The rewrite IAM cannot refuse, above the last checkpoint (seq 2): entry 3's record,
-    # and entry 3 re-chained over it. The stream sees it: signing stops.
-    [second, third] = [_entry(i) for i in _ledger(world) if i["seq"]["N"] in ("2", "3")]
-    forged_body = canonical_bytes({"forged": True, "result": "allow"})
-    key = record_key(WS, third.kind, third.ref_id)
-    old = world.client.get_item(TableName=world.table("RecordsTable"), Key=key)["Item"]
-    role.put_item(
-        TableName=world.table("RecordsTable"),
-        Item=old | {"body": {"B": zlib.compress(forged_body)}},
-    )
-    forged = Entry.build(
-        WS, third.seq, third.kind, third.ref_id, third.ts, {}, second.hash,
-        payload=hashlib.sha256(forged_body).hexdigest(),
-    )  # fmt: skip
-    role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
+    rewrite_entry_3(world, role)  # the stream sees it: signing stops
     world.functions.invoke("checkpoint", world.stream())
     assert _signs(world) == 503
     # The admin role reads the tampering ids and puts the acknowledgement docs itself.

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from claros.canonical import canonical_bytes
 from claros.ledger import ZERO_HASH, Entry, checkpoint_message
+from claros.store.dynamo import record_key
 from claros_guard.verify import main as verify
 from tests.aws import load_template
 from tests.events import load_event
@@ -168,6 +169,25 @@ def _item(entry: Entry) -> Json:
         "payload_sha256": {"S": entry.payload_sha256}, "prev_hash": {"S": entry.prev_hash},
         "hash": {"S": entry.hash},
     }  # fmt: skip
+
+
+def rewrite_entry_3(world: World, role: Any) -> None:
+    """The rewrite IAM cannot refuse, above the last checkpoint (seq 2), with ``role``'s
+    client: the record of entry 3 now says "allow", and entry 3 is re-chained over it
+    (MODIFYs on both streams, which the checkpoint function reads as tampering)."""
+    [second, third] = [_entry(i) for i in _ledger(world) if i["seq"]["N"] in ("2", "3")]
+    forged_body = canonical_bytes({"forged": True, "result": "allow"})
+    key = record_key(WS, third.kind, third.ref_id)
+    old = world.client.get_item(TableName=world.table("RecordsTable"), Key=key)["Item"]
+    role.put_item(
+        TableName=world.table("RecordsTable"),
+        Item=old | {"body": {"B": zlib.compress(forged_body)}},
+    )
+    forged = Entry.build(
+        WS, third.seq, third.kind, third.ref_id, third.ts, {}, second.hash,
+        payload=hashlib.sha256(forged_body).hexdigest(),
+    )  # fmt: skip
+    role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
 
 
 @dataclass

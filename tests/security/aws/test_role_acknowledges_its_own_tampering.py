@@ -13,25 +13,22 @@ record itself (no admin, no ledger entry), and signing resumes over the rewritte
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 
 import pytest
 from botocore.exceptions import ClientError
 
 from claros.canonical import canonical_bytes
-from claros.ledger import Entry
 from claros.store.dynamo import record_key
 from claros.tamper import ACK_KIND
 from tests.events import load_event
 from tests.security.aws.test_aws_roles_cannot_rewrite import (
     REQUEST_SERVING,
     World,
-    _entry,
-    _item,
     _ledger,
     _seed,
     _tampered_metric,
+    rewrite_entry_3,
 )
 from tests.stack import (
     STACK_WARNINGS,
@@ -49,22 +46,8 @@ def test_a_request_role_cannot_acknowledge_its_own_tampering(
     assert function in REQUEST_SERVING
     _seed(world)
     role = world.as_role(function)
-    # 1. The rewrite IAM cannot refuse, above the last checkpoint (seq 2): the record of
-    # entry 3 now says "allow", and entry 3 is re-chained over it (MODIFYs on both streams).
-    items = _ledger(world)
-    [second, third] = [_entry(i) for i in items if i["seq"]["N"] in ("2", "3")]
-    forged_body = canonical_bytes({"forged": True, "result": "allow"})
-    key = record_key(WS, third.kind, third.ref_id)
-    old = world.client.get_item(TableName=world.table("RecordsTable"), Key=key)["Item"]
-    role.put_item(
-        TableName=world.table("RecordsTable"),
-        Item=old | {"body": {"B": zlib.compress(forged_body)}},
-    )
-    forged = Entry.build(
-        WS, third.seq, third.kind, third.ref_id, third.ts, {}, second.hash,
-        payload=hashlib.sha256(forged_body).hexdigest(),
-    )  # fmt: skip
-    role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
+    # 1. The rewrite IAM cannot refuse (rewrite_entry_3).
+    rewrite_entry_3(world, role)
     capsys.readouterr()
     world.functions.invoke("checkpoint", world.stream())
     assert _tampered_metric(capsys.readouterr().out) >= 1  # seen, signing stopped

@@ -23,24 +23,18 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import zlib
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from claros.canonical import canonical_bytes
-from claros.ledger import Entry
-from claros.store.dynamo import record_key
 from tests.events import load_event
 from tests.iam import Request, allowed
 from tests.security.aws.test_aws_roles_cannot_rewrite import (
     World,
-    _entry,
-    _item,
-    _ledger,
     _seed,
     _tampered_metric,
+    rewrite_entry_3,
 )
 from tests.stack import (
     ADMIN,
@@ -49,24 +43,6 @@ from tests.stack import (
 )
 
 pytestmark = STACK_WARNINGS
-
-
-def _rewrite_entry_3(world: World, function: str) -> None:
-    """The rewrite IAM cannot refuse (as in test_role_acknowledges_its_own_tampering)."""
-    role = world.as_role(function)
-    [second, third] = [_entry(i) for i in _ledger(world) if i["seq"]["N"] in ("2", "3")]
-    forged_body = canonical_bytes({"forged": True, "result": "allow"})
-    key = record_key(WS, third.kind, third.ref_id)
-    old = world.client.get_item(TableName=world.table("RecordsTable"), Key=key)["Item"]
-    role.put_item(
-        TableName=world.table("RecordsTable"),
-        Item=old | {"body": {"B": zlib.compress(forged_body)}},
-    )
-    forged = Entry.build(
-        WS, third.seq, third.kind, third.ref_id, third.ts, {}, second.hash,
-        payload=hashlib.sha256(forged_body).hexdigest(),
-    )  # fmt: skip
-    role.put_item(TableName=world.table("LedgerTable"), Item=_item(forged))
 
 
 def _key_doc(world: World, function: str) -> tuple[str, dict[str, Any]]:
@@ -97,7 +73,7 @@ def test_a_request_role_cannot_mint_an_admin_key(
     world: World, function: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _seed(world)
-    _rewrite_entry_3(world, "CheckFunction")
+    rewrite_entry_3(world, world.as_role("CheckFunction"))
     capsys.readouterr()
     world.functions.invoke("checkpoint", world.stream())
     assert _tampered_metric(capsys.readouterr().out) >= 1  # seen, signing stopped
