@@ -14,7 +14,9 @@ accepts only what it can classify exactly as it will forward it:
 * ``tools/call`` with a string ``name`` and, if any, ``arguments`` that are an object,
   not asking to run as a task (``task``: the write would go on after its answer, out of
   the guard's sight), and no answers carried in its params (``inputResponses``,
-  ``requestState``: the 2026-07-28 flow, whose answers the check would not see);
+  ``requestState``: the 2026-07-28 flow, whose answers the check would not see), and
+  no field besides ``name``, ``arguments`` and ``_meta`` (one MCP adds later may carry
+  what the call does);
 * a request id that is not still in flight (``InFlight``).
 
 Refused requests are answered here, under their id when they have a usable one and under
@@ -364,6 +366,15 @@ def tool_call_problem(params: Any) -> tuple[str, str] | None:
             "guard does not speak: the server would use values no check saw. A question a "
             "server asks goes over elicitation/create, where its answer is checked",
         )
+    others = sorted(field for field in params if field not in _CALL_FIELDS)
+    if others:
+        shown = ", ".join(repr(field[:64]) for field in others[:5])
+        return (
+            f"a tools/call of {name} carrying {shown}{' and more' if len(others) > 5 else ''}",
+            "the guard forwards a tools/call's name, arguments and _meta only: another "
+            "field may say what the call does (as task and inputResponses do), and no check "
+            "would see it",
+        )
     return None
 
 
@@ -371,6 +382,11 @@ def tool_call_problem(params: Any) -> tuple[str, str] | None:
 # state holding earlier ones) in a request's params; the SDK's server hands them to the
 # tool (``ctx.input_responses``) on a 2025-11-25 connection too.
 _ANSWERS_IN_PARAMS = ("inputResponses", "requestState")
+# Every other field of a tools/call's params is refused, not forwarded: the two above
+# were each a way past the check once a version of MCP gave them a meaning, and the next
+# field a version adds may be another (fail closed; the guard learns a field when it can
+# check it).
+_CALL_FIELDS = frozenset({"name", "arguments", "_meta"})
 
 
 class InFlight:

@@ -135,6 +135,14 @@ def test_methods_are_mcps_in_its_own_case() -> None:
             {"name": "order_read", "inputResponses": None, "requestState": None},
             "carrying inputResponses and requestState",
         ),
+        # A field MCP may give a meaning later (fail closed), named in the refusal.
+        ({"name": "refund_create", "arguments": {}, "amount": 400}, "carrying 'amount'"),
+        ({"name": "order_read", "Arguments": {"id": 1}}, "carrying 'Arguments'"),
+        (
+            {"name": "refund_create", **{f"f{i}": i for i in range(7)}},
+            "carrying 'f0', 'f1', 'f2', 'f3', 'f4' and more",
+        ),
+        ({"name": "refund_create", "x" * 200: 1}, f"carrying '{'x' * 64}'"),
     ],
 )
 def test_tool_calls_that_are_not_a_name_and_an_object(params: Any, words: str) -> None:
@@ -156,6 +164,10 @@ def test_well_formed_messages_pass_as_they_are() -> None:
     call = parse_line(json.dumps(request(1, "tools/call", {"name": "a", "arguments": {}})).encode())
     assert isinstance(call.message, types.JSONRPCRequest)
     assert call.message.params == {"name": "a", "arguments": {}}
+    meta = {"name": "a", "arguments": {}, "_meta": {"progressToken": 7}}
+    with_meta = parse_line(json.dumps(request(2, "tools/call", meta)).encode())
+    assert isinstance(with_meta.message, types.JSONRPCRequest)
+    assert with_meta.message.params == meta
     note = parse_line(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
     assert isinstance(note.message, types.JSONRPCNotification)
     answer = parse_line(b'{"jsonrpc": "2.0", "id": 1, "result": {}}')  # to a server request
