@@ -4,14 +4,18 @@ all-routes ``claros.api.lambda_entry``, each in a fresh interpreter, interleaved
 (A B f1 f2 ... A B f1 f2 ...). Two baselines: ``lambda_entry`` as it is now, and as it was
 "today" in issue 16 (rev ``ISSUE_BASELINE``, main before the issue's first merge: what
 every function imported then). Target (issue 16 item 5): each function at most 40% of
-the issue's baseline. Beside it, each function's whole entry module with its handler built
-(``functions/<name>/app.py``) against the same handler built on the all-routes entry, now
-and at that rev (and at BENCH_COLDSTART_ALSO's), as Lambda runs it (bench/lambda_site.py:
-the layer's packages and the runtime's boto3 alone, Lambda's environment, so the X-Ray SDK
-takes its Lambda sampler and the Tracer patches what it is told to), with the Tracer alone
-below them (``TRACER_ROWS``): the handler's Tracer imports the X-Ray SDK and botocore, a
-cost the route split does not change and boto3 (the first request's DynamoDB client)
-would mostly pay anyway.
+the issue's baseline. Both tables import from the layer's packages alone (the site
+below), not the development venv's: there click, rich and pygments are installed, and
+httpx's package imports its command line with them when they are (``httpx._main``), ~80
+ms of the baseline at ``ISSUE_BASELINE`` that no Lambda spends (until stop 35 this table
+ran in the venv, and its shares were that much too low). Beside it, each function's whole
+entry module with its handler built (``functions/<name>/app.py``) against the same handler
+built on the all-routes entry, now and at that rev (and at BENCH_COLDSTART_ALSO's), as
+Lambda runs it (bench/lambda_site.py: the layer's packages and the runtime's boto3 alone,
+Lambda's environment, so the X-Ray SDK takes its Lambda sampler and the Tracer patches
+what it is told to), with the Tracer alone below them (``TRACER_ROWS``): the handler's
+Tracer imports the X-Ray SDK and botocore, a cost the route split does not change and
+boto3 (the first request's DynamoDB client) would mostly pay anyway.
 
 ``python -m bench coldstart``; BENCH_COLDSTART_ROUNDS sets the rounds (default 7; a
 figure wants at least 3, the smoke test runs 1); BENCH_COLDSTART_BEFORE=<git rev> measures
@@ -340,13 +344,18 @@ def main() -> None:
         also_layer = _before(also_rev, Path(where) / "also", python) if also_rev else None
         also = (also_rev, also_layer) if also_layer is not None else None
         on = _version(python)
+        site = runtime or lambda_site.build(Path(where) / "lambda")
+        packages = (
+            "with the layer's packages and the runtime's boto3 alone, as Lambda has them"
+            if site
+            else "with this venv's packages (no Lambda-like site; more than the layer has)"
+        )
         print(f"cold start imports, {rounds} fresh interpreters each, interleaved, one run, "
-              f"on Python {on} (load average {_load()}):")  # fmt: skip
-        worst = _print(*measure(rounds, layer, rev, also, runtime), TARGET)
+              f"on Python {on}, {packages} (load average {_load()}):")  # fmt: skip
+        worst = _print(*measure(rounds, layer, rev, also, site), TARGET)
         print("  worst min-wall share: " + ", ".join(
             f"{w:.1%} of {name}" for name, w in worst.items()
         ) + f" (target at most {TARGET:.0%} of the issue's); load average {_load()}")  # fmt: skip
-        site = runtime or lambda_site.build(Path(where) / "lambda")
         where_run = "as Lambda runs it" if site else "in this venv, outside Lambda's environment"
         print("with the handler built (functions/<name>/app.py: Tracer, Logger, Metrics), "
               f"{where_run} (the layer's packages and the runtime's boto3 alone, Lambda's "
