@@ -54,23 +54,24 @@ SPELLINGS = [
 ]
 
 
+# The deny list the attacks spell their way past (here and in
+# test_supplier_spelled_with_control_characters.py).
+BLOCKED_SUPPLIERS = {
+    "id": "blocked-suppliers",
+    "app": "payables",
+    "tools": ["supplier_pay"],
+    "response": "stop",
+    "when": 'supplier in ["ACME", "Initech"]',
+    "message": "Payments to suppliers under investigation are stopped",
+}
+
+
 @pytest.mark.anyio
 async def test_a_supplier_on_the_deny_list_is_not_paid_under_another_spelling(
     workspace: Workspace,
 ) -> None:
     ws = workspace
-    ws.push(
-        rules=[
-            {
-                "id": "blocked-suppliers",
-                "app": "payables",
-                "tools": ["supplier_pay"],
-                "response": "stop",
-                "when": 'supplier in ["ACME", "Initech"]',
-                "message": "Payments to suppliers under investigation are stopped",
-            }
-        ]
-    )
+    ws.push(rules=[BLOCKED_SUPPLIERS])
     async with Client(ws.guard("payables", PAYABLES)) as payables:
         exact = await payables.call_tool("supplier_pay", {"supplier": "ACME", "amount": 900})
         assert exact.is_error, text(exact)

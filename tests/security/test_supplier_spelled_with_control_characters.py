@@ -27,7 +27,11 @@ from mcp import Client
 from tests.api.conftest import Keys, put_rule
 from tests.guard.conftest import Workspace
 from tests.guard.test_examples import text
-from tests.security.test_supplier_spelled_past_a_deny_list import PAYABLES, _check
+from tests.security.test_supplier_spelled_past_a_deny_list import (
+    BLOCKED_SUPPLIERS,
+    PAYABLES,
+    _check,
+)
 
 # Each is ACME to a collation that weighs control characters nothing.
 SPELLINGS = [
@@ -47,18 +51,7 @@ async def test_a_supplier_on_the_deny_list_is_not_paid_with_a_control_character(
     workspace: Workspace,
 ) -> None:
     ws = workspace
-    ws.push(
-        rules=[
-            {
-                "id": "blocked-suppliers",
-                "app": "payables",
-                "tools": ["supplier_pay"],
-                "response": "stop",
-                "when": 'supplier in ["ACME", "Initech"]',
-                "message": "Payments to suppliers under investigation are stopped",
-            }
-        ]
-    )
+    ws.push(rules=[BLOCKED_SUPPLIERS])
     async with Client(ws.guard("payables", PAYABLES)) as payables:
         paid = []
         for spelling in SPELLINGS:
