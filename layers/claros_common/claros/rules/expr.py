@@ -967,11 +967,9 @@ class _Evaluator:
                 return self.other_word(a, b)
             return None  # two numbers one can't read
         if a_str and type(b) is Decimal:
-            a, b = b, a
-            a_str, b_str = False, True
+            return self.number_and_text(b, a)
         if type(a) is Decimal and b_str:
-            y = read_number(b)
-            return bool(a == y) if type(y) is Decimal else None
+            return self.number_and_text(a, b)
         if a is None or b is None:
             return a is None and b is None
         if isinstance(a, bool) and isinstance(b, bool):
@@ -980,6 +978,18 @@ class _Evaluator:
         both_maps = isinstance(a, Mapping) and isinstance(b, Mapping)
         if both_lists or both_maps:
             return self.same(a, b, 0)
+        return None
+
+    def number_and_text(self, number: Decimal, text: str) -> bool | None:
+        """``==`` on a number and a string: by the string's value when the one parser reads
+        it, else undecided, and ``numeral`` when it is written as a number an app may read
+        (``"1_187"`` for 1187, as pydantic's int does: the rule holds, as with ``<`` and
+        ``>``; tests/security/test_order_number_spelled_past_a_deny_list.py)."""
+        value = read_number(text)
+        if type(value) is Decimal:
+            return bool(number == value)
+        if _numeral(text):
+            self.spelled = self.numeral = True
         return None
 
     def fold(self, text: str) -> str:
