@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -138,37 +139,38 @@ class RawGuard:
     def answer(self, id: Any, n: int = 1, timeout: float = WAIT) -> dict[str, Any]:
         """The ``n``-th answer to ``id`` (a request's id, or ``None`` for errors the
         guard could not tie to a request), waiting for it."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                found = [m for m in self.received if isinstance(m, dict) and _same_id(m, id)]
-                if len(found) >= n:
-                    return found[n - 1]
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    raise AssertionError(
-                        f"no answer #{n} to id {id!r} within {timeout}s; the guard said: "
-                        f"{self.stderr()[-2000:]}; it answered {self.received[-5:]}"
-                    )
-                self._cond.wait(min(left, 0.2))
+        return self._nth(
+            lambda m: _same_id(m, id), n, timeout, f"answer #{n} to id {id!r}", "answered"
+        )
 
     def asked(self, method: str, n: int = 1, timeout: float = WAIT) -> dict[str, Any]:
         """The ``n``-th request ``method`` the guard sent the agent, waiting for it."""
+        return self._nth(
+            lambda m: m.get("method") == method and "id" in m, n, timeout,
+            f"request #{n} {method}", "sent",
+        )  # fmt: skip
+
+    def _nth(
+        self,
+        matches: Callable[[dict[str, Any]], bool],
+        n: int,
+        timeout: float,
+        what: str,
+        verb: str,
+    ) -> dict[str, Any]:
+        """The ``n``-th message from the guard that ``matches``, waiting up to ``timeout``
+        (or until the guard exits) for it to arrive."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                found = [
-                    m
-                    for m in self.received
-                    if isinstance(m, dict) and m.get("method") == method and "id" in m
-                ]
+                found = [m for m in self.received if isinstance(m, dict) and matches(m)]
                 if len(found) >= n:
                     return found[n - 1]
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
                     raise AssertionError(
-                        f"no request #{n} {method} within {timeout}s; the guard said: "
-                        f"{self.stderr()[-2000:]}; it sent {self.received[-5:]}"
+                        f"no {what} within {timeout}s; the guard said: "
+                        f"{self.stderr()[-2000:]}; it {verb} {self.received[-5:]}"
                     )
                 self._cond.wait(min(left, 0.2))
 
