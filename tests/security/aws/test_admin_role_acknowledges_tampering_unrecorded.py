@@ -28,6 +28,7 @@ from tests.security.aws.test_aws_roles_cannot_rewrite import (
     _ledger,
     _seed,
     rewrite_entry_3,
+    tampering_ids,
     world,
 )
 from tests.stack import STACK_WARNINGS, WS
@@ -52,14 +53,7 @@ def test_the_admin_role_cannot_acknowledge_tampering_unrecorded(world: World) ->
     assert _signs(world) == 503
     # The admin role reads the tampering ids and puts the acknowledgement docs itself.
     state = world.table("StateTable")
-    found = role.query(
-        TableName=state,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"{WS}#tampering"}},
-        ConsistentRead=True,
-    )["Items"]
-    ids = [item["sk"]["S"] for item in found]
-    assert ids
+    ids = tampering_ids(world, role)
     for tamper_id in ids:
         ack = {"tampering": {"id": tamper_id}, "by": "admin@acme.test", "at": 1, "note": "ok"}
         role.put_item(

@@ -171,6 +171,20 @@ def _item(entry: Entry) -> Json:
     }  # fmt: skip
 
 
+def tampering_ids(world: World, role: Any) -> list[str]:
+    """The ids of the workspace's tampering records, as ``role``'s client reads them (a
+    Query on the state table, which every request role may run); at least one."""
+    found = role.query(
+        TableName=world.table("StateTable"),
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"{WS}#tampering"}},
+        ConsistentRead=True,
+    )["Items"]
+    ids = [item["sk"]["S"] for item in found]
+    assert ids, "no tampering recorded"
+    return ids
+
+
 def rewrite_entry_3(world: World, role: Any) -> None:
     """The rewrite IAM cannot refuse, above the last checkpoint (seq 2), with ``role``'s
     client: the record of entry 3 now says "allow", and entry 3 is re-chained over it

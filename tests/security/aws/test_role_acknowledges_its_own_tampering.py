@@ -29,6 +29,7 @@ from tests.security.aws.test_aws_roles_cannot_rewrite import (
     _seed,
     _tampered_metric,
     rewrite_entry_3,
+    tampering_ids,
 )
 from tests.stack import (
     STACK_WARNINGS,
@@ -57,14 +58,7 @@ def test_a_request_role_cannot_acknowledge_its_own_tampering(
     assert status == 503 and "tamper" in body["message"], body
 
     # 2. The same role reads the tampering ids (ReadState: Query on any partition) ...
-    found = role.query(
-        TableName=world.table("StateTable"),
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"{WS}#tampering"}},
-        ConsistentRead=True,
-    )["Items"]
-    ids = [item["sk"]["S"] for item in found]
-    assert ids
+    ids = tampering_ids(world, role)
     # ... and writes the "acknowledgement" records itself (PutItem on the records table).
     for tamper_id in ids:
         ack = {"by": "dana@example.com", "at": 1, "note": "looked into it",
