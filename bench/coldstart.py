@@ -343,7 +343,7 @@ def main() -> None:
         also_rev = os.environ.get("BENCH_COLDSTART_ALSO", "")
         also_layer = _before(also_rev, Path(where) / "also", python) if also_rev else None
         also = (also_rev, also_layer) if also_layer is not None else None
-        on = _version(python)
+        on = lambda_site.python_version(python)
         site = runtime or lambda_site.build(Path(where) / "lambda")
         packages = (
             "with the layer's packages and the runtime's boto3 alone, as Lambda has them"
@@ -362,15 +362,6 @@ def main() -> None:
               "environment), against handler_for('check') on the all-routes entry:")  # fmt: skip
         _print(*measure_with_handler(rounds, layer, rev, also, site), None)
         print(f"  load average {_load()}")
-
-
-def _version(python: str) -> str:
-    """The version ``python`` runs (what a figure was measured on: Lambda runs 3.13)."""
-    done = subprocess.run(
-        [python, "-c", "import platform; print(platform.python_version())"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
 
 
 def _load() -> str:

@@ -111,11 +111,12 @@ def _pins() -> list[str]:
     return pins
 
 
-def _version_of(python: str) -> str:
-    """``major.minor`` of the interpreter ``python`` (a path or a command on PATH)."""
+def python_version(python: str) -> str:
+    """The version the interpreter ``python`` (a path or a command on PATH) runs, such as
+    ``3.13.0``: what a figure was measured on (Lambda runs 3.13)."""
     try:
         done = subprocess.run(
-            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            [python, "-c", "import platform; print(platform.python_version())"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     except OSError as e:
@@ -123,9 +124,19 @@ def _version_of(python: str) -> str:
     version = done.stdout.strip()
     if done.returncode != 0 or not version:
         raise SiteError(f"{python!r} is not a Python interpreter: {done.stderr.strip()[-200:]}")
-    if tuple(map(int, version.split("."))) < (3, 11):
-        raise SiteError(f"{python!r} is Python {version}; Claros needs 3.11+")
     return version
+
+
+def _version_of(python: str) -> str:
+    """``major.minor`` of the interpreter ``python``, one Claros runs on (3.11+)."""
+    full = python_version(python)
+    try:
+        major, minor = (int(part) for part in full.split(".")[:2])
+    except ValueError as e:
+        raise SiteError(f"{python!r} printed {full[:40]!r} for its version") from e
+    if (major, minor) < (3, 11):
+        raise SiteError(f"{python!r} is Python {major}.{minor}; Claros needs 3.11+")
+    return f"{major}.{minor}"
 
 
 def runtime_site(python: str, where: Path = RUNTIME_SITES) -> Site:

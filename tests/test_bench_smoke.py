@@ -119,7 +119,11 @@ def test_coldstart_refuses_an_interpreter_it_cannot_run(
 
 @pytest.mark.parametrize(
     ("prints", "reason"),
-    [("echo 3.9", "is Python 3.9; Claros needs 3.11+"), ("exit 3", "is not a Python interpreter")],
+    [
+        ("echo 3.9", "is Python 3.9; Claros needs 3.11+"),
+        ("exit 3", "is not a Python interpreter"),
+        ("echo three", "printed 'three' for its version"),
+    ],
 )
 def test_coldstart_refuses_what_is_no_python_it_can_use(
     prints: str,
